@@ -1,0 +1,25 @@
+//! Checks: the meaning of a lowered [`Budget`], one module per concern, each returning
+//! coded diagnostics. Together they guarantee what `normalize` relies on.
+
+mod clusters;
+mod contracts;
+mod limits;
+mod members;
+mod names;
+mod references;
+mod shares;
+
+use crate::diagnostic::Diagnostic;
+use crate::model::Budget;
+
+pub fn check(budget: &Budget) -> Vec<Diagnostic> {
+    let mut diagnostics = Vec::new();
+    names::check(budget, &mut diagnostics);
+    clusters::check(budget, &mut diagnostics);
+    contracts::check(budget, &mut diagnostics);
+    references::check(budget, &mut diagnostics);
+    shares::check(budget, &mut diagnostics);
+    limits::check(budget, &mut diagnostics);
+    members::check(budget, &mut diagnostics);
+    diagnostics
+}

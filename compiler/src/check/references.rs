@@ -1,0 +1,39 @@
+//! References: every cluster and contract named by a project or an expectation exists.
+
+use crate::diagnostic::{Code, Diagnostic, did_you_mean};
+use crate::model::{Budget, walk};
+use crate::source::Spanned;
+
+pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
+    let clusters: Vec<&str> = budget.clusters.iter().map(|c| c.name.value.as_str()).collect();
+    let contracts: Vec<&str> = budget.contracts.iter().map(|c| c.name.value.as_str()).collect();
+    walk(&budget.projects, &mut |_, project| {
+        for name in project.clusters.iter().flatten() {
+            known(name, &clusters, Code::ReferenceUnknownCluster, "cluster", out);
+        }
+        for o in &project.overrides {
+            known(&o.cluster, &clusters, Code::ReferenceUnknownCluster, "cluster", out);
+        }
+        for name in project.contracts.iter().flatten() {
+            known(name, &contracts, Code::ReferenceUnknownContract, "contract", out);
+        }
+    });
+    for wait in &budget.expectations.waits {
+        if let Some(contract) = &wait.contract {
+            known(contract, &contracts, Code::ReferenceUnknownContract, "contract", out);
+        }
+    }
+}
+
+fn known(name: &Spanned<String>, names: &[&str], code: Code, what: &str, out: &mut Vec<Diagnostic>) {
+    if names.contains(&name.value.as_str()) {
+        return;
+    }
+    let help = did_you_mean(&name.value, names.iter().copied())
+        .unwrap_or_else(|| format!("defined {what}s: {}", names.join(", ")));
+    out.push(
+        Diagnostic::error(code, format!("no {what} is named `{}`", name.value))
+            .label(name.span, format!("unknown {what}"))
+            .help(help),
+    );
+}

@@ -1,0 +1,926 @@
+//! Lowering: KDL documents to the [`Budget`] model, following includes through a
+//! [`Loader`]. Reports everything about the shape of the files (unknown nodes and
+//! properties, missing and wrongly typed values, bad durations and percentages, include
+//! problems, size limits); the meaning of the values is `check`'s business.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
+
+use crate::diagnostic::{Code, Diagnostic, did_you_mean};
+use crate::model::*;
+use crate::source::{FileId, LoadError, Loader, PathError, SourceFile, Sources, Span, Spanned, resolve_include};
+use crate::syntax;
+
+/// Deepest project tree, includes followed.
+pub const MAX_PROJECT_DEPTH: usize = 32;
+/// Most files in one repository.
+pub const MAX_FILES: usize = 1000;
+
+/// Reads the repository from `entry` and lowers it into a model.
+///
+/// Returns whether every file could be read and parsed: checks of the whole model would
+/// mislead when a file is missing from it.
+pub fn lower(loader: &dyn Loader, entry: &str) -> (Sources, Budget, Vec<Diagnostic>, bool) {
+    let mut lowering = Lowering {
+        loader,
+        sources: Sources::default(),
+        diagnostics: Vec::new(),
+        included: BTreeMap::new(),
+        stack: Vec::new(),
+        complete: true,
+    };
+    let mut budget = Budget::default();
+    if let Some((file, doc)) = lowering.read(entry, None) {
+        budget.origin = Some(Span { file, offset: 0, len: 0 });
+        lowering.stack.push(entry.to_string());
+        lowering.entry_file(file, &doc, &mut budget);
+    }
+    (lowering.sources, budget, lowering.diagnostics, lowering.complete)
+}
+
+struct Lowering<'l> {
+    loader: &'l dyn Loader,
+    sources: Sources,
+    diagnostics: Vec<Diagnostic>,
+    /// Every file read so far and the include that brought it in.
+    included: BTreeMap<String, Option<Span>>,
+    /// The chain of files being lowered, for cycle detection.
+    stack: Vec<String>,
+    /// No file failed to load or parse.
+    complete: bool,
+}
+
+const TOP_LEVEL: &[&str] = &["cluster", "policy", "contract", "project", "include", "expect"];
+const INCLUDED_TOP_LEVEL: &[&str] = &["project", "include"];
+const PROJECT_CHILDREN: &[&str] = &[
+    "project", "include", "users", "groups", "namespaces", "owners", "clusters", "contracts", "on",
+];
+
+impl Lowering<'_> {
+    fn push(&mut self, diagnostic: Diagnostic) {
+        self.diagnostics.push(diagnostic);
+    }
+
+    /// Loads and parses one file; `via` is the include that named it.
+    /// A missing included file leaves a hole in the tree that checks can work around; an
+    /// unreadable or unparsable one does not.
+    fn read(&mut self, path: &str, via: Option<Span>) -> Option<(FileId, KdlDocument)> {
+        let name = self.loader.display_name(path);
+        if self.sources.len() >= MAX_FILES {
+            let d = Diagnostic::error(Code::SizeTooManyFiles, format!("more than {MAX_FILES} files"))
+                .help("allot reads at most 1,000 files per repository; merge small files");
+            self.push(at(d, via, "this include is one too many", &name));
+            return None;
+        }
+        let bytes = match self.loader.load(path) {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                let (code, text) = match (&error, via) {
+                    (_, Some(_)) => (Code::IncludeMissing, format!("cannot read included file `{name}`: {error}")),
+                    (LoadError::NotFound, None) => (Code::SourceUnreadable, "no such file".to_string()),
+                    (LoadError::Other(_), None) => (Code::SourceUnreadable, error.to_string()),
+                };
+                let help = if via.is_some() {
+                    "include paths are relative to the file that holds the include"
+                } else {
+                    "pass a budget repository folder holding `allot.kdl`, or the entry file itself"
+                };
+                self.push(at(Diagnostic::error(code, text).help(help), via, "included here", &name));
+                self.complete &= via.is_some();
+                return None;
+            }
+        };
+        if bytes.len() > syntax::MAX_FILE_BYTES {
+            let d = Diagnostic::error(
+                Code::SizeFileTooLarge,
+                format!("`{name}` is {} bytes; allot reads files of at most 1 MiB", bytes.len()),
+            )
+            .help("split the tree over several files with `include`");
+            self.push(at(d, via, "included here", &name));
+            self.complete = false;
+            return None;
+        }
+        let text = match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(error) => {
+                let offset = error.utf8_error().valid_up_to();
+                let d = Diagnostic::error(
+                    Code::SourceUnreadable,
+                    format!("`{name}` is not UTF-8 text (invalid byte at offset {offset})"),
+                )
+                .help("KDL files are UTF-8; re-save the file as UTF-8");
+                self.push(at(d, via, "included here", &name));
+                self.complete = false;
+                return None;
+            }
+        };
+        let file = self.sources.add(SourceFile { path: path.to_string(), name, text: text.into() });
+        let text = self.sources.get(file).map(|f| f.text.clone()).unwrap_or_default();
+        match syntax::parse(file, &text) {
+            Ok(doc) => Some((file, doc)),
+            Err(diagnostics) => {
+                self.diagnostics.extend(diagnostics);
+                self.complete = false;
+                None
+            }
+        }
+    }
+
+    fn entry_file(&mut self, file: FileId, doc: &KdlDocument, budget: &mut Budget) {
+        let mut policy_seen = None;
+        let mut expect_seen = None;
+        for node in doc.nodes() {
+            let name = node.name().value();
+            match name {
+                "cluster" => {
+                    if let Some(cluster) = self.cluster(file, node) {
+                        budget.clusters.push(cluster);
+                    }
+                }
+                "policy" => {
+                    if self.once(file, node, &mut policy_seen) {
+                        budget.policy = self.policy(file, node);
+                    }
+                }
+                "contract" => {
+                    if let Some(contract) = self.contract(file, node) {
+                        budget.contracts.push(contract);
+                    }
+                }
+                "project" => {
+                    if let Some(project) = self.project(file, node, 1) {
+                        budget.projects.push(project);
+                    }
+                }
+                "include" => {
+                    let projects = self.include(file, node, 1);
+                    budget.projects.extend(projects);
+                }
+                "expect" => {
+                    if self.once(file, node, &mut expect_seen) {
+                        budget.expectations = self.expect(file, node);
+                    }
+                }
+                _ => self.unknown_node(file, node, TOP_LEVEL, "at the top level"),
+            }
+        }
+    }
+
+    /// True the first time; a duplicate-node error after.
+    fn once(&mut self, file: FileId, node: &KdlNode, seen: &mut Option<Span>) -> bool {
+        let span = name_span(file, node);
+        if let Some(first) = seen {
+            let d = Diagnostic::error(
+                Code::SyntaxDuplicateNode,
+                format!("`{}` may appear only once here", node.name().value()),
+            )
+            .label(span, "second one")
+            .label(*first, "first one")
+            .help("merge the two into one node");
+            self.push(d);
+            return false;
+        }
+        *seen = Some(span);
+        true
+    }
+
+    fn unknown_node(&mut self, file: FileId, node: &KdlNode, known: &[&str], place: &str) {
+        let name = node.name().value();
+        let help = did_you_mean(name, known.iter().copied())
+            .unwrap_or_else(|| format!("known here: {}", known.join(", ")));
+        let d = Diagnostic::error(Code::SyntaxUnknownNode, format!("unknown node `{name}` {place}"))
+            .label(name_span(file, node), "not known here")
+            .help(help);
+        self.push(d);
+    }
+
+    fn entries<'n>(
+        &mut self,
+        file: FileId,
+        node: &'n KdlNode,
+        max_args: usize,
+        known: &[&str],
+    ) -> Entries<'n> {
+        let mut entries = Entries { file, node, args: Vec::new(), props: BTreeMap::new() };
+        for entry in node.entries() {
+            let span = Span::new(file, entry.span());
+            match entry.name() {
+                None => {
+                    if entries.args.len() == max_args {
+                        let what = match max_args {
+                            0 => format!("`{}` takes no arguments", node.name().value()),
+                            1 => format!("`{}` takes one argument", node.name().value()),
+                            n => format!("`{}` takes {n} arguments", node.name().value()),
+                        };
+                        let d = Diagnostic::error(Code::SyntaxExtraArgument, what)
+                            .label(span, "unexpected argument")
+                            .help(if known.is_empty() {
+                                "remove it".to_string()
+                            } else {
+                                format!("properties are written `key=value`; this node takes {}", known.join(", "))
+                            });
+                        self.push(d);
+                    } else {
+                        entries.args.push(entry);
+                    }
+                }
+                Some(key) => {
+                    let key = key.value();
+                    if !known.contains(&key) {
+                        let help = did_you_mean(key, known.iter().copied()).unwrap_or_else(|| {
+                            if known.is_empty() {
+                                "this node takes no properties".to_string()
+                            } else {
+                                format!("`{}` takes {}", node.name().value(), known.join(", "))
+                            }
+                        });
+                        let d = Diagnostic::error(
+                            Code::SyntaxUnknownProperty,
+                            format!("unknown property `{key}` on `{}`", node.name().value()),
+                        )
+                        .label(span, "not known here")
+                        .help(help);
+                        self.push(d);
+                    } else if let Some(first) = entries.props.get(key) {
+                        let d = Diagnostic::error(
+                            Code::SyntaxDuplicateProperty,
+                            format!("`{key}` is given twice"),
+                        )
+                        .label(span, "second value")
+                        .label(Span::new(file, first.span()), "first value")
+                        .help("keep one of them");
+                        self.push(d);
+                    } else {
+                        entries.props.insert(key, entry);
+                    }
+                }
+            }
+        }
+        entries
+    }
+
+    fn children<'n>(&mut self, node: &'n KdlNode) -> &'n [KdlNode] {
+        node.children().map(KdlDocument::nodes).unwrap_or(&[])
+    }
+
+    fn no_children(&mut self, file: FileId, node: &KdlNode) {
+        if let Some(child) = self.children(node).first() {
+            let d = Diagnostic::error(
+                Code::SyntaxUnknownNode,
+                format!("`{}` takes no children", node.name().value()),
+            )
+            .label(name_span(file, child), "not expected here")
+            .help("remove the braces and what they hold");
+            self.push(d);
+        }
+    }
+
+    fn cluster(&mut self, file: FileId, node: &KdlNode) -> Option<Cluster> {
+        let e = self.entries(file, node, 1, &["gpus", "gpu-type", "gpus-per-node"]);
+        let name = e.name_arg(self, "cluster")?;
+        let mut cluster = Cluster {
+            name,
+            gpus: e.count(self, "gpus", true, 1),
+            gpu_type: e.string(self, "gpu-type", true),
+            gpus_per_node: e.count(self, "gpus-per-node", false, 1),
+            slurm: None,
+            kubernetes: None,
+            yarn: None,
+            span: header_span(file, node),
+        };
+        let (mut slurm_seen, mut kubernetes_seen, mut yarn_seen) = (None, None, None);
+        for child in self.children(node) {
+            match child.name().value() {
+                "slurm" => {
+                    let e = self.entries(file, child, 0, &["cluster", "partition"]);
+                    let binding = SlurmBinding {
+                        cluster: e.string(self, "cluster", false),
+                        partition: e.string(self, "partition", false),
+                        span: header_span(file, child),
+                    };
+                    self.no_children(file, child);
+                    if self.once(file, child, &mut slurm_seen) {
+                        cluster.slurm = Some(binding);
+                    }
+                }
+                "kubernetes" => {
+                    let e = self.entries(file, child, usize::MAX, &["flavor", "resource", "node-label"]);
+                    let schedulers = e.choice_args(
+                        self,
+                        "scheduler",
+                        &[
+                            ("kueue", KubernetesScheduler::Kueue),
+                            ("kai", KubernetesScheduler::Kai),
+                            ("volcano", KubernetesScheduler::Volcano),
+                            ("yunikorn", KubernetesScheduler::Yunikorn),
+                        ],
+                    );
+                    let binding = KubernetesBinding {
+                        schedulers,
+                        flavor: e.string(self, "flavor", false),
+                        resource: e.string(self, "resource", false),
+                        node_label: e.string(self, "node-label", false),
+                        span: header_span(file, child),
+                    };
+                    self.no_children(file, child);
+                    if self.once(file, child, &mut kubernetes_seen) {
+                        cluster.kubernetes = Some(binding);
+                    }
+                }
+                "yarn" => {
+                    let e = self.entries(file, child, usize::MAX, &["resource", "capacity-mode"]);
+                    let schedulers = e.choice_args(
+                        self,
+                        "scheduler",
+                        &[("capacity", YarnScheduler::Capacity), ("fair", YarnScheduler::Fair)],
+                    );
+                    let binding = YarnBinding {
+                        schedulers,
+                        resource: e.string(self, "resource", false),
+                        capacity_mode: e.choice(
+                            self,
+                            "capacity-mode",
+                            &[("percent", CapacityMode::Percent), ("absolute", CapacityMode::Absolute)],
+                        ),
+                        span: header_span(file, child),
+                    };
+                    self.no_children(file, child);
+                    if self.once(file, child, &mut yarn_seen) {
+                        cluster.yarn = Some(binding);
+                    }
+                }
+                _ => self.unknown_node(file, child, &["slurm", "kubernetes", "yarn"], "in a cluster"),
+            }
+        }
+        Some(cluster)
+    }
+
+    fn policy(&mut self, file: FileId, node: &KdlNode) -> Policy {
+        let e = self.entries(file, node, 0, &["window", "unbudgeted", "overflow", "overcommit"]);
+        let rules = [("preemptible", WorkRule::Preemptible), ("deny", WorkRule::Deny)];
+        self.no_children(file, node);
+        Policy {
+            window: e.duration(self, "window", false),
+            unbudgeted: e.choice(self, "unbudgeted", &rules),
+            overflow: e.choice(self, "overflow", &rules),
+            overcommit: e.flag(self, "overcommit"),
+            span: Some(header_span(file, node)),
+        }
+    }
+
+    fn contract(&mut self, file: FileId, node: &KdlNode) -> Option<Contract> {
+        let e = self.entries(
+            file,
+            node,
+            1,
+            &["min-runtime", "max-runtime", "resumable", "max-gpus", "default"],
+        );
+        self.no_children(file, node);
+        Some(Contract {
+            name: e.name_arg(self, "contract")?,
+            min_runtime: e.duration(self, "min-runtime", true),
+            max_runtime: e.duration(self, "max-runtime", false),
+            resumable: e.flag(self, "resumable"),
+            max_gpus: e.count(self, "max-gpus", false, 1),
+            default: e.flag(self, "default"),
+            span: header_span(file, node),
+        })
+    }
+
+    fn project(&mut self, file: FileId, node: &KdlNode, depth: usize) -> Option<Project> {
+        let e = self.entries(file, node, 1, &["share", "max-gpus", "overcommit"]);
+        let name = e.name_arg(self, "project")?;
+        let mut project = Project {
+            share: e.share(self, "share", true),
+            max_gpus: e.count(self, "max-gpus", false, 0),
+            overcommit: e.flag(self, "overcommit"),
+            name,
+            users: Vec::new(),
+            groups: Vec::new(),
+            namespaces: Vec::new(),
+            owners: Vec::new(),
+            clusters: None,
+            contracts: None,
+            overrides: Vec::new(),
+            children: Vec::new(),
+            span: header_span(file, node),
+        };
+        if depth > MAX_PROJECT_DEPTH {
+            let d = Diagnostic::error(
+                Code::SizeTooDeep,
+                format!("the project tree is deeper than {MAX_PROJECT_DEPTH} levels"),
+            )
+            .label(project.name.span, format!("level {depth}"))
+            .help("flatten the tree; no scheduler benefits from this depth");
+            self.push(d);
+            return Some(project);
+        }
+        let (mut clusters_seen, mut contracts_seen) = (None, None);
+        for child in self.children(node) {
+            match child.name().value() {
+                "project" => {
+                    if let Some(p) = self.project(file, child, depth + 1) {
+                        project.children.push(p);
+                    }
+                }
+                "include" => {
+                    let projects = self.include(file, child, depth + 1);
+                    project.children.extend(projects);
+                }
+                "users" => {
+                    let e = self.entries(file, child, usize::MAX, &["default"]);
+                    let default = e.flag(self, "default").is_some_and(|f| f.value);
+                    let names = e.string_args(self, "a user name");
+                    project.users.extend(names.into_iter().map(|name| Member { name, default }));
+                    self.no_children(file, child);
+                }
+                list @ ("groups" | "namespaces" | "owners") => {
+                    let e = self.entries(file, child, usize::MAX, &[]);
+                    let names = e.string_args(self, &format!("a name in `{list}`"));
+                    match list {
+                        "groups" => project.groups.extend(names),
+                        "namespaces" => project.namespaces.extend(names),
+                        _ => project.owners.extend(names),
+                    }
+                    self.no_children(file, child);
+                }
+                "clusters" => {
+                    let e = self.entries(file, child, usize::MAX, &[]);
+                    let names = e.string_args(self, "a cluster name");
+                    self.no_children(file, child);
+                    if self.once(file, child, &mut clusters_seen) {
+                        project.clusters = Some(names);
+                    }
+                }
+                "contracts" => {
+                    let e = self.entries(file, child, usize::MAX, &[]);
+                    let names = e.string_args(self, "a contract name");
+                    self.no_children(file, child);
+                    if self.once(file, child, &mut contracts_seen) {
+                        project.contracts = Some(names);
+                    }
+                }
+                "on" => {
+                    let e = self.entries(file, child, 1, &["share", "max-gpus"]);
+                    self.no_children(file, child);
+                    if let Some(cluster) = e.name_arg(self, "cluster") {
+                        let share = e.share(self, "share", false);
+                        let max_gpus = e.count(self, "max-gpus", false, 0);
+                        if share.is_none() && max_gpus.is_none() && e.props.is_empty() {
+                            let d = Diagnostic::error(
+                                Code::SyntaxMissingValue,
+                                "`on` needs `share` or `max-gpus`",
+                            )
+                            .label(header_span(file, child), "overrides nothing")
+                            .help("write e.g. `on saturn share=\"10%\"`");
+                            self.push(d);
+                        }
+                        project.overrides.push(ClusterOverride {
+                            cluster,
+                            share,
+                            max_gpus,
+                            span: header_span(file, child),
+                        });
+                    }
+                }
+                _ => self.unknown_node(file, child, PROJECT_CHILDREN, "in a project"),
+            }
+        }
+        Some(project)
+    }
+
+    /// Lowers the projects of an included file, at `depth` in the tree.
+    fn include(&mut self, file: FileId, node: &KdlNode, depth: usize) -> Vec<Project> {
+        let e = self.entries(file, node, 1, &[]);
+        self.no_children(file, node);
+        let Some(target) = e.string_arg(self, "a file path") else {
+            return Vec::new();
+        };
+        let from = self.sources.get(file).map(|f| f.path.clone()).unwrap_or_default();
+        let path = match resolve_include(&from, &target.value) {
+            Ok(path) => path,
+            Err(error) => {
+                let why = match error {
+                    PathError::Absolute => "is absolute",
+                    PathError::OutsideRoot => "leaves the repository",
+                    PathError::Empty => "is empty",
+                };
+                let d = Diagnostic::error(Code::IncludeOutside, format!("include path {why}"))
+                    .label(target.span, "not inside the repository")
+                    .help("write the path relative to this file, inside the budget repository");
+                self.push(d);
+                return Vec::new();
+            }
+        };
+        if let Some(position) = self.stack.iter().position(|p| *p == path) {
+            let mut chain: Vec<&str> = self.stack[position..].iter().map(String::as_str).collect();
+            chain.push(&path);
+            let d = Diagnostic::error(Code::IncludeCycle, format!("include cycle: {}", chain.join(" -> ")))
+                .label(target.span, "includes a file that is already being read")
+                .help("every file belongs to one subtree; remove one include of the cycle");
+            self.push(d);
+            return Vec::new();
+        }
+        if let Some(first) = self.included.get(&path) {
+            let mut d = Diagnostic::error(Code::IncludeDuplicate, format!("`{path}` is included twice"))
+                .label(target.span, "second include");
+            if let Some(first) = first {
+                d = d.label(*first, "first include");
+            }
+            self.push(d.help("a file belongs to one subtree; include it once"));
+            return Vec::new();
+        }
+        self.included.insert(path.clone(), Some(target.span));
+        let Some((included, doc)) = self.read(&path, Some(target.span)) else {
+            return Vec::new();
+        };
+        self.stack.push(path);
+        let mut projects = Vec::new();
+        for child in doc.nodes() {
+            match child.name().value() {
+                "project" => projects.extend(self.project(included, child, depth)),
+                "include" => projects.extend(self.include(included, child, depth)),
+                _ => self.unknown_node(included, child, INCLUDED_TOP_LEVEL, "in an included file"),
+            }
+        }
+        self.stack.pop();
+        projects
+    }
+
+    fn expect(&mut self, file: FileId, node: &KdlNode) -> Expectations {
+        self.entries(file, node, 0, &[]);
+        let mut expectations = Expectations::default();
+        let mut delivered_seen = None;
+        for child in self.children(node) {
+            match child.name().value() {
+                "delivered" => {
+                    let e = self.entries(file, child, 0, &["per-budget", "overall"]);
+                    self.no_children(file, child);
+                    let per_budget = e.percent(self, "per-budget", false);
+                    let overall = e.percent(self, "overall", false);
+                    if self.once(file, child, &mut delivered_seen) {
+                        expectations.delivered_per_budget = per_budget;
+                        expectations.delivered_overall = overall;
+                    }
+                }
+                "wait" => {
+                    let e = self.entries(file, child, 0, &["contract", "p50", "p90", "p99"]);
+                    self.no_children(file, child);
+                    let wait = WaitExpectation {
+                        contract: e.string(self, "contract", true),
+                        p50: e.duration(self, "p50", false),
+                        p90: e.duration(self, "p90", false),
+                        p99: e.duration(self, "p99", false),
+                        span: header_span(file, child),
+                    };
+                    if wait.p50.is_none() && wait.p90.is_none() && wait.p99.is_none() {
+                        let d = Diagnostic::error(Code::SyntaxMissingValue, "`wait` needs a percentile")
+                            .label(wait.span, "no `p50`, `p90` or `p99`")
+                            .help("write e.g. `wait contract=debug p90=\"5m\"`");
+                        self.push(d);
+                    }
+                    expectations.waits.push(wait);
+                }
+                _ => self.unknown_node(file, child, &["delivered", "wait"], "in `expect`"),
+            }
+        }
+        expectations
+    }
+}
+
+/// A diagnostic labelled at the include that named a file, or naming the file itself.
+fn at(d: Diagnostic, via: Option<Span>, label: &str, name: &str) -> Diagnostic {
+    match via {
+        Some(span) => d.label(span, label),
+        None => Diagnostic { file_name: Some(name.to_string()), ..d },
+    }
+}
+
+fn name_span(file: FileId, node: &KdlNode) -> Span {
+    Span::new(file, node.name().span())
+}
+
+/// From the node's name to the end of its last entry: the line a reader sees.
+fn header_span(file: FileId, node: &KdlNode) -> Span {
+    let start = node.name().span().offset();
+    let end = node
+        .entries()
+        .iter()
+        .map(|e| e.span().offset() + e.span().len())
+        .max()
+        .unwrap_or(start + node.name().span().len());
+    Span { file, offset: start, len: end.saturating_sub(start) }
+}
+
+fn kind(value: &KdlValue) -> &'static str {
+    match value {
+        KdlValue::String(_) => "a string",
+        KdlValue::Integer(_) => "an integer",
+        KdlValue::Float(_) => "a number",
+        KdlValue::Bool(_) => "a flag",
+        KdlValue::Null => "#null",
+    }
+}
+
+/// The arguments and properties of one node, already checked against what it takes.
+struct Entries<'n> {
+    file: FileId,
+    node: &'n KdlNode,
+    args: Vec<&'n KdlEntry>,
+    props: BTreeMap<&'n str, &'n KdlEntry>,
+}
+
+impl<'n> Entries<'n> {
+    fn span(&self, entry: &KdlEntry) -> Span {
+        Span::new(self.file, entry.span())
+    }
+
+    fn get(&self, l: &mut Lowering, key: &str, required: bool, example: &str) -> Option<&'n KdlEntry> {
+        let entry = self.props.get(key).copied();
+        if entry.is_none() && required {
+            let node = self.node.name().value();
+            let d = Diagnostic::error(Code::SyntaxMissingValue, format!("`{node}` needs `{key}`"))
+                .label(header_span(self.file, self.node), format!("no `{key}`"))
+                .help(format!("add `{key}={example}`"));
+            l.push(d);
+        }
+        entry
+    }
+
+    fn wrong_type(&self, l: &mut Lowering, entry: &KdlEntry, what: &str, example: &str) {
+        let d = Diagnostic::error(
+            Code::SyntaxWrongType,
+            format!("expected {what}, found {}", kind(entry.value())),
+        )
+        .label(self.span(entry), format!("should be {what}"))
+        .help(format!("for example `{example}`"));
+        l.push(d);
+    }
+
+    /// The first argument, as a name; an error when missing.
+    fn name_arg(&self, l: &mut Lowering, what: &str) -> Option<Spanned<String>> {
+        if self.args.is_empty() {
+            let d = Diagnostic::error(
+                Code::SyntaxMissingValue,
+                format!("`{}` needs a {what} name", self.node.name().value()),
+            )
+            .label(name_span(self.file, self.node), "no name")
+            .help(format!("write `{} NAME ...`", self.node.name().value()));
+            l.push(d);
+            return None;
+        }
+        self.string_arg(l, &format!("a {what} name"))
+    }
+
+    fn string_arg(&self, l: &mut Lowering, what: &str) -> Option<Spanned<String>> {
+        let Some(entry) = self.args.first() else {
+            let d = Diagnostic::error(
+                Code::SyntaxMissingValue,
+                format!("`{}` needs {what}", self.node.name().value()),
+            )
+            .label(name_span(self.file, self.node), "missing argument")
+            .help(format!("write `{} \"...\"`", self.node.name().value()));
+            l.push(d);
+            return None;
+        };
+        match entry.value() {
+            KdlValue::String(s) => Some(Spanned::new(s.clone(), self.span(entry))),
+            _ => {
+                self.wrong_type(l, entry, what, "\"name\"");
+                None
+            }
+        }
+    }
+
+    fn string_args(&self, l: &mut Lowering, what: &str) -> Vec<Spanned<String>> {
+        if self.args.is_empty() {
+            let d = Diagnostic::error(
+                Code::SyntaxMissingValue,
+                format!("`{}` lists nothing", self.node.name().value()),
+            )
+            .label(name_span(self.file, self.node), "empty list")
+            .help(format!("write `{} NAME NAME ...`, or remove it", self.node.name().value()));
+            l.push(d);
+        }
+        let mut names = Vec::new();
+        for entry in &self.args {
+            match entry.value() {
+                KdlValue::String(s) => names.push(Spanned::new(s.clone(), self.span(entry))),
+                _ => self.wrong_type(l, entry, what, "alice"),
+            }
+        }
+        names
+    }
+
+    fn choice_args<T: Copy>(&self, l: &mut Lowering, what: &str, options: &[(&str, T)]) -> Vec<Spanned<T>> {
+        let words: Vec<&str> = options.iter().map(|(w, _)| *w).collect();
+        if self.args.is_empty() {
+            let d = Diagnostic::error(
+                Code::SyntaxMissingValue,
+                format!("`{}` needs at least one {what}", self.node.name().value()),
+            )
+            .label(name_span(self.file, self.node), "which schedulers?")
+            .help(format!("name one or more of {}", words.join(", ")));
+            l.push(d);
+        }
+        self.args.iter().filter_map(|entry| self.pick(l, entry, what, options)).collect()
+    }
+
+    fn pick<T: Copy>(&self, l: &mut Lowering, entry: &KdlEntry, what: &str, options: &[(&str, T)]) -> Option<Spanned<T>> {
+        let words: Vec<&str> = options.iter().map(|(w, _)| *w).collect();
+        let KdlValue::String(s) = entry.value() else {
+            self.wrong_type(l, entry, &format!("one of {}", words.join(", ")), words[0]);
+            return None;
+        };
+        if let Some((_, value)) = options.iter().find(|(w, _)| w == s) {
+            return Some(Spanned::new(*value, self.span(entry)));
+        }
+        let help = did_you_mean(s, words.iter().copied())
+            .unwrap_or_else(|| format!("choose one of {}", words.join(", ")));
+        let d = Diagnostic::error(Code::ValueBadChoice, format!("`{s}` is not a {what}"))
+            .label(self.span(entry), format!("expected one of {}", words.join(", ")))
+            .help(help);
+        l.push(d);
+        None
+    }
+
+    fn choice<T: Copy>(&self, l: &mut Lowering, key: &str, options: &[(&str, T)]) -> Option<Spanned<T>> {
+        let entry = self.get(l, key, false, "")?;
+        self.pick(l, entry, &format!("value of `{key}`"), options)
+    }
+
+    fn string(&self, l: &mut Lowering, key: &str, required: bool) -> Option<Spanned<String>> {
+        let entry = self.get(l, key, required, "\"...\"")?;
+        match entry.value() {
+            KdlValue::String(s) => Some(Spanned::new(s.clone(), self.span(entry))),
+            _ => {
+                self.wrong_type(l, entry, "a string", &format!("{key}=\"...\""));
+                None
+            }
+        }
+    }
+
+    fn flag(&self, l: &mut Lowering, key: &str) -> Option<Spanned<bool>> {
+        let entry = self.get(l, key, false, "#true")?;
+        match entry.value() {
+            KdlValue::Bool(b) => Some(Spanned::new(*b, self.span(entry))),
+            _ => {
+                self.wrong_type(l, entry, "a flag", &format!("{key}=#true"));
+                None
+            }
+        }
+    }
+
+    /// A non-negative integer of at least `min`.
+    fn count(&self, l: &mut Lowering, key: &str, required: bool, min: u64) -> Option<Spanned<u64>> {
+        let entry = self.get(l, key, required, "8")?;
+        let KdlValue::Integer(n) = entry.value() else {
+            self.wrong_type(l, entry, "a whole number", &format!("{key}=8"));
+            return None;
+        };
+        match u64::try_from(*n) {
+            Ok(n) if n >= min && n <= u64::from(u32::MAX) => Some(Spanned::new(n, self.span(entry))),
+            _ => {
+                let d = Diagnostic::error(
+                    Code::ValueOutOfRange,
+                    format!("`{key}` must be from {min} to {}", u32::MAX),
+                )
+                .label(self.span(entry), "out of range")
+                .help(if min > 0 { "a cluster or job has at least one GPU" } else { "write a count of GPUs" });
+                l.push(d);
+                None
+            }
+        }
+    }
+
+    fn duration(&self, l: &mut Lowering, key: &str, required: bool) -> Option<Spanned<Seconds>> {
+        let entry = self.get(l, key, required, "\"8h\"")?;
+        let KdlValue::String(s) = entry.value() else {
+            self.wrong_type(l, entry, "a duration string", &format!("{key}=\"8h\""));
+            return None;
+        };
+        match parse_duration(s) {
+            Some(seconds) => Some(Spanned::new(seconds, self.span(entry))),
+            None => {
+                let d = Diagnostic::error(Code::ValueBadDuration, format!("`{s}` is not a duration"))
+                    .label(self.span(entry), "not a duration")
+                    .help("write a whole number and a unit s, m, h, d or w, e.g. \"90s\", \"8h\", \"7d\", \"1h30m\"");
+                l.push(d);
+                None
+            }
+        }
+    }
+
+    fn percent(&self, l: &mut Lowering, key: &str, required: bool) -> Option<Spanned<Percent>> {
+        let entry = self.get(l, key, required, "\"95%\"")?;
+        let KdlValue::String(s) = entry.value() else {
+            self.wrong_type(l, entry, "a percentage string", &format!("{key}=\"95%\""));
+            return None;
+        };
+        self.parse_percent(l, entry, s)
+    }
+
+    fn parse_percent(&self, l: &mut Lowering, entry: &KdlEntry, s: &str) -> Option<Spanned<Percent>> {
+        let Some(p) = parse_percent(s) else {
+            let d = Diagnostic::error(Code::ValueBadPercentage, format!("`{s}` is not a percentage"))
+                .label(self.span(entry), "not a percentage")
+                .help("write a number with up to 6 decimals followed by `%`, e.g. \"35%\" or \"12.5%\"");
+            l.push(d);
+            return None;
+        };
+        if p > 100.0 {
+            let d = Diagnostic::error(Code::ValueOutOfRange, format!("`{s}` is over 100%"))
+                .label(self.span(entry), "over 100%")
+                .help("a percentage is at most \"100%\"; for relative sizes use weights (`share=3`)");
+            l.push(d);
+            return None;
+        }
+        Some(Spanned::new(Percent(p), self.span(entry)))
+    }
+
+    /// A percentage string or a number (a weight). Zero and negatives are `check`'s.
+    fn share(&self, l: &mut Lowering, key: &str, required: bool) -> Option<Spanned<Share>> {
+        let entry = self.get(l, key, required, "\"25%\"")?;
+        match entry.value() {
+            KdlValue::String(s) => self
+                .parse_percent(l, entry, s)
+                .map(|p| Spanned::new(Share::Percent(p.value), p.span)),
+            KdlValue::Integer(n) => Some(Spanned::new(Share::Weight(*n as f64), self.span(entry))),
+            KdlValue::Float(f) if f.is_finite() => Some(Spanned::new(Share::Weight(*f), self.span(entry))),
+            _ => {
+                self.wrong_type(l, entry, "a percentage or a weight", "share=\"25%\" or share=3");
+                None
+            }
+        }
+    }
+}
+
+/// `"90s"`, `"8h"`, `"7d"`, `"1h30m"`: whole numbers with units s, m, h, d, w.
+pub fn parse_duration(text: &str) -> Option<Seconds> {
+    let mut total: u64 = 0;
+    let mut digits = String::new();
+    let mut units_seen = BTreeSet::new();
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let unit: u64 = match c {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            'd' => 86_400,
+            'w' => 604_800,
+            _ => return None,
+        };
+        if digits.is_empty() || !units_seen.insert(c) {
+            return None;
+        }
+        let n: u64 = digits.parse().ok()?;
+        total = total.checked_add(n.checked_mul(unit)?)?;
+        digits.clear();
+    }
+    (digits.is_empty() && !units_seen.is_empty()).then_some(total)
+}
+
+/// `"35%"`, `"12.5%"`: a non-negative number with up to 6 decimals and `%`.
+pub fn parse_percent(text: &str) -> Option<f64> {
+    let number = text.strip_suffix('%')?;
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    let digits = |s: &str| s.chars().all(|c| c.is_ascii_digit());
+    let valid = !whole.is_empty()
+        && whole.len() <= 6
+        && digits(whole)
+        && digits(fraction)
+        && fraction.len() <= 6
+        && (number.contains('.') <= !fraction.is_empty());
+    valid.then(|| number.parse().ok()).flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90s"), Some(90));
+        assert_eq!(parse_duration("8h"), Some(28_800));
+        assert_eq!(parse_duration("7d"), Some(604_800));
+        assert_eq!(parse_duration("1h30m"), Some(5_400));
+        assert_eq!(parse_duration("0s"), Some(0));
+        for bad in ["", "8", "h", "8 h", "8hr", "1h1h", "-1h", "1.5h", "99999999999999999999w"] {
+            assert_eq!(parse_duration(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn percentages() {
+        assert_eq!(parse_percent("35%"), Some(35.0));
+        assert_eq!(parse_percent("12.5%"), Some(12.5));
+        assert_eq!(parse_percent("0%"), Some(0.0));
+        for bad in ["35", "%", "35 %", "-5%", "1e2%", "5.%", ".5%", "3.1234567%"] {
+            assert_eq!(parse_percent(bad), None, "{bad}");
+        }
+    }
+}

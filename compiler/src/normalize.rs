@@ -1,0 +1,501 @@
+//! Normalisation: the checked model to the [`Model`] every target, the diff and the
+//! verifier read: each project's normalised share among its siblings, its effective share
+//! of each cluster and its guaranteed GPUs there, whole numbers that add up exactly.
+//!
+//! This is also the JSON `allot export` writes; its schema is `schema/allot.schema.json`.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::model::{self, Budget, Share, WorkRule, DEFAULT_WINDOW};
+use crate::source::{Sources, Span};
+
+/// The normalised budget of one repository.
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub struct Model {
+    pub clusters: Vec<Cluster>,
+    pub policy: Policy,
+    pub contracts: Vec<Contract>,
+    /// The top-level projects, each with its subtree.
+    pub projects: Vec<Project>,
+    pub expectations: Expectations,
+}
+
+/// A pool of GPUs.
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct Cluster {
+    pub name: String,
+    pub gpus: u64,
+    pub gpu_type: String,
+    pub gpus_per_node: u64,
+    /// GPUs no top-level project is guaranteed: they run preemptible work.
+    pub unallocated_gpus: u64,
+    pub bindings: Bindings,
+    pub source: Location,
+}
+
+/// The targets a cluster is bound to; absent: not emitted for that target.
+#[derive(Clone, Debug, Default, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct Bindings {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<SlurmBinding>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<KubernetesBinding>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub yarn: Option<YarnBinding>,
+}
+
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct SlurmBinding {
+    pub cluster: String,
+    pub partition: String,
+}
+
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct KubernetesBinding {
+    /// Some of `kueue`, `kai`, `volcano`, `yunikorn`, in that order.
+    pub schedulers: Vec<String>,
+    pub flavor: String,
+    pub resource: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_label: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct YarnBinding {
+    /// Some of `capacity`, `fair`, in that order.
+    pub schedulers: Vec<String>,
+    pub resource: String,
+    /// `percent` or `absolute`.
+    pub capacity_mode: String,
+}
+
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct Policy {
+    /// The fair-share window, in seconds.
+    pub window_seconds: u64,
+    /// `preemptible` or `deny`: work outside any budget.
+    pub unbudgeted: String,
+    /// `preemptible` or `deny`: work beyond a budget.
+    pub overflow: String,
+    pub overcommit: bool,
+}
+
+/// A job class.
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct Contract {
+    pub name: String,
+    /// The protected window, in seconds.
+    pub min_runtime_seconds: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_runtime_seconds: Option<u64>,
+    pub resumable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_gpus: Option<u64>,
+    pub default: bool,
+    pub source: Location,
+}
+
+/// A share as written: a percentage of the parent or a weight among siblings.
+#[derive(Clone, Copy, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum ShareSpec {
+    Percent(f64),
+    Weight(f64),
+}
+
+/// A project and its subtree.
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct Project {
+    pub name: String,
+    /// Names from the top, joined by `/`.
+    pub path: String,
+    pub share: ShareSpec,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_gpus: Option<u64>,
+    pub users: Vec<User>,
+    pub groups: Vec<String>,
+    pub namespaces: Vec<String>,
+    pub owners: Vec<String>,
+    /// The contracts its jobs may use.
+    pub contracts: Vec<String>,
+    /// Its allocation on each cluster it may use, by cluster name.
+    pub clusters: BTreeMap<String, Allocation>,
+    pub source: Location,
+    pub children: Vec<Project>,
+}
+
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct User {
+    pub name: String,
+    /// This project is the user's default.
+    pub default: bool,
+}
+
+/// A project's part of one cluster.
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct Allocation {
+    /// The share as written on this cluster (an `on` override, or the project's own).
+    pub share: ShareSpec,
+    /// Its fraction of its parent, 0 to 1.
+    pub normalized_share: f64,
+    /// Its fraction of the cluster: the product of normalised shares along its path.
+    pub effective_share: f64,
+    pub guaranteed_gpus: u64,
+    /// Of `guaranteed_gpus`, what no child is guaranteed (0 for a leaf).
+    pub unallocated_gpus: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_gpus: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct Expectations {
+    /// Every budget receives at least this fraction (0 to 1) of its entitled GPU-hours.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivered_per_budget: Option<f64>,
+    /// All budgets together receive at least this fraction of their entitled GPU-hours.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivered_overall: Option<f64>,
+    pub waits: Vec<WaitExpectation>,
+}
+
+/// The longest wait, in seconds, at some percentiles of one contract's jobs.
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct WaitExpectation {
+    pub contract: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50_seconds: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p90_seconds: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_seconds: Option<u64>,
+}
+
+/// Where something was written.
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct Location {
+    /// The file's path inside the repository.
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+}
+
+fn location(sources: &Sources, span: Span) -> Location {
+    match sources.location(span) {
+        Some((file, at)) => Location { file: file.path.clone(), line: at.line, column: at.column },
+        None => Location { file: String::new(), line: 0, column: 0 },
+    }
+}
+
+fn rule(rule: Option<&crate::source::Spanned<WorkRule>>) -> String {
+    match rule.map(|r| r.value) {
+        Some(WorkRule::Deny) => "deny".into(),
+        _ => "preemptible".into(),
+    }
+}
+
+/// Normalises a budget that passed the checks.
+pub fn normalize(budget: &Budget, sources: &Sources) -> Model {
+    let cluster_names: Vec<&str> = budget.clusters.iter().map(|c| c.name.value.as_str()).collect();
+    let all_contracts: Vec<String> = budget.contracts.iter().map(|c| c.name.value.clone()).collect();
+    let overcommit = budget.policy.overcommit.as_ref().is_some_and(|f| f.value);
+
+    // Each cluster's GPUs, divided among the top-level projects present on it.
+    let roots: BTreeMap<&str, Parent> = budget
+        .clusters
+        .iter()
+        .map(|c| (c.name.value.as_str(), Parent { gpus: c.gpus(), effective: 1.0, max_gpus: None }))
+        .collect();
+    let context = Context { sources, cluster_names: &cluster_names, all_contracts: &all_contracts };
+    let (projects, unallocated) = context.siblings(&budget.projects, "", &roots, overcommit);
+
+    Model {
+        clusters: budget
+            .clusters
+            .iter()
+            .map(|c| Cluster {
+                name: c.name.value.clone(),
+                gpus: c.gpus(),
+                gpu_type: c.gpu_type.as_ref().map(|t| t.value.clone()).unwrap_or_default(),
+                gpus_per_node: c.gpus_per_node(),
+                unallocated_gpus: unallocated.get(c.name.value.as_str()).copied().unwrap_or(c.gpus()),
+                bindings: bindings(c),
+                source: location(sources, c.name.span),
+            })
+            .collect(),
+        policy: Policy {
+            window_seconds: budget.policy.window.as_ref().map_or(DEFAULT_WINDOW, |w| w.value),
+            unbudgeted: rule(budget.policy.unbudgeted.as_ref()),
+            overflow: rule(budget.policy.overflow.as_ref()),
+            overcommit,
+        },
+        contracts: budget
+            .contracts
+            .iter()
+            .map(|c| Contract {
+                name: c.name.value.clone(),
+                min_runtime_seconds: c.min_runtime.as_ref().map_or(0, |m| m.value),
+                max_runtime_seconds: c.max_runtime.as_ref().map(|m| m.value),
+                resumable: c.resumable.as_ref().is_some_and(|r| r.value),
+                max_gpus: c.max_gpus.as_ref().map(|m| m.value),
+                default: c.is_default(),
+                source: location(sources, c.name.span),
+            })
+            .collect(),
+        projects,
+        expectations: Expectations {
+            delivered_per_budget: budget.expectations.delivered_per_budget.as_ref().map(|p| p.value.fraction()),
+            delivered_overall: budget.expectations.delivered_overall.as_ref().map(|p| p.value.fraction()),
+            waits: budget
+                .expectations
+                .waits
+                .iter()
+                .map(|w| WaitExpectation {
+                    contract: w.contract.as_ref().map(|c| c.value.clone()).unwrap_or_default(),
+                    p50_seconds: w.p50.as_ref().map(|d| d.value),
+                    p90_seconds: w.p90.as_ref().map(|d| d.value),
+                    p99_seconds: w.p99.as_ref().map(|d| d.value),
+                })
+                .collect(),
+        },
+    }
+}
+
+fn bindings(cluster: &model::Cluster) -> Bindings {
+    let text = |s: &Option<crate::source::Spanned<String>>, default: &str| {
+        s.as_ref().map_or_else(|| default.to_string(), |s| s.value.clone())
+    };
+    Bindings {
+        slurm: cluster.slurm.as_ref().map(|b| SlurmBinding {
+            cluster: text(&b.cluster, &cluster.name.value),
+            partition: text(&b.partition, "gpu"),
+        }),
+        kubernetes: cluster.kubernetes.as_ref().map(|b| {
+            let mut schedulers: Vec<_> = b.schedulers.iter().map(|s| s.value).collect();
+            schedulers.sort();
+            schedulers.dedup();
+            KubernetesBinding {
+                schedulers: schedulers.iter().map(|s| format!("{s:?}").to_lowercase()).collect(),
+                flavor: text(&b.flavor, &cluster.gpu_type.as_ref().map_or(String::new(), |t| t.value.clone())),
+                resource: text(&b.resource, "nvidia.com/gpu"),
+                node_label: b.node_label.as_ref().map(|l| l.value.clone()),
+            }
+        }),
+        yarn: cluster.yarn.as_ref().map(|b| {
+            let mut schedulers: Vec<_> = b.schedulers.iter().map(|s| s.value).collect();
+            schedulers.sort();
+            schedulers.dedup();
+            YarnBinding {
+                schedulers: schedulers.iter().map(|s| format!("{s:?}").to_lowercase()).collect(),
+                resource: text(&b.resource, "yarn.io/gpu"),
+                capacity_mode: match b.capacity_mode.as_ref().map(|m| m.value) {
+                    Some(model::CapacityMode::Absolute) => "absolute".into(),
+                    _ => "percent".into(),
+                },
+            }
+        }),
+    }
+}
+
+/// What a sibling set divides on one cluster.
+#[derive(Clone, Copy)]
+struct Parent {
+    gpus: u64,
+    effective: f64,
+    max_gpus: Option<u64>,
+}
+
+struct Context<'a> {
+    sources: &'a Sources,
+    cluster_names: &'a [&'a str],
+    all_contracts: &'a [String],
+}
+
+impl Context<'_> {
+    /// Normalises one sibling set; also returns, per cluster, the GPUs left unallocated.
+    fn siblings(
+        &self,
+        projects: &[model::Project],
+        parent_path: &str,
+        parents: &BTreeMap<&str, Parent>,
+        overcommit: bool,
+    ) -> (Vec<Project>, BTreeMap<String, u64>) {
+        // Per cluster: the normalised share and the guaranteed GPUs of each sibling present.
+        let mut allocations: Vec<BTreeMap<String, Allocation>> = vec![BTreeMap::new(); projects.len()];
+        let mut unallocated = BTreeMap::new();
+        for (&cluster, parent) in parents {
+            let present: Vec<(usize, ShareSpec)> = projects
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.may_use(cluster))
+                .map(|(i, p)| (i, spec(p.share_on(cluster).map(|s| s.value))))
+                .collect();
+            let shares: Vec<ShareSpec> = present.iter().map(|(_, s)| *s).collect();
+            let normalized = normalize_shares(&shares, overcommit);
+            let (gpus, rest) = apportion(parent.gpus, &normalized);
+            unallocated.insert(cluster.to_string(), rest);
+            for (((i, share), fraction), gpus) in present.into_iter().zip(normalized).zip(gpus) {
+                let own_max = projects[i].max_gpus_on(cluster).map(|m| m.value);
+                let max_gpus = match (own_max, parent.max_gpus) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                allocations[i].insert(
+                    cluster.to_string(),
+                    Allocation {
+                        share,
+                        normalized_share: fraction,
+                        effective_share: parent.effective * fraction,
+                        guaranteed_gpus: gpus,
+                        unallocated_gpus: 0,
+                        max_gpus,
+                    },
+                );
+            }
+        }
+        let out = projects
+            .iter()
+            .zip(allocations)
+            .map(|(project, mut clusters)| {
+                let path = if parent_path.is_empty() {
+                    project.name.value.clone()
+                } else {
+                    format!("{parent_path}/{}", project.name.value)
+                };
+                let parents: BTreeMap<&str, Parent> = self
+                    .cluster_names
+                    .iter()
+                    .filter_map(|&c| {
+                        let a = clusters.get(c)?;
+                        Some((c, Parent { gpus: a.guaranteed_gpus, effective: a.effective_share, max_gpus: a.max_gpus }))
+                    })
+                    .collect();
+                let child_overcommit = project.overcommit.as_ref().is_some_and(|f| f.value);
+                let (children, rest) = self.siblings(&project.children, &path, &parents, child_overcommit);
+                if !project.children.is_empty() {
+                    for (cluster, allocation) in &mut clusters {
+                        allocation.unallocated_gpus = rest.get(cluster).copied().unwrap_or(0);
+                    }
+                }
+                Project {
+                    name: project.name.value.clone(),
+                    path,
+                    share: spec(project.share.as_ref().map(|s| s.value)),
+                    max_gpus: project.max_gpus.as_ref().map(|m| m.value),
+                    users: project
+                        .users
+                        .iter()
+                        .map(|m| User { name: m.name.value.clone(), default: m.default })
+                        .collect(),
+                    groups: project.groups.iter().map(|g| g.value.clone()).collect(),
+                    namespaces: project.namespaces.iter().map(|n| n.value.clone()).collect(),
+                    owners: project.owners.iter().map(|o| o.value.clone()).collect(),
+                    contracts: match &project.contracts {
+                        Some(list) => list.iter().map(|c| c.value.clone()).collect(),
+                        None => self.all_contracts.to_vec(),
+                    },
+                    clusters,
+                    source: location(self.sources, project.name.span),
+                    children,
+                }
+            })
+            .collect();
+        (out, unallocated)
+    }
+}
+
+fn spec(share: Option<Share>) -> ShareSpec {
+    match share {
+        Some(Share::Percent(p)) => ShareSpec::Percent(p.0),
+        Some(Share::Weight(w)) => ShareSpec::Weight(w),
+        None => ShareSpec::Weight(1.0),
+    }
+}
+
+/// Each sibling's fraction of the parent. Percentages are taken as written (scaled down
+/// to fit when they overcommit and that is declared); weights are divided by their sum.
+pub fn normalize_shares(shares: &[ShareSpec], overcommit: bool) -> Vec<f64> {
+    let percent_sum: f64 = shares
+        .iter()
+        .map(|s| if let ShareSpec::Percent(p) = s { *p } else { 0.0 })
+        .sum();
+    let weight_sum: f64 = shares.iter().map(|s| if let ShareSpec::Weight(w) = s { *w } else { 0.0 }).sum();
+    let scale = if overcommit && percent_sum > 100.0 { 100.0 / percent_sum } else { 1.0 };
+    shares
+        .iter()
+        .map(|s| match s {
+            ShareSpec::Percent(p) => (p / 100.0 * scale).clamp(0.0, 1.0),
+            ShareSpec::Weight(w) if weight_sum > 0.0 => (w / weight_sum).max(0.0),
+            ShareSpec::Weight(_) => 0.0,
+        })
+        .collect()
+}
+
+/// Splits `total` GPUs by `fractions` (summing to at most 1) and the unallocated rest, by
+/// largest remainder: every part is its quota rounded down, and the GPUs left over go
+/// one each to the largest remainders (ties to the earlier part, the rest last).
+/// The parts and the rest sum to `total` exactly.
+pub fn apportion(total: u64, fractions: &[f64]) -> (Vec<u64>, u64) {
+    let allocated: f64 = fractions.iter().sum::<f64>().min(1.0);
+    let mut quotas: Vec<f64> = fractions.iter().map(|f| total as f64 * f.clamp(0.0, 1.0)).collect();
+    quotas.push(total as f64 * (1.0 - allocated).max(0.0));
+    let mut parts: Vec<u64> = quotas.iter().map(|q| q.floor() as u64).collect();
+    let mut given: u64 = parts.iter().sum();
+    // Floating-point error could push the floors over the total; take back from the rest.
+    while given > total {
+        let Some(i) = (0..parts.len()).rev().find(|&i| parts[i] > 0) else { break };
+        parts[i] -= 1;
+        given -= 1;
+    }
+    let mut order: Vec<usize> = (0..quotas.len()).collect();
+    order.sort_by(|&a, &b| {
+        let ra = quotas[a] - quotas[a].floor();
+        let rb = quotas[b] - quotas[b].floor();
+        rb.total_cmp(&ra).then(a.cmp(&b))
+    });
+    for &i in order.iter().cycle().take((total - given) as usize) {
+        parts[i] += 1;
+    }
+    let rest = parts.pop().unwrap_or(0);
+    (parts, rest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn largest_remainder_sums_exactly() {
+        assert_eq!(apportion(10, &[1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0]), (vec![4, 3, 3], 0));
+        assert_eq!(apportion(1024, &[0.35, 0.2]), (vec![358, 205], 461));
+        assert_eq!(apportion(88, &[0.5, 0.5]), (vec![44, 44], 0));
+        assert_eq!(apportion(0, &[0.5]), (vec![0], 0));
+        assert_eq!(apportion(7, &[]), (vec![], 7));
+    }
+
+    #[test]
+    fn shares_normalise() {
+        let w = normalize_shares(&[ShareSpec::Weight(3.0), ShareSpec::Weight(1.0)], false);
+        assert_eq!(w, vec![0.75, 0.25]);
+        let p = normalize_shares(&[ShareSpec::Percent(60.0), ShareSpec::Percent(60.0)], true);
+        assert_eq!(p, vec![0.5, 0.5]);
+        let p = normalize_shares(&[ShareSpec::Percent(40.0)], false);
+        assert_eq!(p, vec![0.4]);
+    }
+}
