@@ -1,1 +1,206 @@
-fn main() {}
+//! The `allot` command line: reads budget repositories from disk, runs the compiler, and
+//! does all the I/O, rendering and exit codes (documented in docs/cli.md).
+
+mod fs_loader;
+mod report;
+mod tree;
+
+use std::io::{ErrorKind, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use allot_compiler::{Compilation, compile};
+use clap::{Parser, Subcommand};
+
+use crate::fs_loader::FsLoader;
+use crate::report::Format;
+
+/// A compiler for GPU budgets.
+#[derive(Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    /// How diagnostics are shown [default: fancy on a terminal, plain otherwise or when CI is set].
+    #[arg(long, global = true, value_enum)]
+    diagnostics: Option<Format>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate a budget repository and report every problem.
+    Check {
+        /// A folder holding allot.kdl, or a budget file.
+        #[arg(default_value = ".")]
+        path: PathBuf,
+        /// Fail on warnings too.
+        #[arg(long)]
+        deny_warnings: bool,
+    },
+    /// Show the project tree: shares, effective shares and guaranteed GPUs per cluster.
+    Tree {
+        #[arg(default_value = ".")]
+        path: PathBuf,
+    },
+    /// Write the normalised model as JSON (its schema: `allot schema`).
+    Export {
+        #[arg(default_value = ".")]
+        path: PathBuf,
+    },
+    /// Print the JSON Schema of the exported model.
+    Schema,
+    /// Format the budget files canonically, keeping comments.
+    Fmt {
+        #[arg(default_value = ".")]
+        path: PathBuf,
+        /// Change nothing; list the files that are not formatted and fail if any.
+        #[arg(long)]
+        check: bool,
+    },
+}
+
+/// Exit codes: 0 success, 1 problems found (errors, unformatted files), 2 bad usage.
+const PROBLEMS: u8 = 1;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let format = cli.diagnostics.unwrap_or_else(Format::detect);
+    match run(cli.command, format) {
+        Ok(code) => code,
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(PROBLEMS)
+        }
+    }
+}
+
+fn run(command: Command, format: Format) -> std::io::Result<ExitCode> {
+    match command {
+        Command::Check { path, deny_warnings } => {
+            let (compilation, ok) = compiled(&path, format, deny_warnings)?;
+            if let (true, Some(model)) = (ok, &compilation.model) {
+                let mut projects = 0;
+                let mut leaves = 0;
+                allot_compiler::model::walk(&compilation.budget.projects, &mut |_, p| {
+                    projects += 1;
+                    leaves += usize::from(p.children.is_empty());
+                });
+                let summary = format!(
+                    "ok: {}, {}, {} ({}), {}; {}\n",
+                    report::plural(model.clusters.len(), "cluster"),
+                    report::plural(model.contracts.len(), "contract"),
+                    report::plural(projects, "project"),
+                    report::plural(leaves, "budget"),
+                    report::plural(compilation.sources.len(), "file"),
+                    report::count(&compilation.diagnostics)
+                );
+                print(&summary)?;
+            }
+            Ok(exit(ok))
+        }
+        Command::Tree { path } => {
+            let (compilation, ok) = compiled(&path, format, false)?;
+            if let Some(model) = compilation.model.filter(|_| ok) {
+                print(&tree::render(&model))?;
+            }
+            Ok(exit(ok))
+        }
+        Command::Export { path } => {
+            let (compilation, ok) = compiled(&path, format, false)?;
+            if let Some(model) = compilation.model.filter(|_| ok) {
+                print(&pretty(&model)?)?;
+            }
+            Ok(exit(ok))
+        }
+        Command::Schema => {
+            print(&pretty(&allot_compiler::normalize::json_schema())?)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Fmt { path, check } => fmt(&path, check, format),
+    }
+}
+
+/// Compiles the repository at `path` and renders its diagnostics; `ok` when the command
+/// may go on (no errors, and no warnings when they are denied).
+fn compiled(path: &Path, format: Format, deny_warnings: bool) -> std::io::Result<(Compilation, bool)> {
+    let (loader, entry) = FsLoader::open(path);
+    let compilation = compile(&loader, &entry);
+    report::render(format, &compilation.diagnostics, &compilation.sources)?;
+    let ok = compilation.model.is_some() && !(deny_warnings && !compilation.diagnostics.is_empty());
+    if !ok && matches!(format, Format::Fancy | Format::Plain) {
+        eprintln!("{}: {}", path.display(), report::count(&compilation.diagnostics));
+    }
+    Ok((compilation, ok))
+}
+
+fn fmt(path: &Path, check: bool, format: Format) -> std::io::Result<ExitCode> {
+    let (loader, entry) = FsLoader::open(path);
+    let compilation = compile(&loader, &entry);
+    // Files that did not parse are not formatted; say why.
+    let unreadable: Vec<_> = compilation
+        .diagnostics
+        .iter()
+        .filter(|d| {
+            use allot_compiler::Code::*;
+            matches!(d.code, SyntaxKdl | SyntaxKdlV1 | SizeTooDeep | SizeFileTooLarge | SourceUnreadable)
+        })
+        .cloned()
+        .collect();
+    if !unreadable.is_empty() {
+        report::render(format, &unreadable, &compilation.sources)?;
+        return Ok(ExitCode::from(PROBLEMS));
+    }
+    let mut problems = false;
+    for (_, file) in compilation.sources.files() {
+        let formatted = match allot_compiler::format::format(&file.text) {
+            Ok(formatted) => formatted,
+            Err(error) => {
+                eprintln!("{}: {error}", file.name);
+                problems = true;
+                continue;
+            }
+        };
+        if formatted == *file.text {
+            continue;
+        }
+        if check {
+            print(&format!("{}\n", file.name))?;
+            problems = true;
+        } else {
+            write_atomically(&loader.disk_path(&file.path), &formatted)?;
+            print(&format!("formatted {}\n", file.name))?;
+        }
+    }
+    Ok(exit(!problems))
+}
+
+/// Writes `contents` to a temporary file beside `path`, then renames it over `path`: a
+/// failed run leaves the old file intact.
+fn write_atomically(path: &Path, contents: &str) -> std::io::Result<()> {
+    let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut temporary = tempfile::NamedTempFile::new_in(folder)?;
+    temporary.write_all(contents.as_bytes())?;
+    if let Ok(metadata) = std::fs::metadata(path) {
+        temporary.as_file().set_permissions(metadata.permissions())?;
+    }
+    temporary.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+fn pretty(value: &impl serde::Serialize) -> std::io::Result<String> {
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// Writes to standard output; a closed pipe ends the program quietly (see `main`).
+fn print(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+fn exit(ok: bool) -> ExitCode {
+    if ok { ExitCode::SUCCESS } else { ExitCode::from(PROBLEMS) }
+}

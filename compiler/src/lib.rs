@@ -6,6 +6,7 @@
 
 pub mod check;
 pub mod diagnostic;
+pub mod format;
 pub mod lower;
 pub mod model;
 pub mod normalize;

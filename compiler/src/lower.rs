@@ -94,7 +94,7 @@ impl Lowering<'_> {
         if bytes.len() > syntax::MAX_FILE_BYTES {
             let d = Diagnostic::error(
                 Code::SizeFileTooLarge,
-                format!("`{name}` is {} bytes; allot reads files of at most 1 MiB", bytes.len()),
+                format!("`{name}` has {} bytes; allot reads files of at most 1 MiB", bytes.len()),
             )
             .help("split the tree over several files with `include`");
             self.push(at(d, via, "included here", &name));
@@ -105,9 +105,10 @@ impl Lowering<'_> {
             Ok(text) => text,
             Err(error) => {
                 let offset = error.utf8_error().valid_up_to();
+                let what = if via.is_some() { format!("`{name}`") } else { "the file".to_string() };
                 let d = Diagnostic::error(
                     Code::SourceUnreadable,
-                    format!("`{name}` is not UTF-8 text (invalid byte at offset {offset})"),
+                    format!("{what} is not UTF-8 text (invalid byte at offset {offset})"),
                 )
                 .help("KDL files are UTF-8; re-save the file as UTF-8");
                 self.push(at(d, via, "included here", &name));

@@ -196,6 +196,11 @@ pub struct Location {
     pub column: usize,
 }
 
+/// The JSON Schema of [`Model`], as `allot schema` prints it.
+pub fn json_schema() -> serde_json::Value {
+    schemars::schema_for!(Model).to_value()
+}
+
 fn location(sources: &Sources, span: Span) -> Location {
     match sources.location(span) {
         Some((file, at)) => Location { file: file.path.clone(), line: at.line, column: at.column },

@@ -58,40 +58,90 @@ fn v2_keyword(word: &str) -> Option<&'static str> {
     }
 }
 
-/// The offset of the first `{` beyond [`MAX_BRACE_DEPTH`], skipping strings and comments.
+/// The offset of the first `{` beyond [`MAX_BRACE_DEPTH`].
 ///
 /// A conservative scan: it only has to keep the parser's recursion bounded.
 fn too_deep_at(text: &str) -> Option<usize> {
-    let bytes = text.as_bytes();
     let mut depth = 0usize;
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'{' => {
+    for token in Scanner::new(text) {
+        match token {
+            Token::Open(offset) => {
                 depth += 1;
                 if depth > MAX_BRACE_DEPTH {
-                    return Some(i);
+                    return Some(offset);
                 }
             }
-            b'}' => depth = depth.saturating_sub(1),
-            b'"' => i = skip_string(bytes, i, 0),
-            b'#' => {
-                let hashes = bytes[i..].iter().take_while(|&&b| b == b'#').count();
-                if bytes.get(i + hashes) == Some(&b'"') {
-                    i = skip_string(bytes, i + hashes, hashes);
-                } else {
-                    i += hashes - 1;
-                }
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'/') => {
-                i = bytes[i..].iter().position(|&b| b == b'\n').map_or(bytes.len(), |p| i + p);
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'*') => i = skip_block_comment(bytes, i),
-            _ => {}
+            Token::Close => depth = depth.saturating_sub(1),
+            Token::Comment(_) => {}
         }
-        i += 1;
     }
     None
+}
+
+/// The comments of a file, in order (for `fmt`, which must keep every one).
+pub fn comments(text: &str) -> Vec<&str> {
+    Scanner::new(text)
+        .filter_map(|t| match t {
+            Token::Comment(range) => text.get(range).map(str::trim),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What the lexical scan reports: braces and comments outside strings.
+enum Token {
+    Open(usize),
+    Close,
+    Comment(std::ops::Range<usize>),
+}
+
+/// A lexical scan of KDL text that skips strings, raw strings and comments.
+struct Scanner<'t> {
+    bytes: &'t [u8],
+    at: usize,
+}
+
+impl<'t> Scanner<'t> {
+    fn new(text: &'t str) -> Self {
+        Scanner { bytes: text.as_bytes(), at: 0 }
+    }
+}
+
+impl Iterator for Scanner<'_> {
+    type Item = Token;
+
+    fn next(&mut self) -> Option<Token> {
+        let bytes = self.bytes;
+        while self.at < bytes.len() {
+            let i = self.at;
+            self.at += 1;
+            match bytes[i] {
+                b'{' => return Some(Token::Open(i)),
+                b'}' => return Some(Token::Close),
+                b'"' => self.at = skip_string(bytes, i, 0) + 1,
+                b'#' => {
+                    let hashes = bytes[i..].iter().take_while(|&&b| b == b'#').count();
+                    self.at = if bytes.get(i + hashes) == Some(&b'"') {
+                        skip_string(bytes, i + hashes, hashes) + 1
+                    } else {
+                        i + hashes
+                    };
+                }
+                b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                    let end = bytes[i..].iter().position(|&b| b == b'\n').map_or(bytes.len(), |p| i + p);
+                    self.at = end;
+                    return Some(Token::Comment(i..end));
+                }
+                b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                    let end = (skip_block_comment(bytes, i) + 1).min(bytes.len());
+                    self.at = end;
+                    return Some(Token::Comment(i..end));
+                }
+                _ => {}
+            }
+        }
+        None
+    }
 }
 
 /// From the opening quote at `start`, the index of the last byte of the string.
@@ -114,6 +164,7 @@ fn skip_string(bytes: &[u8], start: usize, hashes: usize) -> usize {
     bytes.len()
 }
 
+/// From `/*` at `start`, the index of the last byte of the (nested) block comment.
 fn skip_block_comment(bytes: &[u8], start: usize) -> usize {
     let mut depth = 0usize;
     let mut i = start;
@@ -145,6 +196,12 @@ mod tests {
         assert_eq!(too_deep_at(&src), None);
         let src = format!("{}{}", "a {".repeat(MAX_BRACE_DEPTH + 1), "}".repeat(MAX_BRACE_DEPTH + 1));
         assert_eq!(too_deep_at(&src), Some(3 * MAX_BRACE_DEPTH + 2));
+    }
+
+    #[test]
+    fn comments_are_found_outside_strings() {
+        let src = "a \"// no\" // one\n/* two /* nested */ */ b #\"/* no */\"# // three";
+        assert_eq!(comments(src), vec!["// one", "/* two /* nested */ */", "// three"]);
     }
 
     #[test]

@@ -1,1 +1,39 @@
+//! allot-targets: the normalised model to each scheduler's native configuration.
+//!
+//! A target is one module implementing [`Target`]; [`registry`] lists them. The command
+//! line, the diff and the Action reach targets only through this registry, so adding a
+//! scheduler is adding a module and a registry line.
 
+use allot_compiler::normalize::Model;
+
+/// A file a target writes, relative to the target's output folder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutputFile {
+    pub path: String,
+    pub contents: String,
+}
+
+/// A rule of the scheduler that an emitted file breaks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub path: String,
+    pub message: String,
+}
+
+/// One scheduler family's emitter.
+pub trait Target {
+    /// The name of the target's output folder and of `--target`.
+    fn name(&self) -> &'static str;
+    /// The native files for every cluster bound to this target; empty when none is.
+    fn emit(&self, model: &Model) -> Vec<OutputFile>;
+    /// Checks emitted files against the scheduler's own rules.
+    fn validate(&self, files: &[OutputFile]) -> Vec<Violation>;
+    /// What of the policy the scheduler cannot express, and how it was approximated, as
+    /// Markdown.
+    fn fidelity(&self, model: &Model) -> String;
+}
+
+/// Every target allot can emit, in output order.
+pub fn registry() -> Vec<Box<dyn Target>> {
+    Vec::new()
+}

@@ -8,7 +8,7 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
         let mut d = Diagnostic::error(Code::ClusterMissing, "no cluster is defined")
             .help("add a pool of GPUs, e.g. `cluster main gpus=64 gpu-type=h100 gpus-per-node=8`");
         if let Some(origin) = budget.origin {
-            d = d.label(origin, "");
+            d = d.label(origin, "no cluster in this file");
         }
         out.push(d);
     }

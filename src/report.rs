@@ -1,0 +1,151 @@
+//! Rendering diagnostics: `fancy` and `plain` (miette), `json` (one object per line) and
+//! `github` (workflow-command annotations).
+
+use std::io::{IsTerminal, Write};
+
+use allot_compiler::source::{Sources, Span};
+use allot_compiler::{Diagnostic, Severity};
+use clap::ValueEnum;
+use miette::{GraphicalReportHandler, GraphicalTheme};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Colours and Unicode, for a terminal.
+    Fancy,
+    /// ASCII, no colour: logs and CI.
+    Plain,
+    /// One JSON object per diagnostic and line.
+    Json,
+    /// GitHub workflow-command annotations, on standard output.
+    Github,
+}
+
+impl Format {
+    /// `fancy` on a terminal, `plain` when piped or when `CI` is set.
+    pub fn detect() -> Format {
+        if std::io::stderr().is_terminal() && std::env::var_os("CI").is_none() {
+            Format::Fancy
+        } else {
+            Format::Plain
+        }
+    }
+}
+
+pub fn render(format: Format, diagnostics: &[Diagnostic], sources: &Sources) -> std::io::Result<()> {
+    match format {
+        Format::Fancy | Format::Plain => {
+            let theme = match format {
+                Format::Fancy if no_color() => GraphicalTheme::unicode_nocolor(),
+                Format::Fancy => GraphicalTheme::unicode(),
+                _ => GraphicalTheme::none(),
+            };
+            let handler = GraphicalReportHandler::new_themed(theme).with_width(100);
+            let mut text = String::new();
+            for d in diagnostics {
+                let _ = handler.render_report(&mut text, &d.with_sources(sources));
+            }
+            std::io::stderr().lock().write_all(text.as_bytes())
+        }
+        Format::Json => {
+            let mut err = std::io::stderr().lock();
+            for d in diagnostics {
+                writeln!(err, "{}", json(d, sources))?;
+            }
+            Ok(())
+        }
+        Format::Github => {
+            let mut out = std::io::stdout().lock();
+            for d in diagnostics {
+                writeln!(out, "{}", github(d, sources))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn no_color() -> bool {
+    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
+}
+
+/// The 1-based start and end (line, column) of a span.
+fn range(sources: &Sources, span: Span) -> Option<(usize, usize, usize, usize)> {
+    let file = sources.get(span.file)?;
+    let start = file.line_column(span.offset);
+    let end = file.line_column(span.offset + span.len);
+    Some((start.line, start.column, end.line, end.column))
+}
+
+/// One diagnostic as a JSON object (the schema is in docs/diagnostics.md).
+pub fn json(d: &Diagnostic, sources: &Sources) -> serde_json::Value {
+    let labels: Vec<serde_json::Value> = d
+        .labels
+        .iter()
+        .filter_map(|l| {
+            let (line, column, end_line, end_column) = range(sources, l.span)?;
+            Some(serde_json::json!({
+                "message": l.text, "line": line, "column": column,
+                "end_line": end_line, "end_column": end_column,
+            }))
+        })
+        .collect();
+    let start = d.primary_span().and_then(|s| range(sources, s));
+    serde_json::json!({
+        "code": d.code.as_str(),
+        "severity": severity(d.severity),
+        "message": d.message,
+        "file": d.file_name(sources),
+        "line": start.map(|s| s.0),
+        "column": start.map(|s| s.1),
+        "end_line": start.map(|s| s.2),
+        "end_column": start.map(|s| s.3),
+        "labels": labels,
+        "help": d.help,
+    })
+}
+
+fn severity(s: Severity) -> &'static str {
+    match s {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+    }
+}
+
+/// `::error file=F,line=L,col=C,endLine=L,endColumn=C,title=CODE::MESSAGE`
+pub fn github(d: &Diagnostic, sources: &Sources) -> String {
+    let mut properties = Vec::new();
+    if let Some(file) = d.file_name(sources) {
+        properties.push(format!("file={}", escape_property(file)));
+    }
+    if let Some((line, column, end_line, end_column)) = d.primary_span().and_then(|s| range(sources, s)) {
+        properties.push(format!("line={line},col={column},endLine={end_line},endColumn={end_column}"));
+    }
+    properties.push(format!("title={}", escape_property(d.code.as_str())));
+    let mut message = d.message.clone();
+    if let Some(label) = d.labels.first().filter(|l| !l.text.is_empty()) {
+        message.push_str(&format!(": {}", label.text));
+    }
+    if let Some(help) = &d.help {
+        message.push_str(&format!("\nhelp: {help}"));
+    }
+    format!("::{} {}::{}", severity(d.severity), properties.join(","), escape_data(&message))
+}
+
+fn escape_data(s: &str) -> String {
+    s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
+}
+
+fn escape_property(s: &str) -> String {
+    escape_data(s).replace(':', "%3A").replace(',', "%2C")
+}
+
+/// `2 errors, 1 warning`
+pub fn count(diagnostics: &[Diagnostic]) -> String {
+    let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+    let warnings = diagnostics.len() - errors;
+    format!("{}, {}", plural(errors, "error"), plural(warnings, "warning"))
+}
+
+/// `1 error`, `2 errors`
+pub fn plural(n: usize, word: &str) -> String {
+    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+}
