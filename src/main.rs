@@ -9,7 +9,7 @@ use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use allot_compiler::{Compilation, compile};
+use allot_compiler::{Compilation, Loader, compile};
 use clap::{Parser, Subcommand};
 
 use crate::fs_loader::FsLoader;
@@ -127,9 +127,10 @@ fn compiled(path: &Path, format: Format, deny_warnings: bool) -> std::io::Result
     let (loader, entry) = FsLoader::open(path);
     let compilation = compile(&loader, &entry);
     report::render(format, &compilation.diagnostics, &compilation.sources)?;
-    let ok = compilation.model.is_some() && !(deny_warnings && !compilation.diagnostics.is_empty());
+    let denied = deny_warnings && !compilation.diagnostics.is_empty();
+    let ok = compilation.model.is_some() && !denied;
     if !ok && matches!(format, Format::Fancy | Format::Plain) {
-        eprintln!("{}: {}", path.display(), report::count(&compilation.diagnostics));
+        eprintln!("{}: {}", loader.display_name(&entry), report::count(&compilation.diagnostics));
     }
     Ok((compilation, ok))
 }

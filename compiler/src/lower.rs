@@ -91,10 +91,11 @@ impl Lowering<'_> {
                 return None;
             }
         };
+        let what = if via.is_some() { format!("`{name}`") } else { "the file".to_string() };
         if bytes.len() > syntax::MAX_FILE_BYTES {
             let d = Diagnostic::error(
                 Code::SizeFileTooLarge,
-                format!("`{name}` has {} bytes; allot reads files of at most 1 MiB", bytes.len()),
+                format!("{what} has {} bytes; allot reads files of at most 1 MiB", bytes.len()),
             )
             .help("split the tree over several files with `include`");
             self.push(at(d, via, "included here", &name));
@@ -105,7 +106,6 @@ impl Lowering<'_> {
             Ok(text) => text,
             Err(error) => {
                 let offset = error.utf8_error().valid_up_to();
-                let what = if via.is_some() { format!("`{name}`") } else { "the file".to_string() };
                 let d = Diagnostic::error(
                     Code::SourceUnreadable,
                     format!("{what} is not UTF-8 text (invalid byte at offset {offset})"),

@@ -457,9 +457,11 @@ pub fn normalize_shares(shares: &[ShareSpec], overcommit: bool) -> Vec<f64> {
 /// one each to the largest remainders (ties to the earlier part, the rest last).
 /// The parts and the rest sum to `total` exactly.
 pub fn apportion(total: u64, fractions: &[f64]) -> (Vec<u64>, u64) {
-    let allocated: f64 = fractions.iter().sum::<f64>().min(1.0);
-    let mut quotas: Vec<f64> = fractions.iter().map(|f| total as f64 * f.clamp(0.0, 1.0)).collect();
-    quotas.push(total as f64 * (1.0 - allocated).max(0.0));
+    // Quotas rounded to a millionth of a GPU, so that float noise does not break ties.
+    let exact = |q: f64| (q * 1e6).round() / 1e6;
+    let mut quotas: Vec<f64> = fractions.iter().map(|f| exact(total as f64 * f.clamp(0.0, 1.0))).collect();
+    let allocated: f64 = quotas.iter().sum();
+    quotas.push(exact((total as f64 - allocated).max(0.0)));
     let mut parts: Vec<u64> = quotas.iter().map(|q| q.floor() as u64).collect();
     let mut given: u64 = parts.iter().sum();
     // Floating-point error could push the floors over the total; take back from the rest.
