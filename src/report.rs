@@ -82,8 +82,9 @@ pub fn json(d: &Diagnostic, sources: &Sources) -> serde_json::Value {
         .iter()
         .filter_map(|l| {
             let (line, column, end_line, end_column) = range(sources, l.span)?;
+            let file = sources.get(l.span.file).map(|f| f.name.as_str());
             Some(serde_json::json!({
-                "message": l.text, "line": line, "column": column,
+                "message": l.text, "file": file, "line": line, "column": column,
                 "end_line": end_line, "end_column": end_column,
             }))
         })

@@ -115,11 +115,9 @@ impl Diagnostic {
         Diagnostic { severity: Severity::Warning, ..Diagnostic::error(code, message) }
     }
 
+    /// Adds a label; the first is the primary one. Labels in another file than the
+    /// primary's are rendered as notes (miette draws one file per diagnostic).
     pub fn label(mut self, span: Span, text: impl Into<String>) -> Self {
-        // miette draws labels of one file only; a label elsewhere becomes a note in the help.
-        if self.labels.first().is_some_and(|first| first.span.file != span.file) {
-            return self;
-        }
         self.labels.push(Label { span, text: text.into() });
         self
     }
@@ -147,10 +145,25 @@ impl Diagnostic {
 
     /// Binds the diagnostic to its source text so that miette can render it.
     pub fn with_sources<'a>(&'a self, sources: &'a Sources) -> SourcedDiagnostic<'a> {
-        let source = self.primary_span().and_then(|s| sources.get(s.file)).map(|file| {
+        let primary = self.primary_span().map(|s| s.file);
+        let source = primary.and_then(|file| sources.get(file)).map(|file| {
             miette::NamedSource::new(file.name.clone(), file.text.to_string()).with_language("kdl")
         });
-        SourcedDiagnostic { diagnostic: self, source }
+        let notes: Vec<String> = self
+            .labels
+            .iter()
+            .filter(|l| Some(l.span.file) != primary)
+            .filter_map(|l| {
+                let (file, at) = sources.location(l.span)?;
+                Some(format!("{}:{}:{}: {}", file.name, at.line, at.column, l.text))
+            })
+            .collect();
+        let help = match (&self.help, notes.is_empty()) {
+            (help, true) => help.clone(),
+            (Some(help), false) => Some(format!("{help}\n{}", notes.join("\n"))),
+            (None, false) => Some(notes.join("\n")),
+        };
+        SourcedDiagnostic { diagnostic: self, source, help }
     }
 }
 
@@ -159,6 +172,8 @@ impl Diagnostic {
 pub struct SourcedDiagnostic<'a> {
     diagnostic: &'a Diagnostic,
     source: Option<miette::NamedSource<String>>,
+    /// The help, followed by the labels in other files.
+    help: Option<String>,
 }
 
 impl fmt::Display for SourcedDiagnostic<'_> {
@@ -185,7 +200,7 @@ impl miette::Diagnostic for SourcedDiagnostic<'_> {
     }
 
     fn help<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
-        self.diagnostic.help.as_ref().map(|h| Box::new(h) as Box<dyn fmt::Display>)
+        self.help.as_ref().map(|h| Box::new(h) as Box<dyn fmt::Display>)
     }
 
     fn source_code(&self) -> Option<&dyn miette::SourceCode> {
@@ -194,7 +209,9 @@ impl miette::Diagnostic for SourcedDiagnostic<'_> {
 
     fn labels(&self) -> Option<Box<dyn Iterator<Item = miette::LabeledSpan> + '_>> {
         self.source.as_ref()?;
-        let labels = self.diagnostic.labels.iter().enumerate().map(|(i, label)| {
+        let primary = self.diagnostic.primary_span().map(|s| s.file);
+        let here = self.diagnostic.labels.iter().filter(move |l| Some(l.span.file) == primary);
+        let labels = here.enumerate().map(|(i, label)| {
             let text = (!label.text.is_empty()).then(|| label.text.clone());
             if i == 0 {
                 miette::LabeledSpan::new_primary_with_span(text, label.span.source_span())

@@ -43,8 +43,8 @@ struct Lowering<'l> {
     loader: &'l dyn Loader,
     sources: Sources,
     diagnostics: Vec<Diagnostic>,
-    /// Every file read so far and the include that brought it in.
-    included: BTreeMap<String, Option<Span>>,
+    /// Every included file and the include that brought it in.
+    included: BTreeMap<String, Span>,
     /// The chain of files being lowered, for cycle detection.
     stack: Vec<String>,
     /// No file failed to load or parse.
@@ -63,6 +63,7 @@ impl Lowering<'_> {
     }
 
     /// Loads and parses one file; `via` is the include that named it.
+    ///
     /// A missing included file leaves a hole in the tree that checks can work around; an
     /// unreadable or unparsable one does not.
     fn read(&mut self, path: &str, via: Option<Span>) -> Option<(FileId, KdlDocument)> {
@@ -261,12 +262,8 @@ impl Lowering<'_> {
         entries
     }
 
-    fn children<'n>(&mut self, node: &'n KdlNode) -> &'n [KdlNode] {
-        node.children().map(KdlDocument::nodes).unwrap_or(&[])
-    }
-
     fn no_children(&mut self, file: FileId, node: &KdlNode) {
-        if let Some(child) = self.children(node).first() {
+        if let Some(child) = children(node).first() {
             let d = Diagnostic::error(
                 Code::SyntaxUnknownNode,
                 format!("`{}` takes no children", node.name().value()),
@@ -291,7 +288,7 @@ impl Lowering<'_> {
             span: header_span(file, node),
         };
         let (mut slurm_seen, mut kubernetes_seen, mut yarn_seen) = (None, None, None);
-        for child in self.children(node) {
+        for child in children(node) {
             match child.name().value() {
                 "slurm" => {
                     let e = self.entries(file, child, 0, &["cluster", "partition"]);
@@ -418,7 +415,7 @@ impl Lowering<'_> {
             return Some(project);
         }
         let (mut clusters_seen, mut contracts_seen) = (None, None);
-        for child in self.children(node) {
+        for child in children(node) {
             match child.name().value() {
                 "project" => {
                     if let Some(p) = self.project(file, child, depth + 1) {
@@ -524,15 +521,14 @@ impl Lowering<'_> {
             return Vec::new();
         }
         if let Some(first) = self.included.get(&path) {
-            let mut d = Diagnostic::error(Code::IncludeDuplicate, format!("`{path}` is included twice"))
-                .label(target.span, "second include");
-            if let Some(first) = first {
-                d = d.label(*first, "first include");
-            }
-            self.push(d.help("a file belongs to one subtree; include it once"));
+            let d = Diagnostic::error(Code::IncludeDuplicate, format!("`{path}` is included twice"))
+                .label(target.span, "second include")
+                .label(*first, "first include")
+                .help("a file belongs to one subtree; include it once");
+            self.push(d);
             return Vec::new();
         }
-        self.included.insert(path.clone(), Some(target.span));
+        self.included.insert(path.clone(), target.span);
         let Some((included, doc)) = self.read(&path, Some(target.span)) else {
             return Vec::new();
         };
@@ -553,7 +549,7 @@ impl Lowering<'_> {
         self.entries(file, node, 0, &[]);
         let mut expectations = Expectations::default();
         let mut delivered_seen = None;
-        for child in self.children(node) {
+        for child in children(node) {
             match child.name().value() {
                 "delivered" => {
                     let e = self.entries(file, child, 0, &["per-budget", "overall"]);
@@ -596,6 +592,10 @@ fn at(d: Diagnostic, via: Option<Span>, label: &str, name: &str) -> Diagnostic {
         Some(span) => d.label(span, label),
         None => Diagnostic { file_name: Some(name.to_string()), ..d },
     }
+}
+
+fn children(node: &KdlNode) -> &[KdlNode] {
+    node.children().map(KdlDocument::nodes).unwrap_or(&[])
 }
 
 fn name_span(file: FileId, node: &KdlNode) -> Span {

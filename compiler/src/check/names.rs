@@ -1,4 +1,5 @@
-//! Names every target can carry, and no two siblings (clusters, contracts) alike.
+//! Names every target can carry, and no two siblings (clusters, contracts) alike. Member
+//! names (users, groups, namespaces) must be usable by the targets that carry them.
 //!
 //! The rule is the intersection of the targets' rules: Slurm lower-cases account names,
 //! Kubernetes needs DNS-1123 labels (queue names travel in pod labels, at most 63
@@ -19,7 +20,24 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
     for contract in &budget.contracts {
         portable(&contract.name, "contract", out);
     }
-    walk(&budget.projects, &mut |_, project| portable(&project.name, "project", out));
+    walk(&budget.projects, &mut |_, project| {
+        portable(&project.name, "project", out);
+        for namespace in &project.namespaces {
+            // Kubernetes namespaces are DNS-1123 labels too; `root` is a fine namespace.
+            if let Some(why) = unportable(&namespace.value) {
+                out.push(unportable_diagnostic(namespace, "namespace", why));
+            }
+        }
+        for member in project.users.iter().map(|m| &m.name).chain(&project.groups) {
+            if let Some(why) = unusable_account_member(&member.value) {
+                out.push(
+                    Diagnostic::error(Code::NameUnportable, format!("`{}` cannot name a user or group: {why}", member.value))
+                        .label(member.span, "not usable")
+                        .help("user and group names are written as the system knows them, e.g. `alice` or `ml-staff`"),
+                );
+            }
+        }
+    });
 
     unique(budget.clusters.iter().map(|c| &c.name), "cluster", out);
     unique(budget.contracts.iter().map(|c| &c.name), "contract", out);
@@ -38,7 +56,7 @@ pub fn unportable(name: &str) -> Option<&'static str> {
         return Some("Kubernetes label values are at most 63 characters");
     }
     if name.chars().any(|c| c.is_ascii_uppercase()) {
-        return Some("Slurm lower-cases account names and Kubernetes names are lower case");
+        return Some("Slurm lower-cases names and Kubernetes names are lower case");
     }
     if name.contains('.') {
         return Some("YARN reads `.` as a queue path separator");
@@ -77,17 +95,32 @@ fn portable(name: &Spanned<String>, what: &str, out: &mut Vec<Diagnostic>) {
                 .help("Slurm's top account and YARN's top queue are called `root`; choose another name"),
         );
     } else if let Some(why) = unportable(&name.value) {
-        let suggestion = portable_form(&name.value);
-        let help = if suggestion.is_empty() {
-            "use lower-case letters, digits and `-`, at most 63 characters".to_string()
-        } else {
-            format!("use lower-case letters, digits and `-`, e.g. `{suggestion}`")
-        };
-        out.push(
-            Diagnostic::error(Code::NameUnportable, format!("`{}` cannot name a {what}: {why}", name.value))
-                .label(name.span, "not portable")
-                .help(help),
-        );
+        out.push(unportable_diagnostic(name, what, why));
+    }
+}
+
+fn unportable_diagnostic(name: &Spanned<String>, what: &str, why: &str) -> Diagnostic {
+    let suggestion = portable_form(&name.value);
+    let help = if suggestion.is_empty() {
+        "use lower-case letters, digits and `-`, at most 63 characters".to_string()
+    } else {
+        format!("use lower-case letters, digits and `-`, e.g. `{suggestion}`")
+    };
+    Diagnostic::error(Code::NameUnportable, format!("`{}` cannot name a {what}: {why}", name.value))
+        .label(name.span, "not portable")
+        .help(help)
+}
+
+/// Why a user or group name cannot reach Slurm's association files, if it cannot.
+fn unusable_account_member(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("it is empty")
+    } else if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Some("it contains blanks")
+    } else if name.chars().any(|c| matches!(c, ':' | ',' | '\'' | '"' | '=' | '#' | '\\')) {
+        Some("Slurm's files separate fields with `:`, `,`, `=` and quotes")
+    } else {
+        None
     }
 }
 
