@@ -19,8 +19,11 @@ pub enum FormatError {
 pub fn format(text: &str) -> Result<String, FormatError> {
     let mut doc = syntax::parse(crate::source::FileId(0), text).map_err(|_| FormatError::Syntax)?;
     prepare(&mut doc);
-    doc.autoformat_config(&FormatConfig::builder().indent("    ").build());
-    finish(&mut doc);
+    doc.autoformat_config(&FormatConfig::builder().indent(INDENT).build());
+    finish(&mut doc, 0);
+    if let Some(format) = doc.format_mut() {
+        format.trailing = indented_lines(&format.trailing, 0);
+    }
     let formatted = format!("{}\n", doc.to_string().trim_matches('\n'));
 
     let before = syntax::comments(text);
@@ -50,8 +53,27 @@ fn prepare(doc: &mut KdlDocument) {
             format.leading = mark_blank_lines(&format.leading, i == 0);
         }
         if let Some(children) = node.children_mut() {
+            keep_comment_after_brace(children);
             prepare(children);
         }
+    }
+}
+
+/// The parser gives a line comment right after `{` to the first child; hand it to the
+/// block, whose leading text `finish` keeps on the brace's line.
+fn keep_comment_after_brace(children: &mut KdlDocument) {
+    let Some(first) = children.nodes_mut().first_mut().and_then(|n| n.format_mut()) else {
+        return;
+    };
+    let Some((line, rest)) = first.leading.split_once('\n') else { return };
+    let comment = line.trim();
+    if !comment.starts_with("//") {
+        return;
+    }
+    let comment = comment.to_string();
+    first.leading = rest.to_string();
+    if let Some(block) = children.format_mut() {
+        block.leading = format!("{comment}\n{}", block.leading.trim_start());
     }
 }
 
@@ -81,8 +103,9 @@ fn mark_blank_lines(leading: &str, first: bool) -> String {
     out
 }
 
-/// After autoformatting: end-of-line comments end their line, marker lines become blank.
-fn finish(doc: &mut KdlDocument) {
+/// After autoformatting: end-of-line comments end their line, marker lines become blank,
+/// and comments at the start and end of a block sit where a reader expects them.
+fn finish(doc: &mut KdlDocument, depth: usize) {
     for node in doc.nodes_mut() {
         if let Some(format) = node.format_mut() {
             if format.before_terminator.ends_with('\n') {
@@ -96,9 +119,28 @@ fn finish(doc: &mut KdlDocument) {
                 .join("\n");
         }
         if let Some(children) = node.children_mut() {
-            finish(children);
+            finish(children, depth + 1);
+            if let Some(format) = children.format_mut() {
+                // A comment right after `{` stays on that line.
+                let first = format.leading.trim();
+                format.leading = if first.is_empty() { "\n".into() } else { format!(" {first}\n") };
+                // Comments after the last child keep the children's indentation.
+                let last = indented_lines(&format.trailing, depth + 1);
+                format.trailing = format!("{last}{}", INDENT.repeat(depth));
+            }
         }
     }
+}
+
+const INDENT: &str = "    ";
+
+/// The non-blank lines of `text`, trimmed and indented `depth` levels.
+fn indented_lines(text: &str, depth: usize) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .map(|line| format!("{}{line}\n", INDENT.repeat(depth)))
+        .collect()
 }
 
 #[cfg(test)]
@@ -116,6 +158,14 @@ mod tests {
             assert!(out.contains(comment), "{comment} kept in:\n{out}");
         }
         assert!(out.contains("cluster a gpus=8 gpu-type=h100 {\n    slurm cluster=x\n}\n"), "{out}");
+    }
+
+    #[test]
+    fn comments_at_the_edges_of_blocks_stay_in_place() {
+        let src = "a { // first\n  b\n      // last\n}\nc { // only\n}\n  // end\n";
+        let out = format(src).unwrap();
+        assert_eq!(out, "a { // first\n    b\n    // last\n}\nc { // only\n}\n// end\n");
+        assert_eq!(format(&out).unwrap(), out);
     }
 
     #[test]

@@ -415,6 +415,7 @@ impl Lowering<'_> {
             return Some(project);
         }
         let (mut clusters_seen, mut contracts_seen) = (None, None);
+        let mut overrides_seen: BTreeMap<String, Option<Span>> = BTreeMap::new();
         for child in children(node) {
             match child.name().value() {
                 "project" => {
@@ -462,7 +463,14 @@ impl Lowering<'_> {
                 "on" => {
                     let e = self.entries(file, child, 1, &["share", "max-gpus"]);
                     self.no_children(file, child);
-                    if let Some(cluster) = e.name_arg(self, "cluster") {
+                    let cluster = e.name_arg(self, "cluster");
+                    let seen = cluster.as_ref().map(|c| overrides_seen.entry(c.value.clone()).or_default());
+                    if let Some(seen) = seen
+                        && !self.once(file, child, seen)
+                    {
+                        continue;
+                    }
+                    if let Some(cluster) = cluster {
                         let share = e.share(self, "share", false);
                         let max_gpus = e.count(self, "max-gpus", false, 0);
                         if share.is_none() && max_gpus.is_none() && e.props.is_empty() {

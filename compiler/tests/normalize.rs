@@ -110,7 +110,7 @@ fn overrides_and_restrictions_apply_per_cluster() {
 
 #[test]
 fn declared_overcommit_scales_shares_down() {
-    let text = "cluster a gpus=100 gpu-type=h100\npolicy overcommit=#true\n\
+    let text = "cluster a gpus=100 gpu-type=h100 gpus-per-node=4\npolicy overcommit=#true\n\
                 contract c min-runtime=\"1h\" default=#true\n\
                 project x share=\"75%\"\nproject y share=\"50%\"\n";
     let compilation = compile(&MemoryLoader::new([("allot.kdl", text)]), "allot.kdl");

@@ -13,22 +13,19 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
         out.push(d);
     }
     for cluster in &budget.clusters {
-        let (Some(gpus), Some(per_node)) = (&cluster.gpus, &cluster.gpus_per_node) else {
-            continue;
-        };
-        if gpus.value % per_node.value != 0 {
-            out.push(
-                Diagnostic::warning(
-                    Code::ClusterPartialNode,
-                    format!(
-                        "{} GPUs is not a whole number of {}-GPU nodes",
-                        gpus.value, per_node.value
-                    ),
-                )
-                .label(gpus.span, format!("{} nodes and {} GPUs", gpus.value / per_node.value, gpus.value % per_node.value))
-                .label(per_node.span, "GPUs per node")
-                .help("give the GPUs schedulers can use; a partial node distorts placement in the verifier"),
-            );
+        let Some(gpus) = &cluster.gpus else { continue };
+        let per_node = cluster.gpus_per_node();
+        if gpus.value % per_node != 0 {
+            let mut d = Diagnostic::warning(
+                Code::ClusterPartialNode,
+                format!("{} GPUs is not a whole number of {per_node}-GPU nodes", gpus.value),
+            )
+            .label(gpus.span, format!("{} nodes and {} GPUs", gpus.value / per_node, gpus.value % per_node));
+            d = match &cluster.gpus_per_node {
+                Some(written) => d.label(written.span, "GPUs per node"),
+                None => d.label(cluster.name.span, format!("{per_node} GPUs per node, the default")),
+            };
+            out.push(d.help("give the GPUs schedulers can use, and `gpus-per-node`; a partial node distorts placement in the verifier"));
         }
     }
 }

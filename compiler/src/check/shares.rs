@@ -1,8 +1,8 @@
 //! Shares: positive, one kind per sibling set, and percentages within 100% unless
-//! overcommit is declared, both for the projects' own shares and per cluster where
-//! `on CLUSTER share=...` overrides them.
+//! overcommit is declared, on every cluster: siblings count where they may run
+//! (`clusters`), with their share there (`on CLUSTER share=...`).
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use crate::diagnostic::{Code, Diagnostic};
 use crate::model::{Budget, Project, Share, walk};
@@ -16,10 +16,16 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
         }
     });
     let declared = |flag: Option<&Spanned<bool>>| flag.filter(|f| f.value).map(|f| f.span);
-    siblings(&budget.projects, "top-level projects", declared(budget.policy.overcommit.as_ref()), out);
-    walk(&budget.projects, &mut |_, parent| {
+    let clusters: Vec<&str> = budget.clusters.iter().map(|c| c.name.value.as_str()).collect();
+    siblings(&budget.projects, "top-level projects", &clusters, declared(budget.policy.overcommit.as_ref()), out);
+    walk(&budget.projects, &mut |ancestors, parent| {
+        let usable: Vec<&str> = clusters
+            .iter()
+            .copied()
+            .filter(|c| parent.may_use(c) && ancestors.iter().all(|a| a.may_use(c)))
+            .collect();
         let whose = format!("the children of `{}`", parent.name.value);
-        siblings(&parent.children, &whose, declared(parent.overcommit.as_ref()), out);
+        siblings(&parent.children, &whose, &usable, declared(parent.overcommit.as_ref()), out);
     });
 }
 
@@ -38,31 +44,34 @@ fn positive(share: Option<&Spanned<Share>>, out: &mut Vec<Diagnostic>) {
     }
 }
 
-fn siblings(projects: &[Project], whose: &str, overcommit: Option<Span>, out: &mut Vec<Diagnostic>) {
-    let base: Vec<_> = projects.iter().filter_map(|p| p.share.as_ref()).collect();
-    sibling_shares(&base, whose, None, overcommit, out);
-    let overridden: BTreeSet<&str> = projects
-        .iter()
-        .flat_map(|p| p.overrides.iter().filter(|o| o.share.is_some()).map(|o| o.cluster.value.as_str()))
-        .collect();
-    for cluster in overridden {
-        let shares: Vec<_> = projects
-            .iter()
-            .filter(|p| p.may_use(cluster))
-            .filter_map(|p| p.share_on(cluster))
-            .collect();
-        sibling_shares(&shares, whose, Some(cluster), overcommit, out);
+/// Checks a sibling set on each cluster its parent may use: the siblings present there,
+/// with their shares there. Clusters where those are the same are checked once.
+fn siblings(projects: &[Project], whose: &str, clusters: &[&str], overcommit: Option<Span>, out: &mut Vec<Diagnostic>) {
+    if clusters.is_empty() {
+        // No cluster to divide (reported elsewhere): check the shares as written.
+        let shares: Vec<_> = projects.iter().filter_map(|p| p.share.as_ref()).collect();
+        return sibling_shares(&shares, whose, "", overcommit, out);
+    }
+    let mut sets: BTreeMap<Vec<Span>, (Vec<&Spanned<Share>>, Vec<&str>)> = BTreeMap::new();
+    for &cluster in clusters {
+        let shares: Vec<&Spanned<Share>> =
+            projects.iter().filter(|p| p.may_use(cluster)).filter_map(|p| p.share_on(cluster)).collect();
+        let key = shares.iter().map(|s| s.span).collect();
+        sets.entry(key).or_insert_with(|| (shares, Vec::new())).1.push(cluster);
+    }
+    let several = sets.len() > 1;
+    for (shares, on) in sets.values() {
+        let on = if several {
+            let names: Vec<String> = on.iter().map(|c| format!("`{c}`")).collect();
+            format!(" on {}", names.join(", "))
+        } else {
+            String::new()
+        };
+        sibling_shares(shares, whose, &on, overcommit, out);
     }
 }
 
-fn sibling_shares(
-    shares: &[&Spanned<Share>],
-    whose: &str,
-    cluster: Option<&str>,
-    overcommit: Option<Span>,
-    out: &mut Vec<Diagnostic>,
-) {
-    let on = cluster.map(|c| format!(" on cluster `{c}`")).unwrap_or_default();
+fn sibling_shares(shares: &[&Spanned<Share>], whose: &str, on: &str, overcommit: Option<Span>, out: &mut Vec<Diagnostic>) {
     let is_percent = |s: &Spanned<Share>| matches!(s.value, Share::Percent(_));
     let Some(first) = shares.first() else { return };
     if let Some(other) = shares.iter().find(|s| is_percent(s) != is_percent(first)) {
