@@ -46,7 +46,8 @@ fn run(dir: &Path, display: &str, format: &str) -> (i32, String, String) {
         .env_remove("CI")
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr).replace("allot.kdl", &format!("{display}/allot.kdl"));
+    let stderr =
+        String::from_utf8_lossy(&output.stderr).replace("allot.kdl", &format!("{display}/allot.kdl"));
     (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stdout).into_owned(), stderr)
 }
 
@@ -103,7 +104,8 @@ fn every_bad_input_folder_belongs_to_a_code() {
 
 #[test]
 fn every_code_is_documented() {
-    let docs = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/diagnostics.md")).unwrap();
+    let docs =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/diagnostics.md")).unwrap();
     for code in Code::ALL {
         assert!(docs.contains(&format!("### `{code}`")), "{code} is not documented in docs/diagnostics.md");
     }

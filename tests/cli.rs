@@ -70,7 +70,8 @@ fn check_project(project: &Value, cluster: &str, parent_effective: f64) {
     assert!((effective - parent_effective * normalized).abs() < 1e-12, "{}", project["path"]);
     let children = project["children"].as_array().unwrap();
     if !children.is_empty() {
-        let sum: u64 = children.iter().filter_map(|c| c["clusters"][cluster]["guaranteed_gpus"].as_u64()).sum();
+        let sum: u64 =
+            children.iter().filter_map(|c| c["clusters"][cluster]["guaranteed_gpus"].as_u64()).sum();
         let rest = a["unallocated_gpus"].as_u64().unwrap();
         assert_eq!(sum + rest, a["guaranteed_gpus"].as_u64().unwrap(), "{}", project["path"]);
     }
@@ -93,7 +94,10 @@ fn exported_shares_multiply_out_and_gpus_add_up() {
                 .iter()
                 .filter_map(|p| p["clusters"][name]["guaranteed_gpus"].as_u64())
                 .sum();
-            assert_eq!(top + cluster["unallocated_gpus"].as_u64().unwrap(), cluster["gpus"].as_u64().unwrap());
+            assert_eq!(
+                top + cluster["unallocated_gpus"].as_u64().unwrap(),
+                cluster["gpus"].as_u64().unwrap()
+            );
             for project in model["projects"].as_array().unwrap() {
                 check_project(project, name, 1.0);
             }
@@ -120,7 +124,10 @@ fn the_committed_schema_is_fresh_and_exports_conform_to_it() {
     let (status, schema, _) = allot(&["schema"]);
     assert_eq!(status, 0);
     let committed = std::fs::read_to_string(root().join("schema/allot.schema.json")).unwrap();
-    assert_eq!(committed, schema, "schema/allot.schema.json is stale: run `allot schema > schema/allot.schema.json`");
+    assert_eq!(
+        committed, schema,
+        "schema/allot.schema.json is stale: run `allot schema > schema/allot.schema.json`"
+    );
     let validator = jsonschema::validator_for(&serde_json::from_str(&schema).unwrap()).unwrap();
     for name in EXAMPLES {
         let (_, stdout, _) = allot(&["export", &format!("examples/{name}")]);
@@ -141,7 +148,10 @@ fn a_budget_file_can_be_named_directly() {
 fn a_missing_repository_is_an_error_not_a_panic() {
     let (status, _, stderr) = allot(&["check", "no/such/folder", "--diagnostics", "plain"]);
     assert_eq!(status, 1);
-    assert!(stderr.contains("allot::source::unreadable") && stderr.contains("no/such/folder/allot.kdl"), "{stderr}");
+    assert!(
+        stderr.contains("allot::source::unreadable") && stderr.contains("no/such/folder/allot.kdl"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -150,7 +160,8 @@ fn github_annotations_point_at_the_line() {
     assert_eq!(status, 1);
     let line = stdout.lines().find(|l| l.starts_with("::error ")).unwrap_or_default();
     assert!(
-        line.starts_with("::error file=tests/bad/share-overcommit/allot.kdl,line=") && line.contains("title=allot%3A%3Ashare%3A%3Aovercommit::"),
+        line.starts_with("::error file=tests/bad/share-overcommit/allot.kdl,line=")
+            && line.contains("title=allot%3A%3Ashare%3A%3Aovercommit::"),
         "{stdout}"
     );
 }

@@ -9,7 +9,9 @@ use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
 
 use crate::diagnostic::{Code, Diagnostic, did_you_mean};
 use crate::model::*;
-use crate::source::{FileId, LoadError, Loader, PathError, SourceFile, Sources, Span, Spanned, resolve_include};
+use crate::source::{
+    FileId, LoadError, Loader, PathError, SourceFile, Sources, Span, Spanned, resolve_include,
+};
 use crate::syntax;
 
 /// Deepest project tree, includes followed.
@@ -53,9 +55,8 @@ struct Lowering<'l> {
 
 const TOP_LEVEL: &[&str] = &["cluster", "policy", "contract", "project", "include", "expect"];
 const INCLUDED_TOP_LEVEL: &[&str] = &["project", "include"];
-const PROJECT_CHILDREN: &[&str] = &[
-    "project", "include", "users", "groups", "namespaces", "owners", "clusters", "contracts", "on",
-];
+const PROJECT_CHILDREN: &[&str] =
+    &["project", "include", "users", "groups", "namespaces", "owners", "clusters", "contracts", "on"];
 
 impl Lowering<'_> {
     fn push(&mut self, diagnostic: Diagnostic) {
@@ -78,7 +79,9 @@ impl Lowering<'_> {
             Ok(bytes) => bytes,
             Err(error) => {
                 let (code, text) = match (&error, via) {
-                    (_, Some(_)) => (Code::IncludeMissing, format!("cannot read included file `{name}`: {error}")),
+                    (_, Some(_)) => {
+                        (Code::IncludeMissing, format!("cannot read included file `{name}`: {error}"))
+                    }
                     (LoadError::NotFound, None) => (Code::SourceUnreadable, "no such file".to_string()),
                     (LoadError::Other(_), None) => (Code::SourceUnreadable, error.to_string()),
                 };
@@ -220,7 +223,10 @@ impl Lowering<'_> {
                             .help(if known.is_empty() {
                                 "remove it".to_string()
                             } else {
-                                format!("properties are written `key=value`; this node takes {}", known.join(", "))
+                                format!(
+                                    "properties are written `key=value`; this node takes {}",
+                                    known.join(", ")
+                                )
                             });
                         self.push(d);
                     } else {
@@ -304,16 +310,8 @@ impl Lowering<'_> {
                 }
                 "kubernetes" => {
                     let e = self.entries(file, child, usize::MAX, &["flavor", "resource", "node-label"]);
-                    let schedulers = e.choice_args(
-                        self,
-                        "scheduler",
-                        &[
-                            ("kueue", KubernetesScheduler::Kueue),
-                            ("kai", KubernetesScheduler::Kai),
-                            ("volcano", KubernetesScheduler::Volcano),
-                            ("yunikorn", KubernetesScheduler::Yunikorn),
-                        ],
-                    );
+                    let options = KubernetesScheduler::ALL.map(|k| (k.as_str(), k));
+                    let schedulers = e.choice_args(self, "scheduler", &options);
                     let binding = KubernetesBinding {
                         schedulers,
                         flavor: e.string(self, "flavor", false),
@@ -328,11 +326,8 @@ impl Lowering<'_> {
                 }
                 "yarn" => {
                     let e = self.entries(file, child, usize::MAX, &["resource", "capacity-mode"]);
-                    let schedulers = e.choice_args(
-                        self,
-                        "scheduler",
-                        &[("capacity", YarnScheduler::Capacity), ("fair", YarnScheduler::Fair)],
-                    );
+                    let options = YarnScheduler::ALL.map(|y| (y.as_str(), y));
+                    let schedulers = e.choice_args(self, "scheduler", &options);
                     let binding = YarnBinding {
                         schedulers,
                         resource: e.string(self, "resource", false),
@@ -368,12 +363,8 @@ impl Lowering<'_> {
     }
 
     fn contract(&mut self, file: FileId, node: &KdlNode) -> Option<Contract> {
-        let e = self.entries(
-            file,
-            node,
-            1,
-            &["min-runtime", "max-runtime", "resumable", "max-gpus", "default"],
-        );
+        let e =
+            self.entries(file, node, 1, &["min-runtime", "max-runtime", "resumable", "max-gpus", "default"]);
         self.no_children(file, node);
         Some(Contract {
             name: e.name_arg(self, "contract")?,
@@ -622,6 +613,10 @@ fn header_span(file: FileId, node: &KdlNode) -> Span {
     Span { file, offset: start, len: end.saturating_sub(start) }
 }
 
+fn text(value: &KdlValue) -> Option<String> {
+    value.as_string().map(str::to_string)
+}
+
 fn kind(value: &KdlValue) -> &'static str {
     match value {
         KdlValue::String(_) => "a string",
@@ -667,6 +662,24 @@ impl<'n> Entries<'n> {
         l.push(d);
     }
 
+    /// The entry's value if `extract` accepts its type; a wrong-type error otherwise.
+    fn typed<T>(
+        &self,
+        l: &mut Lowering,
+        entry: &KdlEntry,
+        what: &str,
+        example: &str,
+        extract: impl Fn(&KdlValue) -> Option<T>,
+    ) -> Option<Spanned<T>> {
+        match extract(entry.value()) {
+            Some(value) => Some(Spanned::new(value, self.span(entry))),
+            None => {
+                self.wrong_type(l, entry, what, example);
+                None
+            }
+        }
+    }
+
     /// The first argument, as a name; an error when missing.
     fn name_arg(&self, l: &mut Lowering, what: &str) -> Option<Spanned<String>> {
         if self.args.is_empty() {
@@ -693,13 +706,7 @@ impl<'n> Entries<'n> {
             l.push(d);
             return None;
         };
-        match entry.value() {
-            KdlValue::String(s) => Some(Spanned::new(s.clone(), self.span(entry))),
-            _ => {
-                self.wrong_type(l, entry, what, "\"name\"");
-                None
-            }
-        }
+        self.typed(l, entry, what, "\"name\"", text)
     }
 
     fn string_args(&self, l: &mut Lowering, what: &str) -> Vec<Spanned<String>> {
@@ -712,14 +719,7 @@ impl<'n> Entries<'n> {
             .help(format!("write `{} NAME NAME ...`, or remove it", self.node.name().value()));
             l.push(d);
         }
-        let mut names = Vec::new();
-        for entry in &self.args {
-            match entry.value() {
-                KdlValue::String(s) => names.push(Spanned::new(s.clone(), self.span(entry))),
-                _ => self.wrong_type(l, entry, what, "alice"),
-            }
-        }
-        names
+        self.args.iter().filter_map(|entry| self.typed(l, entry, what, "alice", text)).collect()
     }
 
     fn choice_args<T: Copy>(&self, l: &mut Lowering, what: &str, options: &[(&str, T)]) -> Vec<Spanned<T>> {
@@ -736,7 +736,13 @@ impl<'n> Entries<'n> {
         self.args.iter().filter_map(|entry| self.pick(l, entry, what, options)).collect()
     }
 
-    fn pick<T: Copy>(&self, l: &mut Lowering, entry: &KdlEntry, what: &str, options: &[(&str, T)]) -> Option<Spanned<T>> {
+    fn pick<T: Copy>(
+        &self,
+        l: &mut Lowering,
+        entry: &KdlEntry,
+        what: &str,
+        options: &[(&str, T)],
+    ) -> Option<Spanned<T>> {
         let words: Vec<&str> = options.iter().map(|(w, _)| *w).collect();
         let KdlValue::String(s) = entry.value() else {
             self.wrong_type(l, entry, &format!("one of {}", words.join(", ")), words[0]);
@@ -761,24 +767,12 @@ impl<'n> Entries<'n> {
 
     fn string(&self, l: &mut Lowering, key: &str, required: bool) -> Option<Spanned<String>> {
         let entry = self.get(l, key, required, "\"...\"")?;
-        match entry.value() {
-            KdlValue::String(s) => Some(Spanned::new(s.clone(), self.span(entry))),
-            _ => {
-                self.wrong_type(l, entry, "a string", &format!("{key}=\"...\""));
-                None
-            }
-        }
+        self.typed(l, entry, "a string", &format!("{key}=\"...\""), text)
     }
 
     fn flag(&self, l: &mut Lowering, key: &str) -> Option<Spanned<bool>> {
         let entry = self.get(l, key, false, "#true")?;
-        match entry.value() {
-            KdlValue::Bool(b) => Some(Spanned::new(*b, self.span(entry))),
-            _ => {
-                self.wrong_type(l, entry, "a flag", &format!("{key}=#true"));
-                None
-            }
-        }
+        self.typed(l, entry, "a flag", &format!("{key}=#true"), KdlValue::as_bool)
     }
 
     /// A non-negative integer of at least `min`.
@@ -796,7 +790,11 @@ impl<'n> Entries<'n> {
                     format!("`{key}` must be from {min} to {}", u32::MAX),
                 )
                 .label(self.span(entry), "out of range")
-                .help(if min > 0 { "a cluster or job has at least one GPU" } else { "write a count of GPUs" });
+                .help(if min > 0 {
+                    "a cluster or job has at least one GPU"
+                } else {
+                    "write a count of GPUs"
+                });
                 l.push(d);
                 None
             }
@@ -805,11 +803,8 @@ impl<'n> Entries<'n> {
 
     fn duration(&self, l: &mut Lowering, key: &str, required: bool) -> Option<Spanned<Seconds>> {
         let entry = self.get(l, key, required, "\"8h\"")?;
-        let KdlValue::String(s) = entry.value() else {
-            self.wrong_type(l, entry, "a duration string", &format!("{key}=\"8h\""));
-            return None;
-        };
-        match parse_duration(s) {
+        let s = self.typed(l, entry, "a duration string", &format!("{key}=\"8h\""), text)?.value;
+        match parse_duration(&s) {
             Some(seconds) => Some(Spanned::new(seconds, self.span(entry))),
             None => {
                 let d = Diagnostic::error(Code::ValueBadDuration, format!("`{s}` is not a duration"))
@@ -823,11 +818,8 @@ impl<'n> Entries<'n> {
 
     fn percent(&self, l: &mut Lowering, key: &str, required: bool) -> Option<Spanned<Percent>> {
         let entry = self.get(l, key, required, "\"95%\"")?;
-        let KdlValue::String(s) = entry.value() else {
-            self.wrong_type(l, entry, "a percentage string", &format!("{key}=\"95%\""));
-            return None;
-        };
-        self.parse_percent(l, entry, s)
+        let s = self.typed(l, entry, "a percentage string", &format!("{key}=\"95%\""), text)?.value;
+        self.parse_percent(l, entry, &s)
     }
 
     fn parse_percent(&self, l: &mut Lowering, entry: &KdlEntry, s: &str) -> Option<Spanned<Percent>> {
@@ -852,9 +844,9 @@ impl<'n> Entries<'n> {
     fn share(&self, l: &mut Lowering, key: &str, required: bool) -> Option<Spanned<Share>> {
         let entry = self.get(l, key, required, "\"25%\"")?;
         match entry.value() {
-            KdlValue::String(s) => self
-                .parse_percent(l, entry, s)
-                .map(|p| Spanned::new(Share::Percent(p.value), p.span)),
+            KdlValue::String(s) => {
+                self.parse_percent(l, entry, s).map(|p| Spanned::new(Share::Percent(p.value), p.span))
+            }
             KdlValue::Integer(n) => Some(Spanned::new(Share::Weight(*n as f64), self.span(entry))),
             KdlValue::Float(f) if f.is_finite() => Some(Spanned::new(Share::Weight(*f), self.span(entry))),
             _ => {

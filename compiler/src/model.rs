@@ -76,6 +76,19 @@ pub enum KubernetesScheduler {
     Yunikorn,
 }
 
+impl KubernetesScheduler {
+    pub const ALL: [KubernetesScheduler; 4] = [Self::Kueue, Self::Kai, Self::Volcano, Self::Yunikorn];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Kueue => "kueue",
+            Self::Kai => "kai",
+            Self::Volcano => "volcano",
+            Self::Yunikorn => "yunikorn",
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct KubernetesBinding {
     pub schedulers: Vec<Spanned<KubernetesScheduler>>,
@@ -89,6 +102,17 @@ pub struct KubernetesBinding {
 pub enum YarnScheduler {
     Capacity,
     Fair,
+}
+
+impl YarnScheduler {
+    pub const ALL: [YarnScheduler; 2] = [Self::Capacity, Self::Fair];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Capacity => "capacity",
+            Self::Fair => "fair",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::model::{self, Budget, Share, WorkRule, DEFAULT_WINDOW};
+use crate::model::{self, Budget, DEFAULT_WINDOW, Share, WorkRule};
 use crate::source::{Sources, Span};
 
 /// The normalised budget of one repository.
@@ -265,7 +265,11 @@ pub fn normalize(budget: &Budget, sources: &Sources) -> Model {
             .collect(),
         projects,
         expectations: Expectations {
-            delivered_per_budget: budget.expectations.delivered_per_budget.as_ref().map(|p| p.value.fraction()),
+            delivered_per_budget: budget
+                .expectations
+                .delivered_per_budget
+                .as_ref()
+                .map(|p| p.value.fraction()),
             delivered_overall: budget.expectations.delivered_overall.as_ref().map(|p| p.value.fraction()),
             waits: budget
                 .expectations
@@ -291,31 +295,29 @@ fn bindings(cluster: &model::Cluster) -> Bindings {
             cluster: text(&b.cluster, &cluster.name.value),
             partition: text(&b.partition, "gpu"),
         }),
-        kubernetes: cluster.kubernetes.as_ref().map(|b| {
-            let mut schedulers: Vec<_> = b.schedulers.iter().map(|s| s.value).collect();
-            schedulers.sort();
-            schedulers.dedup();
-            KubernetesBinding {
-                schedulers: schedulers.iter().map(|s| format!("{s:?}").to_lowercase()).collect(),
-                flavor: text(&b.flavor, &cluster.gpu_type.as_ref().map_or(String::new(), |t| t.value.clone())),
-                resource: text(&b.resource, "nvidia.com/gpu"),
-                node_label: b.node_label.as_ref().map(|l| l.value.clone()),
-            }
+        kubernetes: cluster.kubernetes.as_ref().map(|b| KubernetesBinding {
+            schedulers: names(b.schedulers.iter().map(|s| s.value), model::KubernetesScheduler::as_str),
+            flavor: text(&b.flavor, &cluster.gpu_type.as_ref().map_or(String::new(), |t| t.value.clone())),
+            resource: text(&b.resource, "nvidia.com/gpu"),
+            node_label: b.node_label.as_ref().map(|l| l.value.clone()),
         }),
-        yarn: cluster.yarn.as_ref().map(|b| {
-            let mut schedulers: Vec<_> = b.schedulers.iter().map(|s| s.value).collect();
-            schedulers.sort();
-            schedulers.dedup();
-            YarnBinding {
-                schedulers: schedulers.iter().map(|s| format!("{s:?}").to_lowercase()).collect(),
-                resource: text(&b.resource, "yarn.io/gpu"),
-                capacity_mode: match b.capacity_mode.as_ref().map(|m| m.value) {
-                    Some(model::CapacityMode::Absolute) => "absolute".into(),
-                    _ => "percent".into(),
-                },
-            }
+        yarn: cluster.yarn.as_ref().map(|b| YarnBinding {
+            schedulers: names(b.schedulers.iter().map(|s| s.value), model::YarnScheduler::as_str),
+            resource: text(&b.resource, "yarn.io/gpu"),
+            capacity_mode: match b.capacity_mode.as_ref().map(|m| m.value) {
+                Some(model::CapacityMode::Absolute) => "absolute".into(),
+                _ => "percent".into(),
+            },
         }),
     }
+}
+
+/// Sorted, de-duplicated names of `values`.
+fn names<T: Ord + Copy>(values: impl Iterator<Item = T>, name: fn(T) -> &'static str) -> Vec<String> {
+    let mut values: Vec<T> = values.collect();
+    values.sort();
+    values.dedup();
+    values.into_iter().map(|v| name(v).to_string()).collect()
 }
 
 /// What a sibling set divides on one cluster.
@@ -388,7 +390,14 @@ impl Context<'_> {
                     .iter()
                     .filter_map(|&c| {
                         let a = clusters.get(c)?;
-                        Some((c, Parent { gpus: a.guaranteed_gpus, effective: a.effective_share, max_gpus: a.max_gpus }))
+                        Some((
+                            c,
+                            Parent {
+                                gpus: a.guaranteed_gpus,
+                                effective: a.effective_share,
+                                max_gpus: a.max_gpus,
+                            },
+                        ))
                     })
                     .collect();
                 let child_overcommit = project.overcommit.as_ref().is_some_and(|f| f.value);
@@ -436,10 +445,7 @@ fn spec(share: Option<Share>) -> ShareSpec {
 /// Each sibling's fraction of the parent. Percentages are taken as written (scaled down
 /// to fit when they overcommit and that is declared); weights are divided by their sum.
 pub fn normalize_shares(shares: &[ShareSpec], overcommit: bool) -> Vec<f64> {
-    let percent_sum: f64 = shares
-        .iter()
-        .map(|s| if let ShareSpec::Percent(p) = s { *p } else { 0.0 })
-        .sum();
+    let percent_sum: f64 = shares.iter().map(|s| if let ShareSpec::Percent(p) = s { *p } else { 0.0 }).sum();
     let weight_sum: f64 = shares.iter().map(|s| if let ShareSpec::Weight(w) = s { *w } else { 0.0 }).sum();
     let scale = if overcommit && percent_sum > 100.0 { 100.0 / percent_sum } else { 1.0 };
     shares

@@ -104,9 +104,7 @@ impl Sources {
 
     /// The text a span covers (empty if the span is stale).
     pub fn text(&self, span: Span) -> &str {
-        self.get(span.file)
-            .and_then(|f| f.text.get(span.offset..span.offset + span.len))
-            .unwrap_or("")
+        self.get(span.file).and_then(|f| f.text.get(span.offset..span.offset + span.len)).unwrap_or("")
     }
 
     pub fn location(&self, span: Span) -> Option<(&SourceFile, LineColumn)> {

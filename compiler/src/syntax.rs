@@ -18,17 +18,13 @@ pub fn parse(file: FileId, text: &str) -> Result<KdlDocument, Vec<Diagnostic>> {
     if let Some(offset) = too_deep_at(text) {
         let span = Span { file, offset, len: 1 };
         return Err(vec![
-            Diagnostic::error(
-                Code::SizeTooDeep,
-                format!("braces nest deeper than {MAX_BRACE_DEPTH} levels"),
-            )
-            .label(span, format!("level {} starts here", MAX_BRACE_DEPTH + 1))
-            .help("split the tree over files with `include`, or flatten it"),
+            Diagnostic::error(Code::SizeTooDeep, format!("braces nest deeper than {MAX_BRACE_DEPTH} levels"))
+                .label(span, format!("level {} starts here", MAX_BRACE_DEPTH + 1))
+                .help("split the tree over files with `include`, or flatten it"),
         ]);
     }
-    KdlDocument::parse_v2(text).map_err(|error| {
-        error.diagnostics.iter().map(|d| syntax_diagnostic(file, text, d)).collect()
-    })
+    KdlDocument::parse_v2(text)
+        .map_err(|error| error.diagnostics.iter().map(|d| syntax_diagnostic(file, text, d)).collect())
 }
 
 fn syntax_diagnostic(file: FileId, text: &str, d: &kdl::KdlDiagnostic) -> Diagnostic {
@@ -40,7 +36,9 @@ fn syntax_diagnostic(file: FileId, text: &str, d: &kdl::KdlDiagnostic) -> Diagno
     if let Some(v2) = v2_keyword(word) {
         return Diagnostic::error(Code::SyntaxKdlV1, format!("`{word}` is KDL 1 syntax"))
             .label(span, format!("write `{v2}`"))
-            .help(format!("allot reads KDL 2.0, where keywords start with `#`: write `{v2}` instead of `{word}`"));
+            .help(format!(
+                "allot reads KDL 2.0, where keywords start with `#`: write `{v2}` instead of `{word}`"
+            ));
     }
     let diagnostic = Diagnostic::error(Code::SyntaxKdl, message).label(span, label);
     match &d.help {

@@ -15,7 +15,8 @@ struct Node {
 fn forest() -> impl Strategy<Value = Vec<Node>> {
     let leaf = (1u32..100).prop_map(|weight| Node { weight, children: vec![] });
     let tree = leaf.prop_recursive(5, 80, 6, |inner| {
-        (1u32..100, prop::collection::vec(inner, 0..6)).prop_map(|(weight, children)| Node { weight, children })
+        (1u32..100, prop::collection::vec(inner, 0..6))
+            .prop_map(|(weight, children)| Node { weight, children })
     });
     prop::collection::vec(tree, 1..7)
 }

@@ -13,7 +13,10 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
                 d = d.label(first.name.span, "e.g. this one could be the default");
             } else if let Some(origin) = budget.origin {
                 d = d.label(origin, "no contract in this file");
-                d.help = Some("define at least one contract, e.g. `contract batch min-runtime=\"1h\" default=#true`".into());
+                d.help = Some(
+                    "define at least one contract, e.g. `contract batch min-runtime=\"1h\" default=#true`"
+                        .into(),
+                );
             }
             out.push(d);
         }
@@ -23,10 +26,13 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
                 let span = extra.default.as_ref().map_or(extra.span, |d| d.span);
                 let first_span = first.default.as_ref().map_or(first.span, |d| d.span);
                 out.push(
-                    Diagnostic::error(Code::ContractMultipleDefaults, "more than one contract is the default")
-                        .label(span, format!("`{}` is a default", extra.name.value))
-                        .label(first_span, format!("`{}` is the default already", first.name.value))
-                        .help("keep `default=#true` on one contract"),
+                    Diagnostic::error(
+                        Code::ContractMultipleDefaults,
+                        "more than one contract is the default",
+                    )
+                    .label(span, format!("`{}` is a default", extra.name.value))
+                    .label(first_span, format!("`{}` is the default already", first.name.value))
+                    .help("keep `default=#true` on one contract"),
                 );
             }
         }

@@ -16,7 +16,10 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
                 out.push(
                     Diagnostic::error(
                         Code::LimitAboveCluster,
-                        format!("`{}` is capped at {} GPUs, more than any cluster it may use", project.name.value, max.value),
+                        format!(
+                            "`{}` is capped at {} GPUs, more than any cluster it may use",
+                            project.name.value, max.value
+                        ),
                     )
                     .label(max.span, format!("the largest cluster it may use has {largest}"))
                     .help("lower `max-gpus`, or drop it: a project can never hold more than its cluster"),
@@ -24,14 +27,22 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
             }
         }
         for o in &project.overrides {
-            let (Some(max), Some(cluster)) = (&o.max_gpus, budget.clusters.iter().find(|c| c.name.value == o.cluster.value)) else {
+            let (Some(max), Some(cluster)) =
+                (&o.max_gpus, budget.clusters.iter().find(|c| c.name.value == o.cluster.value))
+            else {
                 continue;
             };
             if max.value > cluster.gpus() {
                 out.push(
                     Diagnostic::error(
                         Code::LimitAboveCluster,
-                        format!("`{}` is capped at {} GPUs on `{}`, which has {}", project.name.value, max.value, cluster.name.value, cluster.gpus()),
+                        format!(
+                            "`{}` is capped at {} GPUs on `{}`, which has {}",
+                            project.name.value,
+                            max.value,
+                            cluster.name.value,
+                            cluster.gpus()
+                        ),
                     )
                     .label(max.span, format!("above the cluster's {} GPUs", cluster.gpus()))
                     .help("lower `max-gpus` to at most the cluster's GPUs"),
@@ -58,7 +69,9 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
                     )
                     .label(max.span, "more than the ancestor allows")
                     .label(cap.span, "the ancestor's cap")
-                    .help("a sub-project cannot hold more than its ancestors; lower this cap or raise theirs"),
+                    .help(
+                        "a sub-project cannot hold more than its ancestors; lower this cap or raise theirs",
+                    ),
                 );
             }
         }

@@ -39,10 +39,13 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
             [(first_project, first), rest @ ..] => {
                 for (project, member) in rest {
                     out.push(
-                        Diagnostic::error(Code::MemberConflictingDefault, format!("user `{user}` has more than one default project"))
-                            .label(member.name.span, format!("default in `{project}`"))
-                            .label(first.name.span, format!("default in `{first_project}`"))
-                            .help("keep `default=#true` for this user in one project only"),
+                        Diagnostic::error(
+                            Code::MemberConflictingDefault,
+                            format!("user `{user}` has more than one default project"),
+                        )
+                        .label(member.name.span, format!("default in `{project}`"))
+                        .label(first.name.span, format!("default in `{first_project}`"))
+                        .help("keep `default=#true` for this user in one project only"),
                     );
                 }
             }

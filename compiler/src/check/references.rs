@@ -24,7 +24,8 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
         }
         for o in &project.overrides {
             known(&o.cluster, &clusters, Code::ReferenceUnknownCluster, "cluster", out);
-            let usable = project.may_use(&o.cluster.value) && ancestors.iter().all(|a| a.may_use(&o.cluster.value));
+            let usable =
+                project.may_use(&o.cluster.value) && ancestors.iter().all(|a| a.may_use(&o.cluster.value));
             if !usable && clusters.contains(&o.cluster.value.as_str()) {
                 out.push(
                     Diagnostic::error(

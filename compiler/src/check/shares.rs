@@ -17,7 +17,13 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
     });
     let declared = |flag: Option<&Spanned<bool>>| flag.filter(|f| f.value).map(|f| f.span);
     let clusters: Vec<&str> = budget.clusters.iter().map(|c| c.name.value.as_str()).collect();
-    siblings(&budget.projects, "top-level projects", &clusters, declared(budget.policy.overcommit.as_ref()), out);
+    siblings(
+        &budget.projects,
+        "top-level projects",
+        &clusters,
+        declared(budget.policy.overcommit.as_ref()),
+        out,
+    );
     walk(&budget.projects, &mut |ancestors, parent| {
         let usable: Vec<&str> = clusters
             .iter()
@@ -46,13 +52,21 @@ fn positive(share: Option<&Spanned<Share>>, out: &mut Vec<Diagnostic>) {
 
 /// Checks a sibling set on each cluster its parent may use: the siblings present there,
 /// with their shares there. Clusters where those are the same are checked once.
-fn siblings(projects: &[Project], whose: &str, clusters: &[&str], overcommit: Option<Span>, out: &mut Vec<Diagnostic>) {
+fn siblings(
+    projects: &[Project],
+    whose: &str,
+    clusters: &[&str],
+    overcommit: Option<Span>,
+    out: &mut Vec<Diagnostic>,
+) {
     if clusters.is_empty() {
         // No cluster to divide (reported elsewhere): check the shares as written.
         let shares: Vec<_> = projects.iter().filter_map(|p| p.share.as_ref()).collect();
         return sibling_shares(&shares, whose, "", overcommit, out);
     }
-    let mut sets: BTreeMap<Vec<Span>, (Vec<&Spanned<Share>>, Vec<&str>)> = BTreeMap::new();
+    // By the shares counted: those shares and the clusters where they are counted.
+    type Set<'a> = (Vec<&'a Spanned<Share>>, Vec<&'a str>);
+    let mut sets: BTreeMap<Vec<Span>, Set> = BTreeMap::new();
     for &cluster in clusters {
         let shares: Vec<&Spanned<Share>> =
             projects.iter().filter(|p| p.may_use(cluster)).filter_map(|p| p.share_on(cluster)).collect();
@@ -71,7 +85,13 @@ fn siblings(projects: &[Project], whose: &str, clusters: &[&str], overcommit: Op
     }
 }
 
-fn sibling_shares(shares: &[&Spanned<Share>], whose: &str, on: &str, overcommit: Option<Span>, out: &mut Vec<Diagnostic>) {
+fn sibling_shares(
+    shares: &[&Spanned<Share>],
+    whose: &str,
+    on: &str,
+    overcommit: Option<Span>,
+    out: &mut Vec<Diagnostic>,
+) {
     let is_percent = |s: &Spanned<Share>| matches!(s.value, Share::Percent(_));
     let Some(first) = shares.first() else { return };
     if let Some(other) = shares.iter().find(|s| is_percent(s) != is_percent(first)) {
@@ -80,7 +100,9 @@ fn sibling_shares(shares: &[&Spanned<Share>], whose: &str, on: &str, overcommit:
             Diagnostic::error(Code::ShareMixed, format!("{whose} mix percentages and weights{on}"))
                 .label(other.span, kind(other))
                 .label(first.span, kind(first))
-                .help("siblings are shared out either by percentages of the parent or by weights; use one kind"),
+                .help(
+                    "siblings are shared out either by percentages of the parent or by weights; use one kind",
+                ),
         );
         return;
     }
