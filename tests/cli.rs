@@ -106,6 +106,14 @@ fn exported_shares_multiply_out_and_gpus_add_up() {
 }
 
 #[test]
+fn the_export_format_is_stable() {
+    let _guard = snapshots();
+    let (status, stdout, stderr) = allot(&["export", "examples/kubernetes-platform"]);
+    assert_eq!(status, 0, "{stderr}");
+    insta::assert_snapshot!("export-kubernetes-platform", stdout);
+}
+
+#[test]
 fn the_published_case_divides_jupiter_as_written() {
     let (_, stdout, _) = allot(&["export", "examples/published-case"]);
     let model: Value = serde_json::from_str(&stdout).unwrap();
