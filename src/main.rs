@@ -1,6 +1,7 @@
 //! The `allot` command line: reads budget repositories from disk, runs the compiler, and
 //! does all the I/O, rendering and exit codes (documented in docs/cli.md).
 
+mod build;
 mod fs_loader;
 mod report;
 mod tree;
@@ -41,6 +42,17 @@ enum Command {
     Tree {
         #[arg(default_value = ".")]
         path: PathBuf,
+    },
+    /// Write every target's native configuration and its fidelity report.
+    Build {
+        #[arg(default_value = ".")]
+        path: PathBuf,
+        /// The output folder; each target writes OUT/<target>/.
+        #[arg(long)]
+        out: PathBuf,
+        /// Only these targets (repeatable) [default: every target a cluster is bound to].
+        #[arg(long = "target", value_name = "TARGET")]
+        targets: Vec<String>,
     },
     /// Write the normalised model as JSON (its schema: `allot schema`).
     Export {
@@ -105,6 +117,34 @@ fn run(command: Command, format: Format) -> std::io::Result<ExitCode> {
                 print(&tree::render(&model))?;
             }
             Ok(exit(ok))
+        }
+        Command::Build { path, out, targets } => {
+            let (compilation, ok) = compiled(&path, format, false)?;
+            let Some(model) = compilation.model.filter(|_| ok) else { return Ok(exit(false)) };
+            let built = match build::emit(&model, &targets) {
+                Ok(built) => built,
+                Err(problems) => {
+                    for problem in problems {
+                        eprintln!("error: {problem}");
+                    }
+                    eprintln!("nothing was written");
+                    return Ok(ExitCode::from(PROBLEMS));
+                }
+            };
+            if built.is_empty() {
+                eprintln!("no cluster is bound to a target: nothing to build");
+            }
+            for target in &built {
+                build::write(&out, target)?;
+                let folder = out.join(target.target);
+                print(&format!(
+                    "wrote {} files to {}\n\n{}\n",
+                    target.files.len() + 1,
+                    folder.display(),
+                    target.fidelity
+                ))?;
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Export { path } => {
             let (compilation, ok) = compiled(&path, format, false)?;

@@ -5,7 +5,7 @@ use std::path::Path;
 use assert_cmd::Command;
 use serde_json::Value;
 
-const EXAMPLES: &[&str] = &["published-case", "university-hpc", "kubernetes-platform"];
+const EXAMPLES: &[&str] = &["published-case", "university-hpc", "kubernetes-platform", "hadoop-analytics"];
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -325,17 +325,23 @@ impl Lowering<'_> {
                     }
                 }
                 "yarn" => {
-                    let e = self.entries(file, child, usize::MAX, &["resource", "capacity-mode"]);
+                    let e = self.entries(
+                        file,
+                        child,
+                        usize::MAX,
+                        &["resource", "capacity-mode", "node-memory-mb", "node-vcores"],
+                    );
                     let options = YarnScheduler::ALL.map(|y| (y.as_str(), y));
                     let schedulers = e.choice_args(self, "scheduler", &options);
+                    let modes = [("percent", CapacityMode::Percent), ("absolute", CapacityMode::Absolute)];
+                    let capacity_mode = e.choice(self, "capacity-mode", &modes);
+                    let absolute = capacity_mode.as_ref().is_some_and(|m| m.value == CapacityMode::Absolute);
                     let binding = YarnBinding {
                         schedulers,
                         resource: e.string(self, "resource", false),
-                        capacity_mode: e.choice(
-                            self,
-                            "capacity-mode",
-                            &[("percent", CapacityMode::Percent), ("absolute", CapacityMode::Absolute)],
-                        ),
+                        capacity_mode,
+                        node_memory_mb: e.count(self, "node-memory-mb", absolute, 1),
+                        node_vcores: e.count(self, "node-vcores", absolute, 1),
                         span: header_span(file, child),
                     };
                     self.no_children(file, child);
@@ -885,6 +891,24 @@ pub fn parse_duration(text: &str) -> Option<Seconds> {
     (digits.is_empty() && !units_seen.is_empty()).then_some(total)
 }
 
+/// Seconds written back as the language writes durations: `"0s"`, `"90s"`, `"8h"`,
+/// `"1h30m"`, `"7d"`.
+pub fn format_duration(seconds: Seconds) -> String {
+    if seconds == 0 {
+        return "0s".into();
+    }
+    let units = [("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)];
+    let mut rest = seconds;
+    let mut out = String::new();
+    for (unit, size) in units {
+        if rest >= size {
+            out.push_str(&format!("{}{unit}", rest / size));
+            rest %= size;
+        }
+    }
+    out
+}
+
 /// `"35%"`, `"12.5%"`: a non-negative number with up to 6 decimals and `%`.
 pub fn parse_percent(text: &str) -> Option<f64> {
     let number = text.strip_suffix('%')?;
@@ -913,6 +937,10 @@ mod tests {
         for bad in ["", "8", "h", "8 h", "8hr", "1h1h", "-1h", "1.5h", "99999999999999999999w"] {
             assert_eq!(parse_duration(bad), None, "{bad}");
         }
+        for seconds in [0, 1, 90, 3600, 5400, 86_400, 604_800, 694_861] {
+            assert_eq!(parse_duration(&format_duration(seconds)), Some(seconds));
+        }
+        assert_eq!(format_duration(604_800), "7d");
     }
 
     #[test]

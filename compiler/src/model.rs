@@ -126,6 +126,9 @@ pub struct YarnBinding {
     pub schedulers: Vec<Spanned<YarnScheduler>>,
     pub resource: Option<Spanned<String>>,
     pub capacity_mode: Option<Spanned<CapacityMode>>,
+    /// Memory (MiB) and vcores of one node: absolute capacities need them.
+    pub node_memory_mb: Option<Spanned<u64>>,
+    pub node_vcores: Option<Spanned<u64>>,
     pub span: Span,
 }
 

@@ -76,6 +76,12 @@ pub struct YarnBinding {
     pub resource: String,
     /// `percent` or `absolute`.
     pub capacity_mode: String,
+    /// Memory of one node, in MiB (required in absolute mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_memory_mb: Option<u64>,
+    /// Vcores of one node (required in absolute mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_vcores: Option<u64>,
 }
 
 #[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
@@ -128,7 +134,7 @@ pub struct Project {
     pub groups: Vec<String>,
     pub namespaces: Vec<String>,
     pub owners: Vec<String>,
-    /// The contracts its jobs may use.
+    /// The contracts its jobs may use: its own `contracts`, else its parent's.
     pub contracts: Vec<String>,
     /// Its allocation on each cluster it may use, by cluster name.
     pub clusters: BTreeMap<String, Allocation>,
@@ -227,8 +233,8 @@ pub fn normalize(budget: &Budget, sources: &Sources) -> Model {
         .iter()
         .map(|c| (c.name.value.as_str(), Parent { gpus: c.gpus(), effective: 1.0, max_gpus: None }))
         .collect();
-    let context = Context { sources, cluster_names: &cluster_names, all_contracts: &all_contracts };
-    let (projects, unallocated) = context.siblings(&budget.projects, "", &roots, overcommit);
+    let context = Context { sources, cluster_names: &cluster_names };
+    let (projects, unallocated) = context.siblings(&budget.projects, "", &roots, &all_contracts, overcommit);
 
     Model {
         clusters: budget
@@ -308,6 +314,8 @@ fn bindings(cluster: &model::Cluster) -> Bindings {
                 Some(model::CapacityMode::Absolute) => "absolute".into(),
                 _ => "percent".into(),
             },
+            node_memory_mb: b.node_memory_mb.as_ref().map(|m| m.value),
+            node_vcores: b.node_vcores.as_ref().map(|v| v.value),
         }),
     }
 }
@@ -331,7 +339,6 @@ struct Parent {
 struct Context<'a> {
     sources: &'a Sources,
     cluster_names: &'a [&'a str],
-    all_contracts: &'a [String],
 }
 
 impl Context<'_> {
@@ -341,6 +348,7 @@ impl Context<'_> {
         projects: &[model::Project],
         parent_path: &str,
         parents: &BTreeMap<&str, Parent>,
+        parent_contracts: &[String],
         overcommit: bool,
     ) -> (Vec<Project>, BTreeMap<String, u64>) {
         // Per cluster: the normalised share and the guaranteed GPUs of each sibling present.
@@ -401,7 +409,12 @@ impl Context<'_> {
                     })
                     .collect();
                 let child_overcommit = project.overcommit.as_ref().is_some_and(|f| f.value);
-                let (children, rest) = self.siblings(&project.children, &path, &parents, child_overcommit);
+                let contracts: Vec<String> = match &project.contracts {
+                    Some(list) => list.iter().map(|c| c.value.clone()).collect(),
+                    None => parent_contracts.to_vec(),
+                };
+                let (children, rest) =
+                    self.siblings(&project.children, &path, &parents, &contracts, child_overcommit);
                 if !project.children.is_empty() {
                     for (cluster, allocation) in &mut clusters {
                         allocation.unallocated_gpus = rest.get(cluster).copied().unwrap_or(0);
@@ -420,10 +433,7 @@ impl Context<'_> {
                     groups: project.groups.iter().map(|g| g.value.clone()).collect(),
                     namespaces: project.namespaces.iter().map(|n| n.value.clone()).collect(),
                     owners: project.owners.iter().map(|o| o.value.clone()).collect(),
-                    contracts: match &project.contracts {
-                        Some(list) => list.iter().map(|c| c.value.clone()).collect(),
-                        None => self.all_contracts.to_vec(),
-                    },
+                    contracts,
                     clusters,
                     source: location(self.sources, project.name.span),
                     children,

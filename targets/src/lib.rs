@@ -4,6 +4,8 @@
 //! line, the diff and the Action reach targets only through this registry, so adding a
 //! scheduler is adding a module and a registry line.
 
+pub mod yarn;
+
 use allot_compiler::normalize::Model;
 
 /// A file a target writes, relative to the target's output folder.
@@ -35,5 +37,10 @@ pub trait Target {
 
 /// Every target allot can emit, in output order.
 pub fn registry() -> Vec<Box<dyn Target>> {
-    Vec::new()
+    vec![Box::new(yarn::Yarn)]
+}
+
+/// A duration as the budget language writes it, for reports.
+pub fn duration(seconds: u64) -> String {
+    allot_compiler::lower::format_duration(seconds)
 }

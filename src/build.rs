@@ -1,0 +1,82 @@
+//! `allot build`: every target's native files and fidelity report, written under the output
+//! folder only when every target's files pass its own validation. Each target's folder is
+//! replaced whole (written beside it, then renamed), so a failed run leaves the previous
+//! outputs intact.
+
+use std::io::Write;
+use std::path::{Component, Path};
+
+use allot_compiler::normalize::Model;
+use allot_targets::{OutputFile, registry};
+
+/// What a run wrote, per target.
+pub struct Built {
+    pub target: &'static str,
+    pub files: Vec<OutputFile>,
+    pub fidelity: String,
+}
+
+/// Emits and validates the chosen targets (all when `only` is empty). Targets bound to no
+/// cluster are left out; an unknown target name or a failed validation is an error.
+pub fn emit(model: &Model, only: &[String]) -> Result<Vec<Built>, Vec<String>> {
+    let targets = registry();
+    let known: Vec<&str> = targets.iter().map(|t| t.name()).collect();
+    let unknown: Vec<String> = only
+        .iter()
+        .filter(|name| !known.contains(&name.as_str()))
+        .map(|name| format!("unknown target `{name}`; allot knows: {}", known.join(", ")))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(unknown);
+    }
+    let chosen = targets.iter().filter(|t| only.is_empty() || only.iter().any(|n| n == t.name()));
+    let mut built = Vec::new();
+    let mut problems = Vec::new();
+    for target in chosen {
+        let files = target.emit(model);
+        if files.is_empty() {
+            continue;
+        }
+        for violation in target.validate(&files) {
+            problems.push(format!("{}/{}: {}", target.name(), violation.path, violation.message));
+        }
+        for file in &files {
+            if !is_relative_inside(&file.path) {
+                problems.push(format!(
+                    "{}: refusing to write outside the output folder: {}",
+                    target.name(),
+                    file.path
+                ));
+            }
+        }
+        built.push(Built { target: target.name(), fidelity: target.fidelity(model), files });
+    }
+    if problems.is_empty() { Ok(built) } else { Err(problems) }
+}
+
+fn is_relative_inside(path: &str) -> bool {
+    let path = Path::new(path);
+    !path.as_os_str().is_empty() && path.components().all(|c| matches!(c, Component::Normal(_)))
+}
+
+/// Writes one target's files and `FIDELITY.md` as `out/<target>/`, replacing the old folder.
+pub fn write(out: &Path, built: &Built) -> std::io::Result<()> {
+    std::fs::create_dir_all(out)?;
+    let staging = tempfile::Builder::new().prefix(&format!(".{}-new-", built.target)).tempdir_in(out)?;
+    for file in &built.files {
+        let path = staging.path().join(&file.path);
+        if let Some(folder) = path.parent() {
+            std::fs::create_dir_all(folder)?;
+        }
+        std::fs::File::create(&path)?.write_all(file.contents.as_bytes())?;
+    }
+    std::fs::write(staging.path().join("FIDELITY.md"), &built.fidelity)?;
+    let destination = out.join(built.target);
+    let old = tempfile::Builder::new().prefix(&format!(".{}-old-", built.target)).tempdir_in(out)?;
+    if destination.exists() {
+        std::fs::rename(&destination, old.path().join(built.target))?;
+    }
+    std::fs::rename(staging.keep(), &destination)?;
+    // `old` (the previous outputs) is removed when dropped.
+    Ok(())
+}

@@ -1,0 +1,205 @@
+//! The YARN target: for each cluster bound to YARN, `yarn/<cluster>/` holds
+//! `capacity-scheduler.xml` and `fair-scheduler.xml` (as the binding asks), the
+//! `yarn-site.xml` fragment each needs, and `resource-types.xml`; `yarn/FIDELITY.md` says
+//! what of the policy YARN cannot express.
+
+mod capacity;
+pub mod capacity_rules;
+mod fair;
+pub mod fair_rules;
+pub mod queues;
+mod xml;
+
+use allot_compiler::normalize::{Cluster, Model, YarnBinding};
+
+use crate::{OutputFile, Target, Violation};
+
+pub struct Yarn;
+
+/// Hadoop's own kill wait when a contract protects nothing.
+const DEFAULT_KILL_WAIT_MS: u64 = 15_000;
+
+fn bound(model: &Model) -> impl Iterator<Item = (&Cluster, &YarnBinding)> {
+    model.clusters.iter().filter_map(|c| c.bindings.yarn.as_ref().map(|y| (c, y)))
+}
+
+/// The default contract's minimum runtime, in milliseconds: YARN's one global kill wait.
+fn kill_wait_ms(model: &Model) -> u64 {
+    let seconds = model.contracts.iter().find(|c| c.default).map_or(0, |c| c.min_runtime_seconds);
+    if seconds == 0 { DEFAULT_KILL_WAIT_MS } else { seconds * 1000 }
+}
+
+impl Target for Yarn {
+    fn name(&self) -> &'static str {
+        "yarn"
+    }
+
+    fn emit(&self, model: &Model) -> Vec<OutputFile> {
+        let mut files = Vec::new();
+        for (cluster, binding) in bound(model) {
+            let root = queues::tree(model, &cluster.name);
+            let mut file = |name: &str, contents: String| {
+                files.push(OutputFile { path: format!("{}/{name}", cluster.name), contents })
+            };
+            if binding.schedulers.iter().any(|s| s == "capacity") {
+                file("capacity-scheduler.xml", capacity::scheduler_xml(model, cluster, binding, &root).0);
+                file("yarn-site.capacity.xml", capacity::yarn_site(kill_wait_ms(model), &binding.resource));
+            }
+            if binding.schedulers.iter().any(|s| s == "fair") {
+                file("fair-scheduler.xml", fair::scheduler_xml(model, &cluster.name, binding, &root));
+                file("yarn-site.fair.xml", fair::yarn_site(kill_wait_ms(model), &binding.resource));
+            }
+            file("resource-types.xml", resource_types(&binding.resource));
+        }
+        files
+    }
+
+    fn validate(&self, files: &[OutputFile]) -> Vec<Violation> {
+        let mut violations = Vec::new();
+        for file in files {
+            let problems = match file.path.rsplit('/').next().unwrap_or("") {
+                "capacity-scheduler.xml" => capacity_rules::validate(&file.contents, false),
+                "fair-scheduler.xml" => fair_rules::validate(&file.contents),
+                "resource-types.xml" => validate_resource_types(&file.contents),
+                _ => xml::parse(&file.contents)
+                    .and_then(|root| xml::properties(&root))
+                    .err()
+                    .into_iter()
+                    .collect(),
+            };
+            violations
+                .extend(problems.into_iter().map(|message| Violation { path: file.path.clone(), message }));
+        }
+        violations
+    }
+
+    fn fidelity(&self, model: &Model) -> String {
+        fidelity(model)
+    }
+}
+
+fn resource_types(resource: &str) -> String {
+    let properties = vec![("yarn.resource-types".to_string(), resource.to_string())];
+    xml::write(
+        &xml::configuration(&properties),
+        Some("allot: GPU resource type, for the ResourceManager and every NodeManager"),
+    )
+}
+
+/// Resource type names: a letter first, then letters, digits, `.`, `_`, `-`, after an
+/// optional `namespace/` prefix.
+pub fn validate_resource_types(text: &str) -> Vec<String> {
+    let properties = match xml::parse(text).and_then(|root| xml::properties(&root)) {
+        Ok(properties) => properties,
+        Err(error) => return vec![error],
+    };
+    let valid = |name: &str| {
+        let (prefix, short) = name.rsplit_once('/').unwrap_or(("", name));
+        let prefix_ok = prefix
+            .split('.')
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+            || prefix.is_empty();
+        let mut chars = short.chars();
+        prefix_ok
+            && chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+            && chars.all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    };
+    properties
+        .iter()
+        .filter(|(k, _)| k == "yarn.resource-types")
+        .flat_map(|(_, v)| v.split(',').map(str::trim).map(str::to_string).collect::<Vec<_>>())
+        .filter(|name| !valid(name))
+        .map(|name| format!("`{name}` is not a valid resource type name"))
+        .collect()
+}
+
+/// What the budgets lose on YARN, with this model's numbers.
+fn fidelity(model: &Model) -> String {
+    let hours = |s: u64| crate::duration(s);
+    let window = hours(model.policy.window_seconds);
+    let kill_wait = kill_wait_ms(model) / 1000;
+    let mut out = String::from("# YARN: what the budgets lose\n\n");
+    out.push_str("| policy | on YARN | fidelity |\n|---|---|---|\n");
+    out.push_str(&format!(
+        "| fair share over a {window} window | guarantees and fair shares are instantaneous: no usage history | lost |\n"
+    ));
+    out.push_str(
+        "| shares | Capacity Scheduler: percentages of the parent with 3 decimals summing to 100.000 (absolute mode: whole GPUs); Fair Scheduler: the same numbers as weights | exact to 0.001 percentage point |\n"
+    );
+    out.push_str("| unallocated shares | a `_unallocated_*` queue nobody may submit to, whose capacity others borrow | exact |\n");
+    out.push_str(&format!(
+        "| unbudgeted work ({}) | {} | exact |\n",
+        model.policy.unbudgeted,
+        if model.policy.unbudgeted == "preemptible" {
+            "queue `_unbudgeted`, guaranteed the top-level rest, may use every idle GPU, preemptible"
+        } else {
+            "no queue takes it: the placement policy rejects applications that name no queue"
+        }
+    ));
+    out.push_str(&format!(
+        "| work beyond a budget ({}) | {} | exact |\n",
+        model.policy.overflow,
+        if model.policy.overflow == "preemptible" {
+            "`maximum-capacity` 100% (or the project's max GPUs): borrowed capacity is reclaimed by preemption"
+        } else {
+            "`maximum-capacity` equals the guarantee: no borrowing"
+        }
+    ));
+    out.push_str(&format!(
+        "| minimum runtime per contract | one global kill wait: `max_wait_before_kill` / `waitTimeBeforeKill` = {} (the default contract's) | approximated |\n",
+        hours(kill_wait)
+    ));
+    out.push_str("| resumable | preempted containers are killed; only the application's own retry brings them back | lost |\n");
+    out.push_str("| maximum runtime | Capacity Scheduler: `maximum-application-lifetime` of each leaf = the longest its contracts allow; Fair Scheduler: none | approximated |\n");
+    out.push_str(
+        "| max GPUs per job | not expressible: a queue limits containers, not applications | lost |\n",
+    );
+    out.push_str("| members | `acl_submit_applications` / `aclSubmitApps` of each leaf (users and groups; `yarn.acl.enable=true`); namespaces do not apply | exact |\n\n");
+
+    out.push_str(
+        "## Minimum runtime per contract\n\n| contract | wanted | on YARN | effect |\n|---|---|---|---|\n",
+    );
+    for contract in &model.contracts {
+        let wanted = contract.min_runtime_seconds;
+        let effect = match wanted.cmp(&kill_wait) {
+            std::cmp::Ordering::Less => "protected longer than asked: reclaim from it waits",
+            std::cmp::Ordering::Equal => "as asked",
+            std::cmp::Ordering::Greater => "protected for less than asked",
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {effect} |\n",
+            contract.name,
+            hours(wanted),
+            hours(kill_wait)
+        ));
+    }
+
+    for (cluster, binding) in bound(model) {
+        let root = queues::tree(model, &cluster.name);
+        out.push_str(&format!(
+            "\n## Cluster `{}` ({} GPUs, {} mode)\n\n",
+            cluster.name, cluster.gpus, binding.capacity_mode
+        ));
+        if binding.schedulers.iter().any(|s| s == "capacity") {
+            let (_, notes) = capacity::scheduler_xml(model, cluster, binding, &root);
+            for note in notes {
+                out.push_str(&format!("- {note}.\n"));
+            }
+        }
+        let leaves: Vec<&queues::Queue> = root.descendants().into_iter().filter(|q| q.is_leaf()).collect();
+        let mut names: Vec<&str> = leaves.iter().map(|q| q.name.as_str()).collect();
+        names.sort();
+        names.dedup();
+        if names.len() < leaves.len() {
+            out.push_str("- Some leaf queues share a name: ResourceManagers before 3.4 refuse that; 3.4 needs their full paths.\n");
+        }
+        if binding.capacity_mode == "percent" {
+            out.push_str(
+                "- Percent mode gives each queue the same percentage of memory and vcores as of GPUs.\n",
+            );
+        } else {
+            out.push_str("- Absolute mode pins whole GPUs (and memory, vcores in proportion): rebuild when nodes change.\n");
+        }
+    }
+    out
+}
