@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use allot_compiler::normalize::{Model, Project};
 use allot_compiler::{MemoryLoader, compile};
 use allot_targets::Target;
-use allot_targets::yarn::{Yarn, capacity_rules, fair_rules, validate_resource_types};
+use allot_targets::yarn::{Yarn, capacity_rules, fair_rules, validate_resource_types, xml};
 use proptest::prelude::*;
 
 fn root() -> PathBuf {
@@ -225,21 +225,64 @@ fn compare(queue: &capacity_rules::ParsedQueue, projects: &[&Project], cluster: 
 }
 
 #[test]
-fn percent_files_round_trip_to_the_model() {
+fn emitted_files_round_trip_to_the_model() {
     for (name, model) in yarn_examples() {
-        for file in Yarn.emit(&model).iter().filter(|f| f.path.ends_with("/capacity-scheduler.xml")) {
+        for file in Yarn.emit(&model) {
             let cluster = file.path.split('/').next().unwrap();
-            let binding =
-                model.clusters.iter().find(|c| c.name == cluster).unwrap().bindings.yarn.as_ref().unwrap();
-            if binding.capacity_mode != "percent" {
-                continue;
-            }
-            let hierarchy = capacity_rules::hierarchy(&capacity_rules::read(&file.contents).unwrap());
             let top: Vec<&Project> =
                 model.projects.iter().filter(|p| p.clusters.contains_key(cluster)).collect();
-            compare(&hierarchy, &top, cluster);
-            eprintln!("{name}/{cluster}: round trip ok");
+            let binding =
+                model.clusters.iter().find(|c| c.name == cluster).unwrap().bindings.yarn.as_ref().unwrap();
+            if file.path.ends_with("/capacity-scheduler.xml") {
+                let hierarchy = capacity_rules::hierarchy(&capacity_rules::read(&file.contents).unwrap());
+                if binding.capacity_mode == "percent" {
+                    compare(&hierarchy, &top, cluster);
+                } else {
+                    compare_gpus(&hierarchy, &top, cluster);
+                }
+            } else if file.path.ends_with("/fair-scheduler.xml") {
+                let allocations = xml::parse(&file.contents).unwrap();
+                let root = allocations.children.iter().find(|c| c.name == "queue").unwrap();
+                compare_weights(root, &top, cluster);
+            } else {
+                continue;
+            }
+            eprintln!("{name}/{}: round trip ok", file.path);
         }
+    }
+}
+
+/// Absolute mode: each queue's GPUs are the project's guaranteed GPUs.
+fn compare_gpus(queue: &capacity_rules::ParsedQueue, projects: &[&Project], cluster: &str) {
+    for project in projects {
+        let child =
+            queue.children.iter().find(|c| c.path.rsplit('.').next() == Some(project.name.as_str())).unwrap();
+        let vector = child.capacity.as_deref().unwrap();
+        let gpus = vector
+            .trim_matches(['[', ']'])
+            .split(',')
+            .find_map(|kv| kv.strip_prefix("yarn.io/gpu="))
+            .unwrap();
+        assert_eq!(gpus.parse::<u64>().unwrap(), project.clusters[cluster].guaranteed_gpus, "{}", child.path);
+        let below: Vec<&Project> =
+            project.children.iter().filter(|c| c.clusters.contains_key(cluster)).collect();
+        compare_gpus(child, &below, cluster);
+    }
+}
+
+/// Fair Scheduler: the same queues, weights equal to the shares within rounding.
+fn compare_weights(queue: &xml::Element, projects: &[&Project], cluster: &str) {
+    let children: Vec<&xml::Element> = queue.children.iter().filter(|c| c.name == "queue").collect();
+    let names: Vec<&str> =
+        children.iter().filter_map(|c| c.get_attribute("name")).filter(|n| !n.starts_with('_')).collect();
+    assert_eq!(names, projects.iter().map(|p| p.name.as_str()).collect::<Vec<_>>());
+    for project in projects {
+        let child = children.iter().find(|c| c.get_attribute("name") == Some(project.name.as_str())).unwrap();
+        let weight: f64 = child.child_text("weight").unwrap().trim().parse().unwrap();
+        assert!((weight - project.clusters[cluster].normalized_share * 100.0).abs() < 0.001 + 1e-9);
+        let below: Vec<&Project> =
+            project.children.iter().filter(|c| c.clusters.contains_key(cluster)).collect();
+        compare_weights(child, &below, cluster);
     }
 }
 

@@ -8,7 +8,7 @@ pub mod capacity_rules;
 mod fair;
 pub mod fair_rules;
 pub mod queues;
-mod xml;
+pub mod xml;
 
 use allot_compiler::normalize::{Cluster, Model, YarnBinding};
 
