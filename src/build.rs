@@ -37,8 +37,11 @@ pub fn emit(model: &Model, only: &[String]) -> Result<Vec<Built>, Vec<String>> {
         if files.is_empty() {
             continue;
         }
-        for violation in target.validate(&files) {
-            problems.push(format!("{}/{}: {}", target.name(), violation.path, violation.message));
+        for violation in target.validate(model, &files) {
+            let places: Vec<String> =
+                violation.locations.iter().map(|l| format!("{}:{}:{}", l.file, l.line, l.column)).collect();
+            let at = if places.is_empty() { String::new() } else { format!(" (at {})", places.join(", ")) };
+            problems.push(format!("{}/{}: {}{at}", target.name(), violation.path, violation.message));
         }
         for file in &files {
             if !is_relative_inside(&file.path) {

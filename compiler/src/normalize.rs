@@ -193,7 +193,7 @@ pub struct WaitExpectation {
 }
 
 /// Where something was written.
-#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
 pub struct Location {
     /// The file's path inside the repository.

@@ -4,9 +4,10 @@
 //! line, the diff and the Action reach targets only through this registry, so adding a
 //! scheduler is adding a module and a registry line.
 
+pub mod kubernetes;
 pub mod yarn;
 
-use allot_compiler::normalize::Model;
+use allot_compiler::normalize::{Location, Model};
 
 /// A file a target writes, relative to the target's output folder.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -15,11 +16,23 @@ pub struct OutputFile {
     pub contents: String,
 }
 
-/// A rule of the scheduler that an emitted file breaks.
+/// A rule of the scheduler that an emitted file breaks, with the KDL that caused it when
+/// that is known.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
     pub path: String,
     pub message: String,
+    pub locations: Vec<Location>,
+}
+
+impl Violation {
+    pub fn new(path: &str, message: impl Into<String>) -> Violation {
+        Violation { path: path.to_string(), message: message.into(), locations: Vec::new() }
+    }
+
+    pub fn at(path: &str, message: impl Into<String>, locations: Vec<Location>) -> Violation {
+        Violation { path: path.to_string(), message: message.into(), locations }
+    }
 }
 
 /// One scheduler family's emitter.
@@ -28,8 +41,9 @@ pub trait Target {
     fn name(&self) -> &'static str;
     /// The native files for every cluster bound to this target; empty when none is.
     fn emit(&self, model: &Model) -> Vec<OutputFile>;
-    /// Checks emitted files against the scheduler's own rules.
-    fn validate(&self, files: &[OutputFile]) -> Vec<Violation>;
+    /// Checks emitted files against the scheduler's own rules (the model says which KDL
+    /// a problem comes from).
+    fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation>;
     /// What of the policy the scheduler cannot express, and how it was approximated, as
     /// Markdown.
     fn fidelity(&self, model: &Model) -> String;
@@ -37,7 +51,13 @@ pub trait Target {
 
 /// Every target allot can emit, in output order.
 pub fn registry() -> Vec<Box<dyn Target>> {
-    vec![Box::new(yarn::Yarn)]
+    vec![
+        Box::new(kubernetes::kueue::Kueue),
+        Box::new(kubernetes::kai::Kai),
+        Box::new(kubernetes::volcano::Volcano),
+        Box::new(kubernetes::yunikorn::YuniKorn),
+        Box::new(yarn::Yarn),
+    ]
 }
 
 /// A duration as the budget language writes it, for reports.

@@ -186,7 +186,7 @@ fn examples_build_validate_and_match_their_snapshots() {
     let _guard = settings.bind_to_scope();
     for (name, model) in yarn_examples() {
         let files = Yarn.emit(&model);
-        assert_eq!(Yarn.validate(&files), vec![], "{name}");
+        assert_eq!(Yarn.validate(&model, &files), vec![], "{name}");
         assert_eq!(Yarn.emit(&model), files, "{name}: emit is deterministic");
         for file in &files {
             insta::assert_snapshot!(format!("yarn-{name}-{}", file.path.replace('/', "-")), &file.contents);
@@ -314,7 +314,7 @@ proptest! {
         let compilation = compile(&MemoryLoader::new([("allot.kdl", text.as_str())]), "allot.kdl");
         let model = compilation.model.expect("a valid tree");
         let files = Yarn.emit(&model);
-        prop_assert_eq!(Yarn.validate(&files), vec![]);
+        prop_assert_eq!(Yarn.validate(&model, &files), vec![]);
         let capacity = files.iter().find(|f| f.path == "c/capacity-scheduler.xml").unwrap();
         let hierarchy = capacity_rules::hierarchy(&capacity_rules::read(&capacity.contents).unwrap());
         let top: Vec<&Project> = model.projects.iter().collect();

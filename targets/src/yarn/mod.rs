@@ -54,7 +54,7 @@ impl Target for Yarn {
         files
     }
 
-    fn validate(&self, files: &[OutputFile]) -> Vec<Violation> {
+    fn validate(&self, _model: &Model, files: &[OutputFile]) -> Vec<Violation> {
         let mut violations = Vec::new();
         for file in files {
             let problems = match file.path.rsplit('/').next().unwrap_or("") {
@@ -67,8 +67,7 @@ impl Target for Yarn {
                     .into_iter()
                     .collect(),
             };
-            violations
-                .extend(problems.into_iter().map(|message| Violation { path: file.path.clone(), message }));
+            violations.extend(problems.into_iter().map(|message| Violation::new(&file.path, message)));
         }
         violations
     }

@@ -1,0 +1,171 @@
+//! The Kubernetes targets: Kueue, KAI Scheduler, Volcano and YuniKorn, one module each.
+//! What they share lives here: the project tree of one cluster with the flattened object
+//! names every scheduler needs (checked for length and collisions), canonical quantities,
+//! and the YAML writer.
+
+pub mod kai;
+pub mod kueue;
+pub mod volcano;
+pub mod yunikorn;
+
+use std::collections::BTreeMap;
+
+use allot_compiler::normalize::{Allocation, Cluster, KubernetesBinding, Location, Model, Project};
+use serde_json::Value;
+
+use crate::Violation;
+
+/// The longest name a label value (`kueue.x-k8s.io/queue-name`, `kai.scheduler/queue`)
+/// may carry.
+pub const MAX_NAME: usize = 63;
+
+/// Names allot gives its own objects start with `root-`: no project can be named `root`,
+/// so no flattened project name starts that way.
+pub const UNBUDGETED: &str = "root-unbudgeted";
+
+/// The clusters bound to one Kubernetes scheduler.
+pub fn bound<'m>(model: &'m Model, scheduler: &str) -> Vec<(&'m Cluster, &'m KubernetesBinding)> {
+    model
+        .clusters
+        .iter()
+        .filter_map(|c| c.bindings.kubernetes.as_ref().map(|k| (c, k)))
+        .filter(|(_, k)| k.schedulers.iter().any(|s| s == scheduler))
+        .collect()
+}
+
+/// A project on one cluster, with the cluster-wide name its objects carry.
+#[derive(Clone, Debug)]
+pub struct Node<'m> {
+    pub project: &'m Project,
+    pub allocation: &'m Allocation,
+    /// `olmo-eval-benchmarks` for `olmo/eval/benchmarks`.
+    pub name: String,
+    pub parent: Option<String>,
+    /// 1 for top-level projects.
+    pub depth: usize,
+    pub children: Vec<Node<'m>>,
+}
+
+impl Node<'_> {
+    pub fn is_leaf(&self) -> bool {
+        self.children.is_empty()
+    }
+
+    /// This node and every node below it, parents first.
+    pub fn flatten(&self) -> Vec<&Node<'_>> {
+        let mut out = vec![self];
+        for child in &self.children {
+            out.extend(child.flatten());
+        }
+        out
+    }
+}
+
+/// The projects that may use `cluster`, as a forest of named nodes.
+pub fn tree<'m>(model: &'m Model, cluster: &str) -> Vec<Node<'m>> {
+    fn go<'m>(projects: &'m [Project], cluster: &str, parent: Option<&str>, depth: usize) -> Vec<Node<'m>> {
+        projects
+            .iter()
+            .filter_map(|project| {
+                let allocation = project.clusters.get(cluster)?;
+                let name = project.path.replace('/', "-");
+                let children = go(&project.children, cluster, Some(&name), depth + 1);
+                Some(Node { project, allocation, name, parent: parent.map(str::to_string), depth, children })
+            })
+            .collect()
+    }
+    go(&model.projects, cluster, None, 1)
+}
+
+/// Flattened names too long for a label, or taken twice; `extra` are names the target adds
+/// for a project (KAI's per-contract queues), with the project they come from.
+pub fn check_names(file: &str, nodes: &[Node<'_>], extra: &[(String, &Project)]) -> Vec<Violation> {
+    let mut seen: BTreeMap<String, &Location> = BTreeMap::new();
+    let mut violations = Vec::new();
+    let all = nodes.iter().flat_map(|n| n.flatten()).map(|n| (n.name.clone(), n.project));
+    for (name, project) in all.chain(extra.iter().map(|(n, p)| (n.clone(), *p))) {
+        if name.len() > MAX_NAME {
+            violations.push(Violation::at(
+                file,
+                format!("`{name}` ({} characters) is longer than a label value may be ({MAX_NAME}); shorten the project names on this path", name.len()),
+                vec![project.source.clone()],
+            ));
+        }
+        if let Some(first) = seen.get(&name) {
+            violations.push(Violation::at(
+                file,
+                format!("two projects flatten to the same object name `{name}`; rename one"),
+                vec![(*first).clone(), project.source.clone()],
+            ));
+        } else {
+            seen.insert(name, &project.source);
+        }
+    }
+    violations
+}
+
+/// A quantity in thousandths, written as the API server writes it back: `35`, `17500m`.
+pub fn quantity(thousandths: u64) -> String {
+    if thousandths.is_multiple_of(1000) {
+        (thousandths / 1000).to_string()
+    } else {
+        format!("{thousandths}m")
+    }
+}
+
+/// A project's share of its parent, in thousandths of a percent point: `35%` is 35000.
+pub fn weight(allocation: &Allocation) -> u64 {
+    (allocation.normalized_share * 100_000.0).round() as u64
+}
+
+/// A duration as Go's `time.ParseDuration` reads it (no days): `168h`, `1h30m`, `0s`.
+pub fn go_duration(seconds: u64) -> String {
+    if seconds == 0 {
+        return "0s".into();
+    }
+    let (h, m, s) = (seconds / 3600, seconds % 3600 / 60, seconds % 60);
+    let mut out = String::new();
+    for (value, unit) in [(h, "h"), (m, "m"), (s, "s")] {
+        if value > 0 {
+            out.push_str(&format!("{value}{unit}"));
+        }
+    }
+    out
+}
+
+/// Objects as one multi-document YAML file (keys sorted, strings quoted where YAML 1.1
+/// would read them as something else).
+pub fn yaml(objects: &[Value]) -> String {
+    // Serialising JSON values cannot fail.
+    serde_saphyr::to_string_multiple(objects).unwrap_or_default()
+}
+
+/// The objects of a multi-document YAML file (none if it does not parse).
+pub fn parse(text: &str) -> Vec<Value> {
+    serde_saphyr::from_multiple(text).unwrap_or_default()
+}
+
+/// A cluster-scoped object.
+pub fn object(api_version: &str, kind: &str, name: &str, spec: Value) -> Value {
+    serde_json::json!({
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": { "name": name, "labels": { "app.kubernetes.io/managed-by": "allot" } },
+        "spec": spec,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_and_durations_are_canonical() {
+        assert_eq!(quantity(35_000), "35");
+        assert_eq!(quantity(17_500), "17500m");
+        assert_eq!(quantity(0), "0");
+        assert_eq!(go_duration(604_800), "168h");
+        assert_eq!(go_duration(5_400), "1h30m");
+        assert_eq!(go_duration(90), "1m30s");
+    }
+}
