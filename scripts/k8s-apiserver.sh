@@ -45,7 +45,7 @@ set -euo pipefail
 SELF="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
 REPO_ROOT="$(cd "$(dirname "$SELF")/.." && pwd)"
 SHARED_DIR="${ALLOT_SHARED_DIR:-$REPO_ROOT/../shared}"
-CACHE="${ALLOT_CACHE_DIR:-${HOME:-/root}/.cache/allot}/apiserver"
+CACHE="${ALLOT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/allot}/apiserver"
 STATE="${ALLOT_APISERVER_STATE:-/tmp/allot-apiserver}"
 API_PORT="${ALLOT_APISERVER_PORT:-26443}"
 ETCD_PORT="${ALLOT_ETCD_PORT:-22379}"
