@@ -4,6 +4,7 @@
 mod build;
 mod fs_loader;
 mod report;
+mod slurm;
 mod tree;
 
 use std::io::{ErrorKind, Write};
@@ -54,6 +55,16 @@ enum Command {
         #[arg(long = "target", value_name = "TARGET")]
         targets: Vec<String>,
     },
+    /// The changes that bring a live scheduler to the budgets.
+    Plan {
+        #[command(subcommand)]
+        target: PlanTarget,
+    },
+    /// Turn a live scheduler's tree into a budget repository.
+    Import {
+        #[command(subcommand)]
+        target: ImportTarget,
+    },
     /// Write the normalised model as JSON (its schema: `allot schema`).
     Export {
         #[arg(default_value = ".")]
@@ -68,6 +79,51 @@ enum Command {
         /// Change nothing; list the files that are not formatted and fail if any.
         #[arg(long)]
         check: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum PlanTarget {
+    /// Compare with a live Slurm association tree (a `sacctmgr dump`).
+    Slurm {
+        #[arg(default_value = ".")]
+        path: PathBuf,
+        /// The `sacctmgr dump CLUSTER file=...` output, or `-` for standard input.
+        #[arg(long)]
+        live: PathBuf,
+        /// Write the ordered `sacctmgr -i` commands to this file.
+        #[arg(long)]
+        script: Option<PathBuf>,
+        /// Refuse plans that delete more associations than this.
+        #[arg(long, default_value_t = 10)]
+        max_deletes: usize,
+        /// Allow more deletions than --max-deletes.
+        #[arg(long)]
+        allow_deletes: bool,
+        /// Exit 2 when there are changes (0 none, 1 error).
+        #[arg(long)]
+        detailed_exitcode: bool,
+        #[arg(long, value_enum, default_value = "human")]
+        format: slurm::PlanFormat,
+    },
+}
+
+#[derive(Subcommand)]
+enum ImportTarget {
+    /// Import a Slurm association tree from a `sacctmgr dump`.
+    Slurm {
+        /// The dump file, or `-` for standard input.
+        dump: PathBuf,
+        /// The GPUs of the cluster (a dump does not say).
+        #[arg(long)]
+        gpus: u64,
+        #[arg(long, default_value = "gpu")]
+        gpu_type: String,
+        #[arg(long, default_value_t = 8)]
+        gpus_per_node: u64,
+        /// Write DIR/allot.kdl instead of printing it.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
 }
 
@@ -146,6 +202,34 @@ fn run(command: Command, format: Format) -> std::io::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Plan {
+            target:
+                PlanTarget::Slurm {
+                    path,
+                    live,
+                    script,
+                    max_deletes,
+                    allow_deletes,
+                    detailed_exitcode,
+                    format: plan_format,
+                },
+        } => {
+            let (compilation, ok) = compiled(&path, format, false)?;
+            let Some(model) = compilation.model.filter(|_| ok) else { return Ok(exit(false)) };
+            let options = slurm::PlanOptions {
+                live,
+                script,
+                max_deletes,
+                allow_deletes,
+                detailed_exitcode,
+                format: plan_format,
+            };
+            slurm::plan(&model, &options)
+        }
+        Command::Import { target: ImportTarget::Slurm { dump, gpus, gpu_type, gpus_per_node, out } } => {
+            let options = allot_targets::slurm::import::Options { gpus, gpu_type, gpus_per_node };
+            slurm::import(&dump, &options, out.as_deref())
+        }
         Command::Export { path } => {
             let (compilation, ok) = compiled(&path, format, false)?;
             if let Some(model) = compilation.model.filter(|_| ok) {
@@ -218,7 +302,7 @@ fn fmt(path: &Path, check: bool, format: Format) -> std::io::Result<ExitCode> {
 
 /// Writes `contents` to a temporary file beside `path`, then renames it over `path`: a
 /// failed run leaves the old file intact.
-fn write_atomically(path: &Path, contents: &str) -> std::io::Result<()> {
+pub(crate) fn write_atomically(path: &Path, contents: &str) -> std::io::Result<()> {
     let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let mut temporary = tempfile::NamedTempFile::new_in(folder)?;
     temporary.write_all(contents.as_bytes())?;
@@ -236,7 +320,7 @@ fn pretty(value: &impl serde::Serialize) -> std::io::Result<String> {
 }
 
 /// Writes to standard output; a closed pipe ends the program quietly (see `main`).
-fn print(text: &str) -> std::io::Result<()> {
+pub(crate) fn print(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
     out.flush()

@@ -5,6 +5,7 @@
 //! scheduler is adding a module and a registry line.
 
 pub mod kubernetes;
+pub mod slurm;
 pub mod yarn;
 
 use allot_compiler::normalize::{Location, Model};
@@ -52,6 +53,7 @@ pub trait Target {
 /// Every target allot can emit, in output order.
 pub fn registry() -> Vec<Box<dyn Target>> {
     vec![
+        Box::new(slurm::Slurm),
         Box::new(kubernetes::kueue::Kueue),
         Box::new(kubernetes::kai::Kai),
         Box::new(kubernetes::volcano::Volcano),

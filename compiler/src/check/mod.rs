@@ -5,7 +5,7 @@ mod clusters;
 mod contracts;
 mod limits;
 mod members;
-mod names;
+pub mod names;
 mod references;
 mod shares;
 

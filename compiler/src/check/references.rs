@@ -37,22 +37,8 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
                 );
             }
         }
-        let allowed = ancestors.iter().rev().find_map(|a| a.contracts.as_ref().map(|list| (a, list)));
         for name in project.contracts.iter().flatten() {
             known(name, &contracts, Code::ReferenceUnknownContract, "contract", out);
-            if let Some((ancestor, list)) = allowed
-                && contracts.contains(&name.value.as_str())
-                && !list.iter().any(|c| c.value == name.value)
-            {
-                out.push(
-                    Diagnostic::error(
-                        Code::ReferenceUnknownContract,
-                        format!("`{}` allows contract `{}`, which `{}` does not", project.name.value, name.value, ancestor.name.value),
-                    )
-                    .label(name.span, "not allowed above")
-                    .help(format!("a sub-project's contracts are among its ancestors'; add `{}` to `{}`'s `contracts`, or drop it here", name.value, ancestor.name.value)),
-                );
-            }
         }
     });
     for wait in &budget.expectations.waits {

@@ -1,0 +1,196 @@
+//! The Slurm target without a Slurm: the flat file reads back as the model, importing a
+//! dump and planning against it shows no changes, plans and scripts come in Slurm's order,
+//! and snapshots of the examples.
+
+use std::path::Path;
+
+use allot_compiler::normalize::Model;
+use allot_compiler::{MemoryLoader, compile};
+use allot_targets::Target;
+use allot_targets::slurm::{Slurm, import, plan, tree};
+
+fn model(text: &str) -> Model {
+    let compilation = compile(&MemoryLoader::new([("allot.kdl", text)]), "allot.kdl");
+    compilation.model.unwrap_or_else(|| panic!("{:?}", compilation.diagnostics))
+}
+
+const BUDGETS: &str = r#"cluster main gpus=64 gpu-type=h100 gpus-per-node=8 {
+    slurm cluster=lab partition=gpu
+}
+policy overflow=preemptible
+contract debug min-runtime="0s" max-runtime="2h" max-gpus=8
+contract batch min-runtime="1h" resumable=#true default=#true
+project ml share="60%" max-gpus=48 {
+    project nlp share=1 {
+        users alice bob
+    }
+    project vision share=1 {
+        users alice default=#true
+        users carol
+    }
+}
+project physics share="30%" {
+    contracts batch
+    users dave
+}
+"#;
+
+/// A dump as Slurm writes it: sorted, lower-cased, QOS lists sorted.
+const DUMP: &str = "Cluster - 'lab':Fairshare=1:QOS='normal'\nParent - 'root'\n\
+    User - 'root':DefaultAccount='root':AdminLevel='Administrator':Fairshare=1\n\
+    Account - 'ml':Description='ml':Organization='allot':Fairshare=60:GrpTRES=gres/gpu=48:QOS='batch,debug,preemptible':DefaultQOS='batch'\n\
+    Account - 'physics':Description='physics':Organization='allot':Fairshare=30:QOS='batch,preemptible':DefaultQOS='batch'\n\
+    Account - 'old':Description='old':Organization='allot':Fairshare=5:QOS='batch,preemptible':DefaultQOS='batch'\n\
+    Parent - 'ml'\n\
+    Account - 'nlp':Description='ml/nlp':Organization='allot':Fairshare=1:QOS='batch,debug,preemptible':DefaultQOS='batch'\n\
+    Account - 'vision':Description='ml/vision':Organization='allot':Fairshare=2:QOS='batch,debug,preemptible':DefaultQOS='batch'\n\
+    Parent - 'nlp'\nUser - 'alice':DefaultAccount='vision':Fairshare=1\nUser - 'bob':DefaultAccount='nlp':Fairshare=1\n\
+    Parent - 'vision'\nUser - 'alice':DefaultAccount='vision':Fairshare=1\n\
+    Parent - 'old'\nUser - 'erin':DefaultAccount='old':Fairshare=1:MaxJobs=3\n";
+
+#[test]
+fn the_flat_file_reads_back_as_the_model() {
+    let model = model(BUDGETS);
+    let files = Slurm.emit(&model);
+    assert_eq!(Slurm.validate(&model, &files), vec![]);
+    let cfg = files.iter().find(|f| f.path == "lab.cfg").unwrap();
+    let read = tree::parse(&cfg.contents).unwrap();
+    let mut wanted = tree::desired(&model, "lab");
+    // What only the desired tree knows: where each association comes from.
+    for a in &mut wanted.accounts {
+        (a.source, a.path) = (None, String::new());
+    }
+    for u in &mut wanted.users {
+        u.source = None;
+    }
+    let plan = plan::plan(&wanted, &read);
+    assert!(plan.is_empty(), "{}", plan::human(&plan));
+    let ml = read.account("ml").unwrap();
+    assert_eq!((ml.fairshare, ml.grp_gpus), (60, Some(48)));
+    assert_eq!(ml.qos, ["batch", "debug", "preemptible"]);
+    assert_eq!(read.account("nlp").unwrap().grp_gpus, None, "the parent's cap covers its subtree");
+    let alice: Vec<_> = read
+        .users
+        .iter()
+        .filter(|u| u.name == "alice")
+        .map(|u| (u.account.as_str(), u.default_account.as_deref()))
+        .collect();
+    assert_eq!(alice, [("nlp", Some("vision")), ("vision", Some("vision"))]);
+}
+
+#[test]
+fn a_plan_lists_changes_with_their_source_and_orders_its_script() {
+    let model = model(BUDGETS);
+    let desired = tree::desired(&model, "lab");
+    let live = tree::parse(DUMP).unwrap();
+    let plan = plan::plan(&desired, &live);
+    let lines: Vec<String> = plan
+        .changes
+        .iter()
+        .map(|c| {
+            format!(
+                "{:?} {} {} {:?}",
+                c.action,
+                c.kind,
+                c.name,
+                c.fields.iter().map(|f| f.name).collect::<Vec<_>>()
+            )
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "Change account vision [\"fairshare\"]",
+            "Destroy account old [\"parent\", \"fairshare\", \"qos\", \"defaultqos\"]",
+            "Add user carol [\"defaultaccount\", \"fairshare\"]",
+            "Add user dave [\"defaultaccount\", \"fairshare\"]",
+            "Destroy user erin [\"defaultaccount\", \"fairshare\"]",
+        ]
+    );
+    assert_eq!(plan.summary(), "Plan: 2 to add, 1 to change, 2 to destroy.");
+    let vision = &plan.changes[0];
+    assert_eq!(vision.source.as_ref().map(|l| l.line), Some(11));
+    let (before, after) = vision.effective_share.unwrap();
+    // Slurm counts its root user (Fairshare=1) among the top accounts.
+    assert!(
+        (before - 60.0 / 96.0 * 2.0 / 3.0).abs() < 1e-9 && (after - 60.0 / 91.0 * 0.5).abs() < 1e-9,
+        "{before} {after}"
+    );
+    assert_eq!(plan.drift.len(), 1, "erin's MaxJobs is drift: {:?}", plan.drift);
+
+    let script = plan::script(&plan, &desired, &live);
+    let order: Vec<&str> = script.lines().filter(|l| l.starts_with("sacctmgr")).collect();
+    assert_eq!(
+        order,
+        [
+            "sacctmgr -i modify account where name=vision cluster=lab set fairshare=1",
+            "sacctmgr -i add user carol cluster=lab account=vision fairshare=1 defaultaccount=vision",
+            "sacctmgr -i add user dave cluster=lab account=physics fairshare=1 defaultaccount=physics",
+            "sacctmgr -i delete user where name=erin cluster=lab account=old",
+            "sacctmgr -i delete account where name=old cluster=lab",
+        ]
+    );
+}
+
+#[test]
+fn importing_a_dump_then_planning_against_it_changes_nothing() {
+    let live = tree::parse(DUMP).unwrap();
+    let options = import::Options { gpus: 64, gpu_type: "h100".into(), gpus_per_node: 8 };
+    let kdl = import::to_kdl(&live, &options).unwrap();
+    let imported = model(&kdl);
+    let plan = plan::plan(&tree::desired(&imported, "lab"), &live);
+    assert!(plan.is_empty(), "{kdl}\n{}", plan::human(&plan));
+    assert_eq!(plan.drift.len(), 1);
+}
+
+#[test]
+fn import_refuses_names_allot_cannot_carry() {
+    let dump = "Cluster - 'lab'\nParent - 'root'\nAccount - 'ml_team':Fairshare=1\n";
+    let live = tree::parse(dump).unwrap();
+    let options = import::Options { gpus: 8, gpu_type: "h100".into(), gpus_per_node: 8 };
+    let problems = import::to_kdl(&live, &options).unwrap_err();
+    assert!(problems[0].contains("ml_team"), "{problems:?}");
+}
+
+#[test]
+fn account_names_must_be_unique_in_a_slurm_cluster() {
+    let model = model(
+        "cluster c gpus=8 gpu-type=h100 {\n    slurm\n}\ncontract b min-runtime=\"1h\" default=#true\n\
+         project a share=1 {\n    project eval share=1\n}\nproject b share=1 {\n    project eval share=1\n}\n",
+    );
+    let violations = Slurm.validate(&model, &Slurm.emit(&model));
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    let lines: Vec<usize> = violations[0].locations.iter().map(|l| l.line).collect();
+    assert_eq!(lines, [6, 9]);
+}
+
+#[test]
+fn examples_with_a_slurm_binding_match_their_snapshots() {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path("../../snapshots");
+    settings.set_prepend_module_to_snapshot(false);
+    let _guard = settings.bind_to_scope();
+    for name in ["published-case", "university-hpc"] {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples").join(name);
+        let mut loader = MemoryLoader::default();
+        let mut stack = vec![dir.clone()];
+        while let Some(folder) = stack.pop() {
+            for entry in std::fs::read_dir(&folder).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "kdl") {
+                    let relative = path.strip_prefix(&dir).unwrap().to_string_lossy().replace('\\', "/");
+                    loader.files.insert(relative, std::fs::read(&path).unwrap());
+                }
+            }
+        }
+        let model = compile(&loader, "allot.kdl").model.unwrap();
+        let files = Slurm.emit(&model);
+        assert_eq!(Slurm.validate(&model, &files), vec![], "{name}");
+        for file in &files {
+            insta::assert_snapshot!(format!("slurm-{name}-{}", file.path), &file.contents);
+        }
+        insta::assert_snapshot!(format!("slurm-{name}-FIDELITY.md"), Slurm.fidelity(&model));
+    }
+}
