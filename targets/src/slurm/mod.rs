@@ -116,15 +116,18 @@ fn qos_script(model: &Model, cluster: &str) -> String {
         "#!/bin/sh\n# allot: QOS of Slurm cluster {cluster}, one per contract plus `{PREEMPTIBLE_QOS}`.\n# Run before loading {cluster}.cfg; running it again changes nothing.\nset -eu\n\n"
     );
     out.push_str("qos() {\n    name=\"$1\"\n    shift\n    sacctmgr -n -P show qos \"$name\" format=name | grep -qx \"$name\" || sacctmgr -i add qos \"$name\"\n    sacctmgr -i modify qos where name=\"$name\" set \"$@\"\n}\n\n");
+    // Slurm 22.05 reports a preemption loop when a QOS's Preempt list is set to what it is.
+    out.push_str("preempt() {\n    [ \"$(sacctmgr -n -P show qos \"$1\" format=preempt)\" = \"$2\" ] || sacctmgr -i modify qos where name=\"$1\" set Preempt=\"$2\"\n}\n\n");
     out.push_str(&format!(
-        "# Work beyond a budget and unbudgeted work: first to go.\nqos {PREEMPTIBLE_QOS} Priority=0 PreemptMode=requeue PreemptExemptTime=-1 MaxWall=-1 MaxTRESPerJob=gres/gpu=-1 Preempt=''\n"
+        "# Work beyond a budget and unbudgeted work: first to go.\nqos {PREEMPTIBLE_QOS} Priority=0 PreemptMode=requeue PreemptExemptTime=-1 MaxWall=-1 MaxTRESPerJob=gres/gpu=-1\npreempt {PREEMPTIBLE_QOS} ''\n"
     ));
     for contract in &model.contracts {
         out.push_str(&format!(
-            "\n# contract {}\nqos {} {}\n",
+            "\n# contract {}\nqos {} {}\npreempt {} {PREEMPTIBLE_QOS}\n",
             contract.name,
             contract.name,
-            qos_settings(contract)
+            qos_settings(contract),
+            contract.name
         ));
     }
     out
@@ -135,7 +138,7 @@ fn qos_settings(c: &Contract) -> String {
     let max_gpus = c.max_gpus.map_or("-1".to_string(), |g| g.to_string());
     let mode = if c.resumable { "requeue" } else { "cancel" };
     format!(
-        "Priority=0 PreemptMode={mode} PreemptExemptTime={} MaxWall={max_wall} MaxTRESPerJob=gres/gpu={max_gpus} Preempt={PREEMPTIBLE_QOS}",
+        "Priority=0 PreemptMode={mode} PreemptExemptTime={} MaxWall={max_wall} MaxTRESPerJob=gres/gpu={max_gpus}",
         slurm_duration(c.min_runtime_seconds)
     )
 }
