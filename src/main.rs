@@ -3,7 +3,9 @@
 
 mod build;
 mod fs_loader;
+mod git_loader;
 mod report;
+mod review;
 mod slurm;
 mod tree;
 
@@ -54,6 +56,30 @@ enum Command {
         /// Only these targets (repeatable) [default: every target a cluster is bound to].
         #[arg(long = "target", value_name = "TARGET")]
         targets: Vec<String>,
+    },
+    /// What changed between two revisions: the semantic diff, for review.
+    Diff {
+        #[arg(default_value = ".")]
+        path: PathBuf,
+        /// The base revision (branch, tag, commit, HEAD~1).
+        #[arg(long)]
+        against: String,
+        /// The revision to compare [default: the working tree].
+        #[arg(long)]
+        head: Option<String>,
+        /// Also diff every target's native files.
+        #[arg(long)]
+        native: bool,
+        #[arg(long, value_enum, default_value = "human")]
+        format: review::DiffFormat,
+        /// Exit 2 when there are changes (0 none, 1 error).
+        #[arg(long)]
+        detailed_exitcode: bool,
+    },
+    /// Write a CODEOWNERS file: each included budget file, owned by its subtree's owners.
+    Owners {
+        #[arg(default_value = ".")]
+        path: PathBuf,
     },
     /// The changes that bring a live scheduler to the budgets.
     Plan {
@@ -230,6 +256,10 @@ fn run(command: Command, format: Format) -> std::io::Result<ExitCode> {
             let options = allot_targets::slurm::import::Options { gpus, gpu_type, gpus_per_node };
             slurm::import(&dump, &options, out.as_deref())
         }
+        Command::Diff { path, against, head, native, format: diff_format, detailed_exitcode } => {
+            diff(&path, &against, head.as_deref(), native, diff_format, detailed_exitcode, format)
+        }
+        Command::Owners { path } => owners(&path, format),
         Command::Export { path } => {
             let (compilation, ok) = compiled(&path, format, false)?;
             if let Some(model) = compilation.model.filter(|_| ok) {
@@ -298,6 +328,82 @@ fn fmt(path: &Path, check: bool, format: Format) -> std::io::Result<ExitCode> {
         }
     }
     Ok(exit(!problems))
+}
+
+/// Compiles a revision: the working tree (`rev` None) or a commit; renders its
+/// diagnostics, which name the revision.
+fn compile_revision(
+    git: &git_loader::GitRepo,
+    path: &Path,
+    rev: Option<&str>,
+    format: Format,
+) -> std::io::Result<Option<allot_compiler::normalize::Model>> {
+    let compilation = match rev {
+        None => {
+            let (loader, entry) = FsLoader::open(path);
+            compile(&loader, &entry)
+        }
+        Some(rev) => match git.at(rev) {
+            Ok(loader) => compile(&loader, &git.entry),
+            Err(message) => {
+                eprintln!("error: {message}");
+                return Ok(None);
+            }
+        },
+    };
+    report::render(format, &compilation.diagnostics, &compilation.sources)?;
+    if compilation.model.is_none() {
+        eprintln!("{}: {}", rev.unwrap_or("the working tree"), report::count(&compilation.diagnostics));
+    }
+    Ok(compilation.model)
+}
+
+fn diff(
+    path: &Path,
+    against: &str,
+    head: Option<&str>,
+    native: bool,
+    diff_format: review::DiffFormat,
+    detailed_exitcode: bool,
+    format: Format,
+) -> std::io::Result<ExitCode> {
+    let git = match git_loader::GitRepo::discover(path) {
+        Ok(git) => git,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return Ok(ExitCode::from(PROBLEMS));
+        }
+    };
+    let (Some(old), Some(new)) =
+        (compile_revision(&git, path, Some(against), format)?, compile_revision(&git, path, head, format)?)
+    else {
+        return Ok(ExitCode::from(PROBLEMS));
+    };
+    let diff = allot_compiler::diff::diff(&old, &new);
+    let natives = if native { review::native(&old, &new) } else { Vec::new() };
+    let text = match diff_format {
+        review::DiffFormat::Human => review::human(&diff, &natives, &git.prefix),
+        review::DiffFormat::Markdown => review::markdown(&diff, &natives, &git.prefix),
+        review::DiffFormat::Json => pretty(&review::json(&diff, &natives, &git.prefix))?,
+        review::DiffFormat::Github => review::github(&diff, &git.prefix),
+    };
+    print(&text)?;
+    Ok(if detailed_exitcode && !diff.is_empty() { ExitCode::from(2) } else { ExitCode::SUCCESS })
+}
+
+fn owners(path: &Path, format: Format) -> std::io::Result<ExitCode> {
+    let (compilation, ok) = compiled(path, format, false)?;
+    let Some(model) = compilation.model.filter(|_| ok) else { return Ok(exit(false)) };
+    let (_, entry) = FsLoader::open(path);
+    let prefix = git_loader::GitRepo::discover(path).map(|g| g.prefix).unwrap_or_default();
+    let mut text =
+        String::from("# Budget files and the owners who approve changes to them (allot owners).\n");
+    for (file, owners) in allot_compiler::diff::codeowners(&model, &entry) {
+        let file = if prefix.is_empty() { file } else { format!("{prefix}/{file}") };
+        text.push_str(&format!("/{file} {}\n", owners.join(" ")));
+    }
+    print(&text)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Writes `contents` to a temporary file beside `path`, then renames it over `path`: a

@@ -6,6 +6,7 @@
 
 pub mod check;
 pub mod diagnostic;
+pub mod diff;
 pub mod format;
 pub mod lower;
 pub mod model;

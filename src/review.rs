@@ -1,0 +1,254 @@
+//! `allot diff`: the semantic diff of two revisions, rendered for a reviewer (terminal,
+//! Markdown for a pull request, JSON, GitHub annotations), with each target's native files
+//! diffed when asked.
+
+use std::collections::BTreeMap;
+
+use allot_compiler::diff::{Change, Diff, Kind};
+use allot_compiler::normalize::Model;
+use clap::ValueEnum;
+use serde_json::{Value, json};
+
+/// GitHub refuses comments above 65,536 characters; stay under with room for a note.
+pub const MARKDOWN_LIMIT: usize = 60_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DiffFormat {
+    Human,
+    Markdown,
+    Json,
+    Github,
+}
+
+/// One emitted file that differs between the revisions.
+pub struct NativeDiff {
+    pub target: &'static str,
+    pub path: String,
+    pub unified: String,
+}
+
+/// Every target's files at both revisions, diffed file by file.
+pub fn native(old: &Model, new: &Model) -> Vec<NativeDiff> {
+    let mut out = Vec::new();
+    for target in allot_targets::registry() {
+        let files = |m: &Model| -> BTreeMap<String, String> {
+            let mut files: BTreeMap<String, String> =
+                target.emit(m).into_iter().map(|f| (f.path, f.contents)).collect();
+            if !files.is_empty() {
+                files.insert("FIDELITY.md".into(), target.fidelity(m));
+            }
+            files
+        };
+        let (before, after) = (files(old), files(new));
+        let paths: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+        for path in paths {
+            let (a, b) =
+                (before.get(path).map_or("", String::as_str), after.get(path).map_or("", String::as_str));
+            if a == b {
+                continue;
+            }
+            let name = format!("{}/{path}", target.name());
+            let unified = similar::TextDiff::from_lines(a, b)
+                .unified_diff()
+                .context_radius(3)
+                .header(&format!("a/{name}"), &format!("b/{name}"))
+                .to_string();
+            out.push(NativeDiff { target: target.name(), path: path.clone(), unified });
+        }
+    }
+    out
+}
+
+fn percent(v: f64) -> String {
+    format!("{:.3}%", v * 100.0)
+}
+
+fn share(value: Option<(f64, u64)>) -> (String, String) {
+    value.map_or(("-".into(), "-".into()), |(s, g)| (percent(s), g.to_string()))
+}
+
+fn location(change: &Change, prefix: &str) -> String {
+    change.source.as_ref().map_or(String::new(), |l| format!("{}:{}", join(prefix, &l.file), l.line))
+}
+
+fn join(prefix: &str, file: &str) -> String {
+    if prefix.is_empty() { file.to_string() } else { format!("{prefix}/{file}") }
+}
+
+fn approvers(change: &Change) -> String {
+    if change.approvers.is_empty() { "maintainers".into() } else { change.approvers.join(" ") }
+}
+
+fn detail_text(change: &Change) -> Vec<String> {
+    change
+        .details
+        .iter()
+        .map(|d| match (d.before.is_empty(), d.after.is_empty()) {
+            (true, _) => format!("{}: {}", d.field, d.after),
+            (_, true) => format!("{}: {} (removed)", d.field, d.before),
+            _ => format!("{}: {} -> {}", d.field, d.before, d.after),
+        })
+        .collect()
+}
+
+pub fn human(diff: &Diff, natives: &[NativeDiff], prefix: &str) -> String {
+    let mut out = String::new();
+    for change in &diff.changes {
+        out.push_str(&format!(
+            "{} {:<44} {:<24} approve: {}\n",
+            change.kind.symbol(),
+            change.subject,
+            location(change, prefix),
+            approvers(change)
+        ));
+        for line in detail_text(change) {
+            out.push_str(&format!("    {line}\n"));
+        }
+    }
+    if !diff.share_moves.is_empty() {
+        out.push_str("\nEffective shares and guaranteed GPUs:\n");
+        for m in &diff.share_moves {
+            let ((sb, gb), (sa, ga)) = (share(m.before), share(m.after));
+            out.push_str(&format!(
+                "  {:<12} {:<36} {:>9} -> {:>9} ({:+.3} pp)  {:>5} -> {:>5} GPUs\n",
+                m.cluster,
+                m.project,
+                sb,
+                sa,
+                m.points(),
+                gb,
+                ga
+            ));
+        }
+    }
+    for n in natives {
+        out.push('\n');
+        out.push_str(&n.unified);
+    }
+    out.push_str(&format!("\n{}\n", diff.summary()));
+    out
+}
+
+pub fn markdown(diff: &Diff, natives: &[NativeDiff], prefix: &str) -> String {
+    let mut out = format!("### allot: budget changes\n\n**{}**\n\n", diff.summary());
+    if !diff.changes.is_empty() {
+        out.push_str("| | change | details | approve | source |\n|---|---|---|---|---|\n");
+        for c in &diff.changes {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} |\n",
+                c.kind.symbol(),
+                c.subject,
+                detail_text(c).join("<br>").replace('|', "\\|"),
+                approvers(c),
+                location(c, prefix)
+            ));
+        }
+    }
+    if !diff.share_moves.is_empty() {
+        out.push_str("\n#### Effective shares\n\n| cluster | project | before | after | change | GPUs before | GPUs after |\n|---|---|---:|---:|---:|---:|---:|\n");
+        for m in &diff.share_moves {
+            let ((sb, gb), (sa, ga)) = (share(m.before), share(m.after));
+            out.push_str(&format!(
+                "| {} | {} | {sb} | {sa} | {:+.3} pp | {gb} | {ga} |\n",
+                m.cluster,
+                m.project,
+                m.points()
+            ));
+        }
+    }
+    let mut by_target: BTreeMap<&str, Vec<&NativeDiff>> = BTreeMap::new();
+    for n in natives {
+        by_target.entry(n.target).or_default().push(n);
+    }
+    for (target, files) in by_target {
+        out.push_str(&format!(
+            "\n<details><summary>{target}: {} file{} change</summary>\n\n```diff\n",
+            files.len(),
+            if files.len() == 1 { "" } else { "s" }
+        ));
+        for f in files {
+            out.push_str(&f.unified);
+        }
+        out.push_str("```\n\n</details>\n");
+    }
+    truncate(out)
+}
+
+/// Keeps a Markdown report within GitHub's comment limit, saying so when it cuts.
+fn truncate(text: String) -> String {
+    if text.len() <= MARKDOWN_LIMIT {
+        return text;
+    }
+    let mut cut = MARKDOWN_LIMIT;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut kept = text[..cut].to_string();
+    // Close an open code block so the note renders.
+    if kept.matches("```").count() % 2 == 1 {
+        kept.push_str("\n```\n");
+    }
+    kept.push_str(&format!(
+        "\n\n> **Truncated**: the report has {} characters, more than a GitHub comment holds; run `allot diff` locally for all of it.\n",
+        text.len()
+    ));
+    kept
+}
+
+pub fn json(diff: &Diff, natives: &[NativeDiff], prefix: &str) -> Value {
+    let changes: Vec<Value> = diff
+        .changes
+        .iter()
+        .map(|c| {
+            json!({
+                "kind": c.kind.word(),
+                "subject": c.subject,
+                "details": c.details.iter().map(|d| json!({ "field": d.field, "before": d.before, "after": d.after })).collect::<Vec<_>>(),
+                "source": c.source.as_ref().map(|l| json!({ "file": join(prefix, &l.file), "line": l.line, "column": l.column })),
+                "approvers": c.approvers,
+            })
+        })
+        .collect();
+    let moves: Vec<Value> = diff
+        .share_moves
+        .iter()
+        .map(|m| {
+            json!({
+                "project": m.project,
+                "cluster": m.cluster,
+                "effective_share_before": m.before.map(|b| b.0),
+                "effective_share_after": m.after.map(|a| a.0),
+                "guaranteed_gpus_before": m.before.map(|b| b.1),
+                "guaranteed_gpus_after": m.after.map(|a| a.1),
+                "points": m.points(),
+            })
+        })
+        .collect();
+    let natives: Vec<Value> =
+        natives.iter().map(|n| json!({ "target": n.target, "path": n.path, "diff": n.unified })).collect();
+    json!({ "summary": diff.summary(), "changes": changes, "share_moves": moves, "native": natives })
+}
+
+/// `::notice` annotations on the changed KDL lines (removals on no line).
+pub fn github(diff: &Diff, prefix: &str) -> String {
+    let escape = |s: &str| s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A");
+    let property = |s: &str| escape(s).replace(':', "%3A").replace(',', "%2C");
+    let mut out = String::new();
+    for c in &diff.changes {
+        let at = match (&c.source, c.kind) {
+            (Some(l), k) if k != Kind::Removed => {
+                format!("file={},line={},col={},", property(&join(prefix, &l.file)), l.line, l.column)
+            }
+            _ => String::new(),
+        };
+        let message = format!(
+            "{} {}: {} (approve: {})",
+            c.subject,
+            c.kind.word(),
+            detail_text(c).join("; "),
+            approvers(c)
+        );
+        out.push_str(&format!("::notice {at}title={}::{}\n", property("allot diff"), escape(&message)));
+    }
+    out
+}

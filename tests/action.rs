@@ -1,0 +1,198 @@
+//! The GitHub Action's steps, run here as the runner would run them: `action.yml` is read,
+//! each step's `env:` filled from a simulated event, its `run:` executed by bash with the
+//! `GITHUB_*` files in a scratch folder, and a fake `gh` standing in for GitHub's API. The
+//! install step (a release build) is not run: the test puts the built `allot` on PATH.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let output = Command::new("git")
+        .args([
+            "-c",
+            "user.name=allot",
+            "-c",
+            "user.email=allot@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+}
+
+const BUDGETS: &str = "cluster main gpus=16 gpu-type=h100 {\n    slurm\n}\ncontract batch min-runtime=\"1h\" default=#true\n\
+    project a share=\"60%\" {\n    owners \"@org/a\"\n    users alice\n}\nproject b share=\"40%\"\n";
+
+/// A workspace with one commit, then an uncommitted share change.
+fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("budgets")).unwrap();
+    std::fs::write(dir.path().join("budgets/allot.kdl"), BUDGETS).unwrap();
+    git(dir.path(), &["init", "-q"]);
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-q", "-m", "base"]);
+    std::fs::write(dir.path().join("budgets/allot.kdl"), BUDGETS.replace("\"60%\"", "\"55%\"")).unwrap();
+    dir
+}
+
+/// Fills `${{ ... }}` from the simulated context.
+fn expand(template: &str, context: &BTreeMap<&str, String>) -> String {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(start) = rest.find("${{") {
+        out.push_str(&rest[..start]);
+        let end = rest[start..].find("}}").map(|e| start + e + 2).unwrap();
+        let key = rest[start + 3..end - 2].trim();
+        out.push_str(context.get(key).map(String::as_str).unwrap_or(""));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+struct Runner {
+    workspace: tempfile::TempDir,
+    temp: tempfile::TempDir,
+    steps: Vec<Value>,
+    context: BTreeMap<&'static str, String>,
+}
+
+impl Runner {
+    fn new(inputs: &[(&'static str, &str)]) -> Runner {
+        let action: Value =
+            serde_saphyr::from_str(&std::fs::read_to_string(root().join("action.yml")).unwrap()).unwrap();
+        let steps = action["runs"]["steps"].as_array().unwrap().clone();
+        let workspace = workspace();
+        let temp = tempfile::tempdir().unwrap();
+        let mut context: BTreeMap<&'static str, String> = BTreeMap::new();
+        for (name, value) in action["inputs"].as_object().unwrap() {
+            let key: &'static str = Box::leak(format!("inputs.{name}").into_boxed_str());
+            context.insert(key, value["default"].as_str().unwrap_or("").to_string());
+        }
+        for (key, value) in inputs {
+            context.insert(key, value.to_string());
+        }
+        context.insert("github.event.pull_request.base.sha", "HEAD".into());
+        context.insert("github.event.pull_request.number", "7".into());
+        context.insert("github.token", "test-token".into());
+        Runner { workspace, temp, steps, context }
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.temp.path().join(name)
+    }
+
+    /// Runs the step with this `id`, as the runner would; returns its status and output.
+    fn run(&mut self, id: &str) -> (i32, String) {
+        let step = self.steps.iter().find(|s| s["id"] == id).unwrap().clone();
+        let bin = PathBuf::from(env!("CARGO_BIN_EXE_allot")).parent().unwrap().to_path_buf();
+        let path = format!(
+            "{}:{}:{}",
+            self.file("fake-bin").display(),
+            bin.display(),
+            std::env::var("PATH").unwrap()
+        );
+        let mut command = Command::new("bash");
+        command
+            .args(["--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"].as_str().unwrap()])
+            .current_dir(self.workspace.path())
+            .env("PATH", path)
+            .env("GITHUB_ACTION_PATH", root())
+            .env("GITHUB_STEP_SUMMARY", self.file("summary.md"))
+            .env("GITHUB_OUTPUT", self.file("output"))
+            .env("GITHUB_PATH", self.file("path"))
+            .env("GITHUB_REPOSITORY", "org/budgets")
+            .env("RUNNER_TEMP", self.temp.path())
+            .env("NO_COLOR", "1");
+        for (key, value) in step["env"].as_object().into_iter().flatten() {
+            command.env(key, expand(value.as_str().unwrap_or(""), &self.context));
+        }
+        let output = command.output().unwrap();
+        let text =
+            format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        // The runner turns GITHUB_OUTPUT lines into step outputs.
+        for line in std::fs::read_to_string(self.file("output")).unwrap_or_default().lines() {
+            if let Some((key, value)) = line.split_once('=') {
+                let key: &'static str = Box::leak(format!("steps.{id}.outputs.{key}").into_boxed_str());
+                self.context.insert(key, value.to_string());
+            }
+        }
+        (output.status.code().unwrap_or(-1), text)
+    }
+
+    /// A fake `gh` that logs its calls and answers the comment listing with `listing`.
+    fn fake_gh(&self, listing: &str) {
+        let dir = self.file("fake-bin");
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\ncase \"$*\" in *--paginate*) echo '{listing}' ;; esac\n",
+            self.file("gh.log").display()
+        );
+        std::fs::write(dir.join("gh"), script).unwrap();
+        Command::new("chmod").args(["+x", dir.join("gh").to_str().unwrap()]).status().unwrap();
+    }
+}
+
+#[test]
+fn the_steps_check_report_and_comment() {
+    let mut runner = Runner::new(&[("inputs.path", "budgets"), ("inputs.comment", "true")]);
+    let (status, output) = runner.run("check");
+    assert_eq!(status, 0, "{output}");
+
+    let (status, output) = runner.run("diff");
+    assert_eq!(status, 0, "{output}");
+    let summary = std::fs::read_to_string(runner.file("summary.md")).unwrap();
+    assert!(
+        summary.contains("### allot: budget changes") && summary.contains("share: 60% -> 55%"),
+        "{summary}"
+    );
+    assert!(summary.contains("<!-- allot-report -->"));
+    assert_eq!(runner.context["steps.diff.outputs.has-changes"], "true");
+    assert!(runner.context["steps.diff.outputs.summary-file"].ends_with("allot-report.md"));
+
+    runner.fake_gh("");
+    let (status, output) = runner.run("comment");
+    assert_eq!(status, 0, "{output}");
+    assert!(output.contains("created a comment"), "{output}");
+    runner.fake_gh("4242");
+    let (status, output) = runner.run("comment");
+    assert_eq!(status, 0, "{output}");
+    assert!(output.contains("updated comment 4242"), "{output}");
+    let calls = std::fs::read_to_string(runner.file("gh.log")).unwrap();
+    assert!(calls.contains("--method POST repos/org/budgets/issues/7/comments"), "{calls}");
+    assert!(calls.contains("--method PATCH repos/org/budgets/issues/comments/4242"), "{calls}");
+}
+
+#[test]
+fn broken_budgets_become_annotations() {
+    let mut runner = Runner::new(&[("inputs.path", "budgets")]);
+    let file = runner.workspace.path().join("budgets/allot.kdl");
+    std::fs::write(&file, BUDGETS.replace("share=\"40%\"", "share=\"50%\"")).unwrap();
+    let (status, output) = runner.run("check");
+    assert_eq!(status, 1);
+    assert!(
+        output.contains("::error file=budgets/allot.kdl,line=9")
+            && output.contains("title=allot%3A%3Ashare%3A%3Aovercommit"),
+        "{output}"
+    );
+}
+
+#[test]
+fn the_action_never_expands_expressions_inside_run() {
+    let action = std::fs::read_to_string(root().join("action.yml")).unwrap();
+    let parsed: Value = serde_saphyr::from_str(&action).unwrap();
+    for step in parsed["runs"]["steps"].as_array().unwrap() {
+        let run = step["run"].as_str().unwrap_or("");
+        assert!(!run.contains("${{"), "step {} expands an expression in run: {run}", step["id"]);
+    }
+}
