@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use allot_compiler::diff::{Change, Diff, Kind};
+use std::io::IsTerminal;
+
+use allot_compiler::diff::{Change, Diff, Kind, Standing};
 use allot_compiler::normalize::Model;
 use clap::ValueEnum;
 use serde_json::{Value, json};
@@ -63,8 +65,23 @@ fn percent(v: f64) -> String {
     format!("{:.3}%", v * 100.0)
 }
 
-fn share(value: Option<(f64, u64)>) -> (String, String) {
-    value.map_or(("-".into(), "-".into()), |(s, g)| (percent(s), g.to_string()))
+/// Normalised share, effective share and GPUs as text (`-` when absent).
+fn standing(value: Option<Standing>) -> (String, String, String) {
+    value.map_or(("-".into(), "-".into(), "-".into()), |s| {
+        (percent(s.normalized_share), percent(s.effective_share), s.guaranteed_gpus.to_string())
+    })
+}
+
+/// `+` green, `-` red, `~` yellow: on a terminal, unless NO_COLOR is set.
+fn coloured(kind: Kind) -> String {
+    let plain =
+        !std::io::stdout().is_terminal() || std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let code = match kind {
+        Kind::Added => "32",
+        Kind::Removed => "31",
+        _ => "33",
+    };
+    if plain { kind.symbol().to_string() } else { format!("\x1b[{code}m{}\x1b[0m", kind.symbol()) }
 }
 
 fn location(change: &Change, prefix: &str) -> String {
@@ -96,7 +113,7 @@ pub fn human(diff: &Diff, natives: &[NativeDiff], prefix: &str) -> String {
     for change in &diff.changes {
         out.push_str(&format!(
             "{} {:<44} {:<24} approve: {}\n",
-            change.kind.symbol(),
+            coloured(change.kind),
             change.subject,
             location(change, prefix),
             approvers(change)
@@ -106,13 +123,15 @@ pub fn human(diff: &Diff, natives: &[NativeDiff], prefix: &str) -> String {
         }
     }
     if !diff.share_moves.is_empty() {
-        out.push_str("\nEffective shares and guaranteed GPUs:\n");
+        out.push_str("\nShare of the parent, of the cluster (change), guaranteed GPUs:\n");
         for m in &diff.share_moves {
-            let ((sb, gb), (sa, ga)) = (share(m.before), share(m.after));
+            let ((nb, sb, gb), (na, sa, ga)) = (standing(m.before), standing(m.after));
             out.push_str(&format!(
-                "  {:<12} {:<36} {:>9} -> {:>9} ({:+.3} pp)  {:>5} -> {:>5} GPUs\n",
+                "  {:<12} {:<32} {:>8} -> {:>8}  {:>8} -> {:>8} ({:+.3} pp)  {:>5} -> {:>5}\n",
                 m.cluster,
                 m.project,
+                nb,
+                na,
                 sb,
                 sa,
                 m.points(),
@@ -145,11 +164,11 @@ pub fn markdown(diff: &Diff, natives: &[NativeDiff], prefix: &str) -> String {
         }
     }
     if !diff.share_moves.is_empty() {
-        out.push_str("\n#### Effective shares\n\n| cluster | project | before | after | change | GPUs before | GPUs after |\n|---|---|---:|---:|---:|---:|---:|\n");
+        out.push_str("\n#### Shares\n\n| cluster | project | of parent | of cluster | change | guaranteed GPUs |\n|---|---|---:|---:|---:|---:|\n");
         for m in &diff.share_moves {
-            let ((sb, gb), (sa, ga)) = (share(m.before), share(m.after));
+            let ((nb, sb, gb), (na, sa, ga)) = (standing(m.before), standing(m.after));
             out.push_str(&format!(
-                "| {} | {} | {sb} | {sa} | {:+.3} pp | {gb} | {ga} |\n",
+                "| {} | {} | {nb} → {na} | {sb} → {sa} | {:+.3} pp | {gb} → {ga} |\n",
                 m.cluster,
                 m.project,
                 m.points()
@@ -216,10 +235,12 @@ pub fn json(diff: &Diff, natives: &[NativeDiff], prefix: &str) -> Value {
             json!({
                 "project": m.project,
                 "cluster": m.cluster,
-                "effective_share_before": m.before.map(|b| b.0),
-                "effective_share_after": m.after.map(|a| a.0),
-                "guaranteed_gpus_before": m.before.map(|b| b.1),
-                "guaranteed_gpus_after": m.after.map(|a| a.1),
+                "normalized_share_before": m.before.map(|b| b.normalized_share),
+                "normalized_share_after": m.after.map(|a| a.normalized_share),
+                "effective_share_before": m.before.map(|b| b.effective_share),
+                "effective_share_after": m.after.map(|a| a.effective_share),
+                "guaranteed_gpus_before": m.before.map(|b| b.guaranteed_gpus),
+                "guaranteed_gpus_after": m.after.map(|a| a.guaranteed_gpus),
                 "points": m.points(),
             })
         })

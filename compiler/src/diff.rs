@@ -57,20 +57,31 @@ pub struct Detail {
     pub after: String,
 }
 
-/// A project's effective share and guaranteed GPUs on one cluster, before and after.
+/// A project's place on one cluster at one revision.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Standing {
+    /// Its fraction of its parent.
+    pub normalized_share: f64,
+    /// Its fraction of the cluster.
+    pub effective_share: f64,
+    pub guaranteed_gpus: u64,
+}
+
+/// A project's standing on one cluster, before and after.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ShareMove {
     /// Its path at the new revision (the old one if it was removed).
     pub project: String,
     pub cluster: String,
-    pub before: Option<(f64, u64)>,
-    pub after: Option<(f64, u64)>,
+    pub before: Option<Standing>,
+    pub after: Option<Standing>,
 }
 
 impl ShareMove {
     /// The change of effective share, in percentage points.
     pub fn points(&self) -> f64 {
-        (self.after.map_or(0.0, |a| a.0) - self.before.map_or(0.0, |b| b.0)) * 100.0
+        (self.after.map_or(0.0, |a| a.effective_share) - self.before.map_or(0.0, |b| b.effective_share))
+            * 100.0
     }
 }
 
@@ -443,7 +454,11 @@ fn share_moves(
     after: &BTreeMap<String, (&Project, Option<&Project>)>,
     matched: &BTreeMap<String, String>,
 ) -> Vec<ShareMove> {
-    let value = |a: &Allocation| (a.effective_share, a.guaranteed_gpus);
+    let value = |a: &Allocation| Standing {
+        normalized_share: a.normalized_share,
+        effective_share: a.effective_share,
+        guaranteed_gpus: a.guaranteed_gpus,
+    };
     let mut moves = Vec::new();
     let mut push = |project: &str, old: Option<&Project>, new: Option<&Project>| {
         let clusters: BTreeSet<&String> =
@@ -452,7 +467,10 @@ fn share_moves(
             let b = old.and_then(|p| p.clusters.get(cluster)).map(value);
             let a = new.and_then(|p| p.clusters.get(cluster)).map(value);
             let moved = match (b, a) {
-                (Some(b), Some(a)) => (a.0 - b.0).abs() > 1e-9 || a.1 != b.1,
+                (Some(b), Some(a)) => {
+                    (a.effective_share - b.effective_share).abs() > 1e-9
+                        || a.guaranteed_gpus != b.guaranteed_gpus
+                }
                 _ => true,
             };
             if moved {
