@@ -11,6 +11,7 @@ pub mod format;
 pub mod lower;
 pub mod model;
 pub mod normalize;
+pub mod replay;
 pub mod source;
 pub mod syntax;
 

@@ -1,0 +1,497 @@
+//! What each budget is entitled to at one instant, and over time: the capacity of one
+//! cluster divided among the budgets that have demand by hierarchical weighted max-min fair
+//! share (water-filling). At each level the parent's allocation goes to the children with
+//! demand in proportion to their weights, each child capped by what it can use (its
+//! demand, for an inner node its subtree's capped demand, and its own cap); what a capped
+//! child does not need goes to its siblings by weight, and so on down the tree.
+//!
+//! Each level is solved exactly in one pass over its children sorted by capped demand /
+//! weight (O(n log n)), with no iteration or tolerance. [`Ledger`] integrates the
+//! entitled GPU-hours (the allocation) and the delivered GPU-hours (min(use, allocation))
+//! between events, exactly, since both are constant between two events.
+
+/// The index of a node in its [`Hierarchy`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub usize);
+
+/// One budget of the tree.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub name: String,
+    /// `None` for a top-level budget.
+    pub parent: Option<NodeId>,
+    /// Its share among its siblings, above 0; only the ratios between siblings matter.
+    pub weight: f64,
+    /// At most this many GPUs, its subtree's included.
+    pub cap: Option<f64>,
+}
+
+impl Node {
+    /// A budget without a cap.
+    pub fn new(name: &str, parent: Option<NodeId>, weight: f64) -> Node {
+        Node { name: name.to_owned(), parent, weight, cap: None }
+    }
+
+    /// The same budget with a cap of `gpus`.
+    pub fn with_cap(self, gpus: f64) -> Node {
+        Node { cap: Some(gpus), ..self }
+    }
+}
+
+/// Why a tree, a demand or an event cannot be used.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum EntitlementError {
+    #[error("budget `{name}` has weight {weight}; weights must be finite and above 0")]
+    InvalidWeight { name: String, weight: f64 },
+    #[error("budget `{name}` has cap {cap}; caps must be finite and not negative")]
+    InvalidCap { name: String, cap: f64 },
+    #[error("budget `{name}` names parent {parent}, which is not a node of the tree")]
+    UnknownParent { name: String, parent: usize },
+    #[error("budget `{0}` is not under a top-level budget: its parents form a cycle")]
+    NotUnderRoot(String),
+    #[error("capacity {0} must be finite and not negative")]
+    InvalidCapacity(f64),
+    #[error("{given} demands given for a tree of {nodes} budgets")]
+    DemandCount { given: usize, nodes: usize },
+    #[error("budget `{name}` has demand or use {gpus}; it must be finite and not negative")]
+    InvalidDemand { name: String, gpus: f64 },
+    #[error("budget `{0}` has sub-budgets; demand and use belong to leaves")]
+    NotALeaf(String),
+    #[error("node {0} is not a node of the tree")]
+    UnknownNode(usize),
+    #[error("time {0} s is not a finite number of seconds")]
+    InvalidTime(f64),
+    #[error("an event at {at} s comes after one at {now} s")]
+    OutOfOrder { at: f64, now: f64 },
+}
+
+/// A validated tree of budgets.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hierarchy {
+    nodes: Vec<Node>,
+    children: Vec<Vec<NodeId>>,
+    roots: Vec<NodeId>,
+    /// Parents before children.
+    preorder: Vec<NodeId>,
+}
+
+impl Hierarchy {
+    /// Checks the weights, caps and parents; a node's children keep the nodes' order.
+    pub fn new(nodes: Vec<Node>) -> Result<Hierarchy, EntitlementError> {
+        let mut children = vec![Vec::new(); nodes.len()];
+        let mut roots = Vec::new();
+        for (index, node) in nodes.iter().enumerate() {
+            check_node(node)?;
+            match node.parent {
+                None => roots.push(NodeId(index)),
+                Some(NodeId(parent)) => match children.get_mut(parent) {
+                    Some(siblings) => siblings.push(NodeId(index)),
+                    None => return Err(EntitlementError::UnknownParent { name: node.name.clone(), parent }),
+                },
+            }
+        }
+        let preorder = preorder(&roots, &children);
+        if preorder.len() < nodes.len() {
+            let reached: std::collections::HashSet<NodeId> = preorder.iter().copied().collect();
+            let stray = (0..nodes.len()).map(NodeId).find(|id| !reached.contains(id));
+            let name = stray.and_then(|id| nodes.get(id.0)).map_or_else(String::new, |n| n.name.clone());
+            return Err(EntitlementError::NotUnderRoot(name));
+        }
+        Ok(Hierarchy { nodes, children, roots, preorder })
+    }
+
+    /// The number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the tree has no node.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The node `id`, if it is one of this tree's.
+    pub fn node(&self, id: NodeId) -> Option<&Node> {
+        self.nodes.get(id.0)
+    }
+
+    /// The node called `name`, if there is one.
+    pub fn find(&self, name: &str) -> Option<NodeId> {
+        self.nodes.iter().position(|n| n.name == name).map(NodeId)
+    }
+
+    /// A node's children, in the nodes' order.
+    pub fn children(&self, id: NodeId) -> &[NodeId] {
+        self.children.get(id.0).map_or(&[], Vec::as_slice)
+    }
+
+    /// The top-level budgets.
+    pub fn roots(&self) -> &[NodeId] {
+        &self.roots
+    }
+
+    /// Whether a node has no children (the nodes that have demand and use).
+    pub fn is_leaf(&self, id: NodeId) -> bool {
+        self.children(id).is_empty()
+    }
+
+    /// Divides `capacity` GPUs given each node's demand (`demand[i]` for node `i`; inner
+    /// nodes' demands must be 0: theirs is their subtree's).
+    pub fn allocate(&self, capacity: f64, demand: &[f64]) -> Result<Entitlement, EntitlementError> {
+        if !capacity.is_finite() || capacity < 0.0 {
+            return Err(EntitlementError::InvalidCapacity(capacity));
+        }
+        self.check_leaf_amounts(demand)?;
+        let (capped_demand, children_demand) = self.capped_demand(demand);
+        let roots_demand: f64 = self.roots.iter().map(|r| value_at(&capped_demand, *r)).sum();
+        let mut allocation = vec![0.0; self.nodes.len()];
+        self.share_out(capacity, &self.roots, roots_demand, &capped_demand, &mut allocation);
+        for &id in &self.preorder {
+            let amount = value_at(&allocation, id);
+            self.share_out(
+                amount,
+                self.children(id),
+                value_at(&children_demand, id),
+                &capped_demand,
+                &mut allocation,
+            );
+        }
+        let unallocated = capacity - capacity.min(roots_demand);
+        Ok(Entitlement { allocation, capped_demand, unallocated })
+    }
+
+    /// What each node can use (`min(demand, cap)`, for inner nodes `min(sum of the
+    /// children's, cap)`), and for each node the sum of its children's.
+    fn capped_demand(&self, demand: &[f64]) -> (Vec<f64>, Vec<f64>) {
+        let mut capped = vec![0.0; self.nodes.len()];
+        let mut children_demand = vec![0.0; self.nodes.len()];
+        for &id in self.preorder.iter().rev() {
+            let children = self.children(id);
+            let wanted = if children.is_empty() {
+                value_at(demand, id)
+            } else {
+                let sum: f64 = children.iter().map(|c| value_at(&capped, *c)).sum();
+                if let Some(slot) = children_demand.get_mut(id.0) {
+                    *slot = sum;
+                }
+                sum
+            };
+            let cap = self.node(id).and_then(|n| n.cap).unwrap_or(f64::INFINITY);
+            if let Some(slot) = capped.get_mut(id.0) {
+                *slot = wanted.min(cap);
+            }
+        }
+        (capped, children_demand)
+    }
+
+    /// Water-fills `amount` over `siblings`, whose capped demands sum to `demand`.
+    fn share_out(
+        &self,
+        amount: f64,
+        siblings: &[NodeId],
+        demand: f64,
+        capped: &[f64],
+        allocation: &mut [f64],
+    ) {
+        let claims: Vec<Claim> = siblings
+            .iter()
+            .map(|&id| Claim {
+                id,
+                weight: self.node(id).map_or(0.0, |n| n.weight),
+                limit: value_at(capped, id),
+            })
+            .collect();
+        for (id, gpus) in water_fill(amount, claims, demand) {
+            if let Some(slot) = allocation.get_mut(id.0) {
+                *slot = gpus;
+            }
+        }
+    }
+
+    fn check_leaf_amounts(&self, amounts: &[f64]) -> Result<(), EntitlementError> {
+        if amounts.len() != self.nodes.len() {
+            return Err(EntitlementError::DemandCount { given: amounts.len(), nodes: self.nodes.len() });
+        }
+        for (index, &gpus) in amounts.iter().enumerate() {
+            let name = || self.nodes.get(index).map_or_else(String::new, |n| n.name.clone());
+            if !gpus.is_finite() || gpus < 0.0 {
+                return Err(EntitlementError::InvalidDemand { name: name(), gpus });
+            }
+            if gpus > 0.0 && !self.is_leaf(NodeId(index)) {
+                return Err(EntitlementError::NotALeaf(name()));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_node(node: &Node) -> Result<(), EntitlementError> {
+    if !node.weight.is_finite() || node.weight <= 0.0 {
+        return Err(EntitlementError::InvalidWeight { name: node.name.clone(), weight: node.weight });
+    }
+    match node.cap {
+        Some(cap) if !cap.is_finite() || cap < 0.0 => {
+            Err(EntitlementError::InvalidCap { name: node.name.clone(), cap })
+        }
+        _ => Ok(()),
+    }
+}
+
+fn preorder(roots: &[NodeId], children: &[Vec<NodeId>]) -> Vec<NodeId> {
+    let mut order = Vec::new();
+    let mut stack: Vec<NodeId> = roots.iter().rev().copied().collect();
+    while let Some(id) = stack.pop() {
+        order.push(id);
+        if let Some(below) = children.get(id.0) {
+            stack.extend(below.iter().rev());
+        }
+    }
+    order
+}
+
+fn value_at(values: &[f64], id: NodeId) -> f64 {
+    values.get(id.0).copied().unwrap_or(0.0)
+}
+
+/// One sibling's claim on its parent's allocation.
+struct Claim {
+    id: NodeId,
+    weight: f64,
+    /// What it can use: its capped demand.
+    limit: f64,
+}
+
+/// Weighted max-min fair division of `amount` among claims whose limits sum to `demand`:
+/// the largest level L such that every claim gets `min(limit, weight * L)`. Visiting the
+/// claims by ascending limit / weight, each claim that fits under the fair share of what
+/// is left is satisfied; from the first that does not, all the rest are below their limits
+/// and share what is left by weight.
+fn water_fill(amount: f64, claims: Vec<Claim>, demand: f64) -> Vec<(NodeId, f64)> {
+    if amount >= demand {
+        return claims.into_iter().map(|c| (c.id, c.limit)).collect();
+    }
+    let mut claims: Vec<Claim> = claims.into_iter().filter(|c| c.limit > 0.0).collect();
+    claims.sort_by(|a, b| (a.limit / a.weight).total_cmp(&(b.limit / b.weight)));
+    // The weight of each claim and all after it, summed from the end (no cancellation).
+    let mut weight_from = vec![0.0; claims.len()];
+    let mut weight_sum = 0.0;
+    for (slot, claim) in weight_from.iter_mut().zip(&claims).rev() {
+        weight_sum += claim.weight;
+        *slot = weight_sum;
+    }
+    let mut left = amount;
+    let mut shares = Vec::with_capacity(claims.len());
+    for (position, claim) in claims.iter().enumerate() {
+        let weight_left = weight_from.get(position).copied().unwrap_or(claim.weight);
+        if claim.limit <= left * claim.weight / weight_left {
+            shares.push((claim.id, claim.limit));
+            left = (left - claim.limit).max(0.0);
+            continue;
+        }
+        let rest = claims.get(position..).unwrap_or_default();
+        shares.extend(rest.iter().map(|c| (c.id, (left * c.weight / weight_left).min(c.limit))));
+        break;
+    }
+    shares
+}
+
+/// The division of one instant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entitlement {
+    allocation: Vec<f64>,
+    capped_demand: Vec<f64>,
+    unallocated: f64,
+}
+
+impl Entitlement {
+    /// GPUs allocated to a node (its subtree's included).
+    pub fn allocation(&self, id: NodeId) -> f64 {
+        value_at(&self.allocation, id)
+    }
+
+    /// Every node's allocation, indexed like the nodes.
+    pub fn allocations(&self) -> &[f64] {
+        &self.allocation
+    }
+
+    /// What a node could use: its demand (its subtree's), capped.
+    pub fn capped_demand(&self, id: NodeId) -> f64 {
+        value_at(&self.capped_demand, id)
+    }
+
+    /// GPUs no budget has a use for.
+    pub fn unallocated(&self) -> f64 {
+        self.unallocated
+    }
+}
+
+/// A change at one instant.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Change {
+    /// A leaf's demand changes by `gpus` (a job submitted: more, ended: less).
+    Demand { node: NodeId, gpus: f64 },
+    /// A leaf's use changes by `gpus` (a job starts: more, stops: less).
+    Use { node: NodeId, gpus: f64 },
+    /// The cluster now has `gpus` GPUs.
+    Capacity { gpus: f64 },
+}
+
+/// A change and when it happens, in seconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Event {
+    pub at: f64,
+    pub change: Change,
+}
+
+/// Entitled and delivered GPU-hours per node, integrated as events arrive (in time order;
+/// several at one instant cost one division).
+#[derive(Clone, Debug)]
+pub struct Ledger<'a> {
+    hierarchy: &'a Hierarchy,
+    capacity: f64,
+    demand: Vec<f64>,
+    usage: Vec<f64>,
+    now: Option<f64>,
+    /// The current division; `None` after a change, until it is needed.
+    current: Option<Entitlement>,
+    entitled_gpu_seconds: Vec<f64>,
+    delivered_gpu_seconds: Vec<f64>,
+}
+
+impl<'a> Ledger<'a> {
+    /// An empty ledger: no demand, no use, nothing integrated.
+    pub fn new(hierarchy: &'a Hierarchy, capacity: f64) -> Result<Ledger<'a>, EntitlementError> {
+        if !capacity.is_finite() || capacity < 0.0 {
+            return Err(EntitlementError::InvalidCapacity(capacity));
+        }
+        let zeros = vec![0.0; hierarchy.len()];
+        Ok(Ledger {
+            hierarchy,
+            capacity,
+            demand: zeros.clone(),
+            usage: zeros.clone(),
+            now: None,
+            current: None,
+            entitled_gpu_seconds: zeros.clone(),
+            delivered_gpu_seconds: zeros,
+        })
+    }
+
+    /// Integrates up to the event's time, then applies its change.
+    pub fn apply(&mut self, event: &Event) -> Result<(), EntitlementError> {
+        self.advance_to(event.at)?;
+        match event.change {
+            Change::Demand { node, gpus } => {
+                change_leaf_amount(self.hierarchy, &mut self.demand, node, gpus)?
+            }
+            Change::Use { node, gpus } => change_leaf_amount(self.hierarchy, &mut self.usage, node, gpus)?,
+            Change::Capacity { gpus } if gpus.is_finite() && gpus >= 0.0 => self.capacity = gpus,
+            Change::Capacity { gpus } => return Err(EntitlementError::InvalidCapacity(gpus)),
+        }
+        self.current = None;
+        Ok(())
+    }
+
+    /// Integrates the current allocation and use from the last event to `at` seconds.
+    pub fn advance_to(&mut self, at: f64) -> Result<(), EntitlementError> {
+        if !at.is_finite() {
+            return Err(EntitlementError::InvalidTime(at));
+        }
+        let Some(now) = self.now else {
+            self.now = Some(at);
+            return Ok(());
+        };
+        if at < now {
+            return Err(EntitlementError::OutOfOrder { at, now });
+        }
+        let seconds = at - now;
+        if seconds > 0.0 {
+            let used = self.rolled_up_use();
+            let allocation = self.entitlement()?.allocations().to_vec();
+            for (index, &gpus) in allocation.iter().enumerate() {
+                let delivered = gpus.min(used.get(index).copied().unwrap_or(0.0));
+                add_at(&mut self.entitled_gpu_seconds, index, gpus * seconds);
+                add_at(&mut self.delivered_gpu_seconds, index, delivered * seconds);
+            }
+        }
+        self.now = Some(at);
+        Ok(())
+    }
+
+    /// The division at the current instant.
+    pub fn entitlement(&mut self) -> Result<&Entitlement, EntitlementError> {
+        let entitlement = match self.current.take() {
+            Some(current) => current,
+            None => self.hierarchy.allocate(self.capacity, &self.demand)?,
+        };
+        Ok(self.current.insert(entitlement))
+    }
+
+    /// The time of the last event or advance, in seconds.
+    pub fn now(&self) -> Option<f64> {
+        self.now
+    }
+
+    /// GPU-hours a node was entitled to so far.
+    pub fn entitled_gpu_hours(&self, id: NodeId) -> f64 {
+        value_at(&self.entitled_gpu_seconds, id) / 3600.0
+    }
+
+    /// GPU-hours of its entitlement a node used so far.
+    pub fn delivered_gpu_hours(&self, id: NodeId) -> f64 {
+        value_at(&self.delivered_gpu_seconds, id) / 3600.0
+    }
+
+    /// Each node's use: a leaf's own, an inner node's its subtree's.
+    fn rolled_up_use(&self) -> Vec<f64> {
+        let mut used = self.usage.clone();
+        for &id in self.hierarchy.preorder.iter().rev() {
+            let own = value_at(&used, id);
+            let total = self.hierarchy.children(id).iter().fold(own, |sum, c| sum + value_at(&used, *c));
+            if let Some(slot) = used.get_mut(id.0) {
+                *slot = total;
+            }
+        }
+        used
+    }
+}
+
+/// Replays `events` (in time order) and integrates up to `until` seconds.
+pub fn integrate<'a>(
+    hierarchy: &'a Hierarchy,
+    capacity: f64,
+    events: &[Event],
+    until: f64,
+) -> Result<Ledger<'a>, EntitlementError> {
+    let mut ledger = Ledger::new(hierarchy, capacity)?;
+    for event in events {
+        ledger.apply(event)?;
+    }
+    ledger.advance_to(until)?;
+    Ok(ledger)
+}
+
+fn change_leaf_amount(
+    hierarchy: &Hierarchy,
+    amounts: &mut [f64],
+    node: NodeId,
+    gpus: f64,
+) -> Result<(), EntitlementError> {
+    let name = || hierarchy.node(node).map_or_else(String::new, |n| n.name.clone());
+    if !hierarchy.is_leaf(node) {
+        return Err(EntitlementError::NotALeaf(name()));
+    }
+    let slot = amounts.get_mut(node.0).ok_or(EntitlementError::UnknownNode(node.0))?;
+    let changed = *slot + gpus;
+    if !changed.is_finite() || changed < 0.0 {
+        return Err(EntitlementError::InvalidDemand { name: name(), gpus: changed });
+    }
+    *slot = changed;
+    Ok(())
+}
+
+fn add_at(values: &mut [f64], index: usize, amount: f64) {
+    if let Some(slot) = values.get_mut(index) {
+        *slot += amount;
+    }
+}
