@@ -4,6 +4,7 @@
 mod build;
 mod fs_loader;
 mod git_loader;
+mod replay;
 mod report;
 mod review;
 mod slurm;
@@ -91,6 +92,19 @@ enum Command {
         #[command(subcommand)]
         target: ImportTarget,
     },
+    /// The verifier: replay a job trace against the budgets.
+    Replay {
+        #[command(subcommand)]
+        command: ReplayCommand,
+    },
+    /// What Slurm's `sshare -l` shows for an association tree and its usage (Fair Tree).
+    Fairshare {
+        /// A budgets folder or file, or a `sacctmgr dump` file.
+        tree: PathBuf,
+        /// CSV `account,user,raw_usage` (user empty for an account's own usage).
+        #[arg(long)]
+        usage: PathBuf,
+    },
     /// Write the normalised model as JSON (its schema: `allot schema`).
     Export {
         #[arg(default_value = ".")]
@@ -105,6 +119,29 @@ enum Command {
         /// Change nothing; list the files that are not formatted and fail if any.
         #[arg(long)]
         check: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ReplayCommand {
+    /// What happened: entitled, delivered and used GPU-hours per budget, waits per contract.
+    Audit {
+        #[arg(default_value = ".")]
+        path: PathBuf,
+        /// The trace: a file, or a folder of ITP files (one per budget).
+        #[arg(long)]
+        trace: PathBuf,
+        /// The trace's format [default: detected from its first line].
+        #[arg(long, value_enum)]
+        trace_format: Option<replay::TraceFormat>,
+        /// The window of the per-window figures [default: the policy window].
+        #[arg(long)]
+        window: Option<String>,
+        /// Count and skip rows that do not parse instead of stopping.
+        #[arg(long)]
+        skip_bad_rows: bool,
+        #[arg(long, value_enum, default_value = "human")]
+        format: replay::ReportFormat,
     },
 }
 
@@ -260,6 +297,33 @@ fn run(command: Command, format: Format) -> std::io::Result<ExitCode> {
             diff(&path, &against, head.as_deref(), native, diff_format, detailed_exitcode, format)
         }
         Command::Owners { path } => owners(&path, format),
+        Command::Replay {
+            command:
+                ReplayCommand::Audit { path, trace, trace_format, window, skip_bad_rows, format: report_format },
+        } => {
+            let window = match window.as_deref().map(allot_compiler::lower::parse_duration) {
+                Some(None) => {
+                    eprintln!("error: --window: not a duration (e.g. 7d, 12h)");
+                    return Ok(ExitCode::from(PROBLEMS));
+                }
+                other => other.flatten(),
+            };
+            let (compilation, ok) = compiled(&path, format, false)?;
+            let Some(model) = compilation.model.filter(|_| ok) else { return Ok(exit(false)) };
+            replay::run_audit(&model, &trace, trace_format, window, skip_bad_rows, report_format)
+        }
+        Command::Fairshare { tree, usage } => {
+            let is_dump = tree.is_file()
+                && std::fs::read_to_string(&tree)
+                    .is_ok_and(|t| t.lines().any(|l| l.trim_start().starts_with("Cluster - ")));
+            if is_dump {
+                replay::run_fairshare(&tree, None, &usage)
+            } else {
+                let (compilation, ok) = compiled(&tree, format, false)?;
+                let Some(model) = compilation.model.filter(|_| ok) else { return Ok(exit(false)) };
+                replay::run_fairshare(&tree, Some(&model), &usage)
+            }
+        }
         Command::Export { path } => {
             let (compilation, ok) = compiled(&path, format, false)?;
             if let Some(model) = compilation.model.filter(|_| ok) {
@@ -423,6 +487,15 @@ fn pretty(value: &impl serde::Serialize) -> std::io::Result<String> {
     let mut text = serde_json::to_string_pretty(value)?;
     text.push('\n');
     Ok(text)
+}
+
+/// `0s`, `45s`, `3m20s`, `2h05m`: a wait, briefly.
+pub(crate) fn seconds_text(seconds: u64) -> String {
+    match seconds {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m{:02}s", s / 60, s % 60),
+        s => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+    }
 }
 
 /// Writes to standard output; a closed pipe ends the program quietly (see `main`).

@@ -229,6 +229,48 @@ fn check_fair_tree(cluster: &str) {
         number("rlvr", 6) > number("sft", 6),
         "rlvr, with the larger share and the smaller usage, goes first"
     );
+    compare_with_allot_fairshare(cluster);
+}
+
+/// `sshare -P` rows by (account, user): all their fields.
+fn sshare_rows(text: &str) -> BTreeMap<(String, String), Vec<String>> {
+    text.lines()
+        .filter(|l| l.contains('|') && !l.starts_with("Account|"))
+        .map(|l| l.split('|').map(|f| f.trim().to_string()).collect::<Vec<_>>())
+        .filter(|f| f.len() >= 8)
+        .map(|f| ((f[0].clone(), f[1].clone()), f))
+        .collect()
+}
+
+/// Feeds the real usage to `allot fairshare` and compares every association's NormShares,
+/// EffectvUsage, FairShare and LevelFS with what Slurm printed.
+fn compare_with_allot_fairshare(cluster: &str) {
+    let work = tempfile::tempdir().unwrap();
+    let live = work.path().join("live.cfg");
+    dump(cluster, &live);
+    let columns = "account,user,rawshares,normshares,rawusage,effectvusage,fairshare,levelfs";
+    let slurm = ok("sshare", &["-a", "-P", &format!("--clusters={cluster}"), "-o", columns]);
+    let rows = sshare_rows(&slurm);
+    let usage: Vec<String> = std::iter::once("account,user,raw_usage".to_string())
+        .chain(
+            rows.iter()
+                .filter(|((_, user), _)| !user.is_empty())
+                .map(|((account, user), f)| format!("{account},{user},{}", f[4])),
+        )
+        .collect();
+    let usage_file = work.path().join("usage.csv");
+    std::fs::write(&usage_file, usage.join("\n")).unwrap();
+    let output = allot(&["fairshare", live.to_str().unwrap(), "--usage", usage_file.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let ours = sshare_rows(&String::from_utf8_lossy(&output.stdout));
+    assert_eq!(ours.len(), rows.len(), "allot and Slurm list the same associations:\n{slurm}");
+    for (key, theirs) in &rows {
+        let mine = ours.get(key).unwrap_or_else(|| panic!("{key:?} missing from allot fairshare"));
+        for (column, name) in [(3, "NormShares"), (5, "EffectvUsage"), (6, "FairShare"), (7, "LevelFS")] {
+            assert_eq!(mine[column], theirs[column], "{key:?} {name}");
+        }
+    }
+    eprintln!("allot fairshare matches sshare on all {} associations", rows.len());
 }
 
 #[test]

@@ -356,6 +356,7 @@ pub struct Ledger<'a> {
     current: Option<Entitlement>,
     entitled_gpu_seconds: Vec<f64>,
     delivered_gpu_seconds: Vec<f64>,
+    used_gpu_seconds: Vec<f64>,
 }
 
 impl<'a> Ledger<'a> {
@@ -373,7 +374,8 @@ impl<'a> Ledger<'a> {
             now: None,
             current: None,
             entitled_gpu_seconds: zeros.clone(),
-            delivered_gpu_seconds: zeros,
+            delivered_gpu_seconds: zeros.clone(),
+            used_gpu_seconds: zeros,
         })
     }
 
@@ -409,9 +411,10 @@ impl<'a> Ledger<'a> {
             let used = self.rolled_up_use();
             let allocation = self.entitlement()?.allocations().to_vec();
             for (index, &gpus) in allocation.iter().enumerate() {
-                let delivered = gpus.min(used.get(index).copied().unwrap_or(0.0));
+                let using = used.get(index).copied().unwrap_or(0.0);
                 add_at(&mut self.entitled_gpu_seconds, index, gpus * seconds);
-                add_at(&mut self.delivered_gpu_seconds, index, delivered * seconds);
+                add_at(&mut self.delivered_gpu_seconds, index, gpus.min(using) * seconds);
+                add_at(&mut self.used_gpu_seconds, index, using * seconds);
             }
         }
         self.now = Some(at);
@@ -440,6 +443,11 @@ impl<'a> Ledger<'a> {
     /// GPU-hours of its entitlement a node used so far.
     pub fn delivered_gpu_hours(&self, id: NodeId) -> f64 {
         value_at(&self.delivered_gpu_seconds, id) / 3600.0
+    }
+
+    /// GPU-hours a node (with its subtree) used so far.
+    pub fn used_gpu_hours(&self, id: NodeId) -> f64 {
+        value_at(&self.used_gpu_seconds, id) / 3600.0
     }
 
     /// Each node's use: a leaf's own, an inner node's its subtree's.

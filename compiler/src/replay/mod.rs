@@ -4,5 +4,7 @@
 //! by hierarchical weighted max-min fair share and integrates entitled and delivered
 //! GPU-hours between events.
 
+pub mod audit;
 pub mod entitlement;
 pub mod fair_tree;
+pub mod trace;

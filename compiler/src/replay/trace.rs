@@ -1,0 +1,443 @@
+//! Job traces, read as a stream: allot's own CSV and JSON Lines, Slurm's
+//! `sacct --parsable2` output, and the Microsoft ITP layout. Rows become [`Job`]s one at a
+//! time, so a million-row trace never sits in memory as text; a bad row is an error naming
+//! its line (or, when the caller asks, counted and skipped).
+
+use std::collections::{BTreeMap, BinaryHeap};
+use std::io::BufRead;
+
+/// One job of a trace. Times are seconds (since the epoch, or since the trace's own origin).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Job {
+    pub id: String,
+    /// A project path, a project name, or a scheduler's account or queue name; empty: the
+    /// user's default project.
+    pub project: String,
+    pub user: String,
+    /// An allot cluster, or a scheduler's cluster name; empty: the only cluster.
+    pub cluster: String,
+    pub gpus: u32,
+    pub submit: i64,
+    pub start: Option<i64>,
+    /// When it ended (ran to its end, failed, or was cancelled while waiting).
+    pub end: Option<i64>,
+    /// A contract, or a QOS named like one; empty: the default contract.
+    pub contract: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceError {
+    pub line: usize,
+    pub message: String,
+}
+
+impl std::fmt::Display for TraceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// `id,project,user,cluster,gpus,submit,start,end,contract` (or `duration` for `end`).
+    Csv,
+    /// One JSON object per line with the same fields.
+    Jsonl,
+    /// `sacct --parsable2` with `JobID|...|Account|...|AllocTRES|...` columns.
+    Sacct,
+    /// `job_id,submission_time,duration,num_gpu`: one file per budget.
+    Itp,
+}
+
+impl Format {
+    /// The format of a trace from its first line.
+    pub fn detect(first_line: &str) -> Format {
+        let line = first_line.trim_start_matches('\u{feff}').trim();
+        if line.starts_with('{') {
+            Format::Jsonl
+        } else if line.contains('|') {
+            Format::Sacct
+        } else if line.starts_with("job_id,submission_time") {
+            Format::Itp
+        } else {
+            Format::Csv
+        }
+    }
+}
+
+/// A time: RFC 3339 (`2021-03-04T10:00:00Z`), a civil time without zone, read as UTC
+/// (`2021-03-04T10:00:00`, as sacct prints), or seconds.
+pub fn parse_time(text: &str) -> Result<i64, String> {
+    let text = text.trim();
+    if let Ok(seconds) = text.parse::<i64>() {
+        return Ok(seconds);
+    }
+    if let Ok(seconds) = text.parse::<f64>()
+        && seconds.is_finite()
+    {
+        return Ok(seconds.round() as i64);
+    }
+    if let Ok(t) = text.parse::<jiff::Timestamp>() {
+        return Ok(t.as_second());
+    }
+    if let Ok(civil) = text.parse::<jiff::civil::DateTime>()
+        && let Ok(zoned) = civil.to_zoned(jiff::tz::TimeZone::UTC)
+    {
+        return Ok(zoned.timestamp().as_second());
+    }
+    Err(format!("`{text}` is not a time (RFC 3339 or seconds)"))
+}
+
+fn optional_time(text: &str) -> Result<Option<i64>, String> {
+    match text.trim() {
+        "" | "Unknown" | "None" | "null" => Ok(None),
+        t => parse_time(t).map(Some),
+    }
+}
+
+/// Reads one trace file's rows as jobs.
+pub struct Reader<R: BufRead> {
+    format: Format,
+    csv: csv::Reader<R>,
+    columns: BTreeMap<String, usize>,
+    record: csv::StringRecord,
+    /// For ITP files: the budget every row belongs to.
+    budget: String,
+}
+
+impl<R: BufRead> Reader<R> {
+    /// `budget` names the budget of an ITP file (its file name); other formats ignore it.
+    pub fn new(input: R, format: Format, budget: &str) -> Result<Reader<R>, TraceError> {
+        let mut builder = csv::ReaderBuilder::new();
+        builder.flexible(true).has_headers(true);
+        match format {
+            Format::Sacct => builder.delimiter(b'|').quoting(false),
+            Format::Jsonl => builder.delimiter(b'\x00').quoting(false).has_headers(false),
+            _ => &mut builder,
+        };
+        let mut csv = builder.from_reader(input);
+        let mut columns = BTreeMap::new();
+        if format != Format::Jsonl {
+            let headers = csv.headers().map_err(|e| TraceError { line: 1, message: e.to_string() })?;
+            for (i, name) in headers.iter().enumerate() {
+                columns.insert(name.trim().trim_start_matches('\u{feff}').to_lowercase(), i);
+            }
+        }
+        let reader =
+            Reader { format, csv, columns, record: csv::StringRecord::new(), budget: budget.to_string() };
+        reader.check_columns()?;
+        Ok(reader)
+    }
+
+    fn check_columns(&self) -> Result<(), TraceError> {
+        let required: &[&str] = match self.format {
+            Format::Csv => &["gpus", "submit"],
+            Format::Sacct => &["jobid", "account", "submit", "start", "end"],
+            Format::Itp => &["submission_time", "duration", "num_gpu"],
+            Format::Jsonl => &[],
+        };
+        let missing: Vec<&str> =
+            required.iter().copied().filter(|c| !self.columns.contains_key(*c)).collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(TraceError {
+                line: 1,
+                message: format!(
+                    "the header lacks the column{} {}",
+                    if missing.len() == 1 { "" } else { "s" },
+                    missing.join(", ")
+                ),
+            })
+        }
+    }
+
+    fn field(&self, name: &str) -> &str {
+        self.columns.get(name).and_then(|&i| self.record.get(i)).unwrap_or("")
+    }
+
+    /// The next job, `None` at the end. Rows that are not jobs (sacct job steps) are passed.
+    pub fn next_job(&mut self) -> Option<Result<Job, TraceError>> {
+        loop {
+            match self.csv.read_record(&mut self.record) {
+                Ok(false) => return None,
+                Ok(true) => {}
+                Err(e) => {
+                    let line = e.position().map_or(0, |p| p.line() as usize);
+                    return Some(Err(TraceError { line, message: e.to_string() }));
+                }
+            }
+            let line = self.record.position().map_or(0, |p| p.line() as usize);
+            if self.record.iter().all(|f| f.trim().is_empty()) {
+                continue;
+            }
+            let job = match self.format {
+                Format::Csv => self.csv_job(),
+                Format::Jsonl => self.json_job(),
+                Format::Sacct => match self.sacct_job() {
+                    Ok(None) => continue,
+                    Ok(Some(job)) => Ok(job),
+                    Err(e) => Err(e),
+                },
+                Format::Itp => self.itp_job(),
+            };
+            return Some(job.map_err(|message| TraceError { line, message }));
+        }
+    }
+
+    fn csv_job(&self) -> Result<Job, String> {
+        let submit = parse_time(self.field("submit"))?;
+        let start = optional_time(self.field("start"))?;
+        let end = match (optional_time(self.field("end"))?, self.field("duration").trim()) {
+            (Some(end), _) => Some(end),
+            (None, "") => None,
+            (None, d) => Some(start.unwrap_or(submit) + parse_seconds(d)?),
+        };
+        job(
+            self.field("id"),
+            self.field("project"),
+            self.field("user"),
+            self.field("cluster"),
+            self.field("gpus"),
+            submit,
+            start,
+            end,
+            self.field("contract"),
+        )
+    }
+
+    fn json_job(&self) -> Result<Job, String> {
+        let line = self.record.get(0).unwrap_or("");
+        let value: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| format!("not a JSON object: {e}"))?;
+        let text = |key: &str| match &value[key] {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Number(n) => n.to_string(),
+            _ => String::new(),
+        };
+        let submit = parse_time(&text("submit"))?;
+        let start = optional_time(&text("start"))?;
+        let end = match (optional_time(&text("end"))?, text("duration")) {
+            (Some(end), _) => Some(end),
+            (None, d) if d.is_empty() => None,
+            (None, d) => Some(start.unwrap_or(submit) + parse_seconds(&d)?),
+        };
+        job(
+            &text("id"),
+            &text("project"),
+            &text("user"),
+            &text("cluster"),
+            &text("gpus"),
+            submit,
+            start,
+            end,
+            &text("contract"),
+        )
+    }
+
+    /// A `sacct --parsable2` row; `None` for job steps (`123.batch`).
+    fn sacct_job(&self) -> Result<Option<Job>, String> {
+        let id = self.field("jobid");
+        if id.contains('.') {
+            return Ok(None);
+        }
+        let tres =
+            if self.field("alloctres").is_empty() { self.field("reqtres") } else { self.field("alloctres") };
+        let gpus = tres
+            .split(',')
+            .find_map(|p| p.trim().strip_prefix("gres/gpu=").or_else(|| p.trim().strip_prefix("gres/gpu:")))
+            .map(|n| n.rsplit('=').next().unwrap_or(n).to_string())
+            .unwrap_or_else(|| "0".into());
+        let submit = parse_time(self.field("submit"))?;
+        job(
+            id,
+            self.field("account"),
+            self.field("user"),
+            self.field("cluster"),
+            &gpus,
+            submit,
+            optional_time(self.field("start"))?,
+            optional_time(self.field("end"))?,
+            self.field("qos"),
+        )
+        .map(Some)
+    }
+
+    fn itp_job(&self) -> Result<Job, String> {
+        let submit = parse_time(self.field("submission_time"))?;
+        let duration = parse_seconds(self.field("duration"))?;
+        // The trace records no start: each job is taken to start when submitted.
+        job(
+            self.field("job_id"),
+            &self.budget,
+            "",
+            "",
+            self.field("num_gpu"),
+            submit,
+            Some(submit),
+            Some(submit + duration),
+            "",
+        )
+    }
+}
+
+fn parse_seconds(text: &str) -> Result<i64, String> {
+    let text = text.trim();
+    text.parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(|s| s.round() as i64)
+        .ok_or_else(|| format!("`{text}` is not a number of seconds"))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn job(
+    id: &str,
+    project: &str,
+    user: &str,
+    cluster: &str,
+    gpus: &str,
+    submit: i64,
+    start: Option<i64>,
+    end: Option<i64>,
+    contract: &str,
+) -> Result<Job, String> {
+    let gpus: u32 = gpus.trim().parse().map_err(|_| format!("`{}` is not a GPU count", gpus.trim()))?;
+    if let Some(start) = start
+        && start < submit
+    {
+        return Err(format!("starts ({start}) before it is submitted ({submit})"));
+    }
+    if let Some(end) = end
+        && end < start.unwrap_or(submit)
+    {
+        return Err(format!("ends ({end}) before it starts"));
+    }
+    Ok(Job {
+        id: id.trim().to_string(),
+        project: project.trim().to_string(),
+        user: user.trim().to_string(),
+        cluster: cluster.trim().to_string(),
+        gpus,
+        submit,
+        start,
+        end,
+        contract: contract.trim().to_string(),
+    })
+}
+
+/// Several readers merged into one stream in submit order (each must be in submit order).
+pub struct Merged<R: BufRead> {
+    readers: Vec<Reader<R>>,
+    heads: BinaryHeap<std::cmp::Reverse<(i64, usize)>>,
+    pending: Vec<Option<Job>>,
+    errors: Vec<TraceError>,
+}
+
+impl<R: BufRead> Merged<R> {
+    pub fn new(mut readers: Vec<Reader<R>>) -> Merged<R> {
+        let mut heads = BinaryHeap::new();
+        let mut pending = Vec::new();
+        let mut errors = Vec::new();
+        for (i, reader) in readers.iter_mut().enumerate() {
+            pending.push(None);
+            Self::fill(reader, i, &mut heads, &mut pending, &mut errors);
+        }
+        Merged { readers, heads, pending, errors }
+    }
+
+    fn fill(
+        reader: &mut Reader<R>,
+        index: usize,
+        heads: &mut BinaryHeap<std::cmp::Reverse<(i64, usize)>>,
+        pending: &mut [Option<Job>],
+        errors: &mut Vec<TraceError>,
+    ) {
+        match reader.next_job() {
+            Some(Ok(job)) => {
+                heads.push(std::cmp::Reverse((job.submit, index)));
+                pending[index] = Some(job);
+            }
+            Some(Err(e)) => errors.push(e),
+            None => {}
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for Merged<R> {
+    type Item = Result<Job, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(error) = self.errors.pop() {
+            return Some(Err(error));
+        }
+        let std::cmp::Reverse((_, index)) = self.heads.pop()?;
+        let job = self.pending.get_mut(index)?.take()?;
+        if let Some(reader) = self.readers.get_mut(index) {
+            Self::fill(reader, index, &mut self.heads, &mut self.pending, &mut self.errors);
+        }
+        Some(Ok(job))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn jobs(text: &str, budget: &str) -> Vec<Result<Job, TraceError>> {
+        let format = Format::detect(text.lines().next().unwrap_or(""));
+        let mut reader = Reader::new(text.as_bytes(), format, budget).unwrap();
+        std::iter::from_fn(|| reader.next_job()).collect()
+    }
+
+    #[test]
+    fn reads_every_format() {
+        let csv = "id,project,user,cluster,gpus,submit,start,end,contract\n1,olmo/pretrain,alice,jupiter,8,2021-03-04T10:00:00Z,2021-03-04T10:00:30Z,2021-03-04T11:00:30Z,batch\n2,tulu,bob,,1,100,,,\n";
+        let read = jobs(csv, "");
+        let first = read[0].clone().unwrap();
+        assert_eq!(
+            (first.gpus, first.end.unwrap() - first.start.unwrap(), first.start.unwrap() - first.submit),
+            (8, 3600, 30)
+        );
+        assert_eq!(read[1].clone().unwrap().start, None);
+
+        let durations = "id,project,gpus,submit,duration\n1,a,2,100,50\n";
+        assert_eq!(jobs(durations, "")[0].clone().unwrap().end, Some(150));
+
+        let jsonl = "{\"id\":\"1\",\"project\":\"a\",\"gpus\":4,\"submit\":10,\"start\":12,\"end\":20}\n";
+        assert_eq!(jobs(jsonl, "")[0].clone().unwrap().gpus, 4);
+
+        let sacct = "JobID|User|Account|Cluster|QOS|Submit|Start|End|AllocTRES\n7|alice|vision|test|batch|2021-03-04T10:00:00|2021-03-04T10:00:05|2021-03-04T10:00:35|billing=17,cpu=1,gres/gpu=4,node=1\n7.batch|||||||||\n8|bob|nlp|test|normal|2021-03-04T10:01:00|Unknown|2021-03-04T10:02:00|\n";
+        let read = jobs(sacct, "");
+        assert_eq!(read.len(), 2, "job steps are passed");
+        let job = read[0].clone().unwrap();
+        assert_eq!((job.project.as_str(), job.gpus, job.contract.as_str()), ("vision", 4, "batch"));
+        assert_eq!(read[1].clone().unwrap().start, None);
+
+        let itp = "job_id,submission_time,duration,num_gpu\nx,5,100,8\n";
+        let job = jobs(itp, "cluster01")[0].clone().unwrap();
+        assert_eq!((job.project.as_str(), job.start, job.end), ("cluster01", Some(5), Some(105)));
+    }
+
+    #[test]
+    fn bad_rows_name_their_line() {
+        let csv = "id,project,gpus,submit\n1,a,2,100\n2,a,many,100\n3,a,1,later\n";
+        let read = jobs(csv, "");
+        assert_eq!(read[1].clone().unwrap_err().line, 3);
+        assert_eq!(read[2].clone().unwrap_err().line, 4);
+        let missing = Reader::new("id,project\n".as_bytes(), Format::Csv, "").err().unwrap();
+        assert!(missing.message.contains("gpus, submit"));
+    }
+
+    #[test]
+    fn merged_readers_keep_submit_order() {
+        let a = "job_id,submission_time,duration,num_gpu\na1,1,10,1\na2,5,10,1\n";
+        let b = "job_id,submission_time,duration,num_gpu\nb1,3,10,1\nb2,4,10,1\n";
+        let readers = vec![
+            Reader::new(a.as_bytes(), Format::Itp, "a").unwrap(),
+            Reader::new(b.as_bytes(), Format::Itp, "b").unwrap(),
+        ];
+        let ids: Vec<String> = Merged::new(readers).map(|j| j.unwrap().id).collect();
+        assert_eq!(ids, ["a1", "b1", "b2", "a2"]);
+    }
+}
