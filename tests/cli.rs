@@ -5,7 +5,8 @@ use std::path::Path;
 use assert_cmd::Command;
 use serde_json::Value;
 
-const EXAMPLES: &[&str] = &["published-case", "university-hpc", "kubernetes-platform", "hadoop-analytics"];
+const EXAMPLES: &[&str] =
+    &["published-case", "university-hpc", "kubernetes-platform", "hadoop-analytics", "itp-replay"];
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

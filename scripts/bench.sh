@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Benchmarks of whole commands, release build: the audit of the ITP trace (its ten files as
+# ten budgets on one pool, examples/itp-replay) and of a generated million-job trace
+# (examples/published-case's budgets), with wall time and peak memory. The generated trace
+# is kept in the cache folder. Results and how to read them: docs/verifier.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+shared="${ALLOT_SHARED_DIR:-../shared}"
+cache="${ALLOT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/allot}/bench"
+mkdir -p "$cache"
+cargo build --locked --release --quiet
+allot=./target/release/allot
+
+million="$cache/million.csv"
+if [ ! -s "$million" ]; then
+    # Jobs on jupiter under the published case's 15 budgets, submitted every 2 s on average,
+    # waiting up to 10 minutes, running 1 to 8 hours on 1 to 8 GPUs; fixed seed.
+    python3 - "$million" <<'PY'
+import random, sys
+random.seed(7)
+budgets = ["olmo/pretrain", "olmo/midtrain", "olmo/data", "olmo/eval/benchmarks", "olmo/eval/decontam",
+           "tulu/sft", "tulu/rlvr", "tulu/reward-models", "molmo/molmo-pretrain", "molmo/molmo-video",
+           "molmo/molmo-act", "safety/redteam", "safety/interpretability", "infra/ci", "infra/kernels"]
+contracts = ["batch", "batch", "batch", "debug", "interactive"]
+with open(sys.argv[1], "w") as out:
+    out.write("id,project,user,cluster,gpus,submit,start,end,contract\n")
+    t = 0
+    for i in range(1_000_000):
+        t += random.randint(0, 4)
+        start = t + random.randint(0, 600)
+        end = start + random.randint(3600, 8 * 3600)
+        out.write(f"{i},{random.choice(budgets)},,jupiter,{random.choice((1, 2, 4, 8))},{t},{start},{end},{random.choice(contracts)}\n")
+PY
+fi
+
+# Runs a command under GNU time; exit 1 (an expectation not met) is a result, not a failure.
+measure() {
+    local name="$1" status=0
+    shift
+    /usr/bin/time -f "$name: %e s wall, %U s user, %M KiB peak memory" "$@" >/dev/null 2>"$cache/time.txt" || status=$?
+    if [ "$status" -gt 1 ]; then
+        cat "$cache/time.txt"
+        return "$status"
+    fi
+    tail -n 1 "$cache/time.txt"
+}
+
+if [ -d "$shared/traces/itp-2021" ]; then
+    measure "ITP trace, 69,351 jobs" "$allot" replay audit examples/itp-replay --trace "$shared/traces/itp-2021" --format json
+else
+    echo "ITP trace: skipped (no $shared/traces/itp-2021; set ALLOT_SHARED_DIR)"
+fi
+measure "generated trace, 1,000,000 jobs" "$allot" replay audit examples/published-case --trace "$million" --format json
