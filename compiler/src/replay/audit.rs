@@ -38,12 +38,17 @@ impl BudgetFigures {
 pub struct Waits(Vec<u32>);
 
 impl Waits {
-    fn push(&mut self, seconds: i64) {
+    pub(crate) fn push(&mut self, seconds: i64) {
         self.0.push(seconds.clamp(0, u32::MAX as i64) as u32);
     }
 
     pub fn jobs(&self) -> usize {
         self.0.len()
+    }
+
+    /// Every wait, in seconds, in the order the jobs were recorded (for histograms).
+    pub fn values(&self) -> &[u32] {
+        &self.0
     }
 
     /// The nearest-rank percentile: the smallest wait that `p`% of the jobs do not exceed.
@@ -150,20 +155,20 @@ impl From<EntitlementError> for AuditError {
 }
 
 /// One cluster's budgets as an entitlement hierarchy.
-struct ClusterBook {
-    name: String,
-    gpus: u64,
-    hierarchy: Hierarchy,
+pub(crate) struct ClusterBook {
+    pub(crate) name: String,
+    pub(crate) gpus: u64,
+    pub(crate) hierarchy: Hierarchy,
     /// Project path of each node.
-    paths: Vec<String>,
+    pub(crate) paths: Vec<String>,
     /// The node of an unbudgeted pseudo-budget: a leaf with no share.
-    unbudgeted: NodeId,
+    pub(crate) unbudgeted: NodeId,
 }
 
 const UNBUDGETED: &str = "(unbudgeted)";
 
 impl ClusterBook {
-    fn new(model: &Model, cluster: &crate::normalize::Cluster) -> Result<ClusterBook, AuditError> {
+    pub(crate) fn new(model: &Model, cluster: &crate::normalize::Cluster) -> Result<ClusterBook, AuditError> {
         let mut nodes = Vec::new();
         let mut paths = Vec::new();
         fn add(
@@ -201,7 +206,7 @@ impl ClusterBook {
 }
 
 /// Where a job's project and cluster lead.
-struct Resolver<'m> {
+pub(crate) struct Resolver<'m> {
     model: &'m Model,
     by_path: BTreeMap<&'m str, &'m Project>,
     by_name: BTreeMap<&'m str, Vec<&'m Project>>,
@@ -209,7 +214,7 @@ struct Resolver<'m> {
 }
 
 impl<'m> Resolver<'m> {
-    fn new(model: &'m Model) -> Resolver<'m> {
+    pub(crate) fn new(model: &'m Model) -> Resolver<'m> {
         let mut resolver =
             Resolver { model, by_path: BTreeMap::new(), by_name: BTreeMap::new(), defaults: BTreeMap::new() };
         fn walk<'m>(projects: &'m [Project], r: &mut Resolver<'m>) {
@@ -229,7 +234,7 @@ impl<'m> Resolver<'m> {
     }
 
     /// The leaf project of a job, `None` when no budget covers it.
-    fn project(&self, job: &Job) -> Option<&'m Project> {
+    pub(crate) fn project(&self, job: &Job) -> Option<&'m Project> {
         let named = if job.project.is_empty() {
             self.defaults.get(job.user.as_str()).copied()
         } else {
@@ -244,7 +249,7 @@ impl<'m> Resolver<'m> {
     }
 
     /// The index of the job's cluster among the model's.
-    fn cluster(&self, job: &Job) -> Result<usize, String> {
+    pub(crate) fn cluster(&self, job: &Job) -> Result<usize, String> {
         let clusters = &self.model.clusters;
         if job.cluster.is_empty() {
             return if clusters.len() == 1 {
@@ -261,7 +266,7 @@ impl<'m> Resolver<'m> {
             .ok_or_else(|| format!("cluster `{}` is not in the budgets", job.cluster))
     }
 
-    fn contract(&self, job: &Job) -> String {
+    pub(crate) fn contract(&self, job: &Job) -> String {
         if self.model.contracts.iter().any(|c| c.name == job.contract) {
             job.contract.clone()
         } else {
@@ -335,9 +340,11 @@ pub fn audit(
                 gpus: job.gpus,
                 ran: true,
             }));
-            let wait = start - job.submit;
-            let contract = resolver.contract(&job);
-            state.record_wait(&book.paths[node.0], &book.name, &contract, wait);
+            if !job.requeued {
+                let wait = start - job.submit;
+                let contract = resolver.contract(&job);
+                state.record_wait(&book.paths[node.0], &book.name, &contract, wait);
+            }
         }
         // A job without an end holds its demand (and use) to the end of the trace.
         if let Some(end) = job.end {

@@ -7,4 +7,6 @@
 pub mod audit;
 pub mod entitlement;
 pub mod fair_tree;
+pub mod report;
+pub mod simulate;
 pub mod trace;

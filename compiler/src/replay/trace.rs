@@ -23,6 +23,8 @@ pub struct Job {
     pub end: Option<i64>,
     /// A contract, or a QOS named like one; empty: the default contract.
     pub contract: String,
+    /// A later run of a preempted job (from a simulation): its wait counted with its first.
+    pub requeued: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -323,6 +325,7 @@ fn job(
         start,
         end,
         contract: contract.trim().to_string(),
+        requeued: false,
     })
 }
 

@@ -1,0 +1,867 @@
+//! The simulator: replays a trace's submissions (not its recorded starts) on each cluster's
+//! nodes under a scheduling policy, then measures the simulated schedule with the
+//! [`audit`](super::audit), so a simulated run and a recorded one report the same figures.
+//!
+//! The loop is event-driven: submissions (from the trace, in order), job ends and the ends
+//! of minimum-runtime protection. After each instant's events every cluster runs one
+//! scheduling pass. Nodes are kept in free lists indexed by free GPUs (best fit for jobs
+//! that fit a node; jobs larger than a node take whole idle nodes), and decayed usage is kept
+//! per tree node in growing units so that a start or an end updates one path of the tree.
+//!
+//! Two policies:
+//! - [`Policy::Budget`]: budgets in Fair Tree order over usage decayed with the policy window
+//!   (`e^(-age / window)`, Slurm's half-life of window × ln 2), FIFO inside a budget. A
+//!   budget below its entitlement whose next job does not fit preempts jobs of budgets above
+//!   theirs (and unbudgeted work), most over-served budget and newest job first, never a job
+//!   inside its contract's minimum runtime, and only when that frees room for the job and
+//!   brings the schedule closer to the budgets (more GPUs within them, or as many and fewer
+//!   beyond), so that budgets do not take turns preempting each other.
+//! - [`Policy::Priority`]: the old way. A job starts high priority, not preemptible, while
+//!   its team's high-priority GPUs stay within its guaranteed GPUs; beyond that it runs low
+//!   and any waiting high-priority job preempts it at once. Queues are served high first,
+//!   then by submit time.
+//!
+//! Either way a preempted resumable job requeues keeping its progress, a non-resumable one
+//! restarts (its GPU-hours are lost), and a contract's maximum runtime ends a job.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+
+use super::audit::{AuditError, ClusterBook, Resolver, Waits, audit};
+use super::entitlement::NodeId;
+use super::trace::{Job, TraceError};
+use crate::normalize::Model;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// Budgets by hierarchical fair share, with the scheduling contracts.
+    Budget,
+    /// Static priorities, not preemptible up to a per-team cap.
+    Priority,
+}
+
+/// A simulated run: the audit of its schedule and what the schedule cost.
+#[derive(Debug)]
+pub struct Simulation {
+    pub audit: super::audit::Audit,
+    pub preemptions: u64,
+    /// GPU-hours of work redone because non-resumable jobs restarted.
+    pub lost_gpu_hours: f64,
+    /// Waits (submit to first start) of the largest jobs: those of at least `min_gpus` GPUs,
+    /// the trace's 99th percentile of job size.
+    pub largest: LargestJobs,
+    /// Jobs the trace gives no runtime (never started, or never ended): not replayed.
+    pub not_replayed: usize,
+    /// Jobs larger than their cluster: never placeable, not replayed.
+    pub unplaceable: usize,
+    /// Every run of every job, in the order they ended.
+    pub runs: Vec<Run>,
+}
+
+/// One run of a job: from a start to its end or its preemption.
+#[derive(Clone, Debug)]
+pub struct Run {
+    pub id: String,
+    pub cluster: String,
+    pub project: String,
+    pub contract: String,
+    pub gpus: u32,
+    /// When the job was submitted to the trace.
+    pub submit: i64,
+    /// When it entered the queue for this run: its submission, or its last preemption.
+    pub queued: i64,
+    pub start: i64,
+    pub end: i64,
+    /// 1 for the job's first run, 2 after one preemption, and so on.
+    pub attempt: u32,
+    pub preempted: bool,
+    /// (node, GPUs) it held on its cluster.
+    pub nodes: Vec<(u32, u32)>,
+}
+
+impl Run {
+    /// The run as a trace row, for the audit: a later run does not count its wait again.
+    fn as_job(&self) -> Job {
+        Job {
+            id: self.id.clone(),
+            project: self.project.clone(),
+            user: String::new(),
+            cluster: self.cluster.clone(),
+            gpus: self.gpus,
+            submit: self.queued,
+            start: Some(self.start),
+            end: Some(self.end),
+            contract: self.contract.clone(),
+            requeued: self.attempt > 1,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct LargestJobs {
+    pub min_gpus: u32,
+    pub waits: Waits,
+}
+
+/// Simulates `jobs` (in submit order) on the model's clusters under `policy`. `progress` is
+/// called with the number of jobs read, every 65,536 jobs.
+pub fn simulate(
+    model: &Model,
+    jobs: impl Iterator<Item = Result<Job, TraceError>>,
+    policy: Policy,
+    skip_bad_rows: bool,
+    progress: &mut dyn FnMut(usize),
+) -> Result<Simulation, AuditError> {
+    let books: Vec<ClusterBook> =
+        model.clusters.iter().map(|c| ClusterBook::new(model, c)).collect::<Result<_, _>>()?;
+    let resolver = Resolver::new(model);
+    let window = model.policy.window_seconds.max(1) as f64;
+    let mut clusters: Vec<ClusterState> = books
+        .iter()
+        .zip(&model.clusters)
+        .map(|(book, c)| ClusterState::new(book, c.gpus_per_node, window))
+        .collect();
+    let contracts: Vec<Terms> = model
+        .contracts
+        .iter()
+        .map(|c| Terms {
+            name: c.name.clone(),
+            min_runtime: c.min_runtime_seconds as i64,
+            max_runtime: c.max_runtime_seconds.map(|s| s as i64),
+            resumable: c.resumable,
+        })
+        .collect();
+    let mut sim = Simulator {
+        policy,
+        jobs: Vec::new(),
+        events: BinaryHeap::new(),
+        runs: Vec::new(),
+        preemptions: 0,
+        lost_gpu_seconds: 0.0,
+        contracts,
+    };
+    let (mut not_replayed, mut unplaceable, mut skipped, mut read) = (0, 0, 0, 0);
+    let mut last_submit = None;
+    let mut jobs = jobs.peekable();
+    loop {
+        let next_submit = match jobs.peek() {
+            Some(Ok(job)) => Some(job.submit),
+            Some(Err(_)) => {
+                let Some(Err(e)) = jobs.next() else { unreachable!() };
+                if skip_bad_rows {
+                    skipped += 1;
+                    continue;
+                }
+                return Err(AuditError::Trace(e));
+            }
+            None => None,
+        };
+        let next_event = sim.events.peek().map(|Reverse(e)| e.at);
+        let now = match (next_submit, next_event) {
+            (None, None) => break,
+            (Some(s), Some(e)) => s.min(e),
+            (Some(t), None) | (None, Some(t)) => t,
+        };
+        while let Some(Reverse(event)) = sim.events.peek().copied()
+            && event.at <= now
+        {
+            sim.events.pop();
+            sim.end_if_current(event, &mut clusters);
+        }
+        while let Some(Ok(job)) = jobs.peek()
+            && job.submit <= now
+        {
+            let Some(Ok(job)) = jobs.next() else { unreachable!() };
+            if let Some(previous) = last_submit
+                && job.submit < previous
+            {
+                return Err(AuditError::NotSorted { id: job.id, submit: job.submit, previous });
+            }
+            last_submit = Some(job.submit);
+            read += 1;
+            if read % 65_536 == 0 {
+                progress(read);
+            }
+            let (Some(start), Some(end)) = (job.start, job.end) else {
+                not_replayed += 1;
+                continue;
+            };
+            let cluster =
+                resolver.cluster(&job).map_err(|message| AuditError::Job { id: job.id.clone(), message })?;
+            let state = &mut clusters[cluster];
+            if u64::from(job.gpus) > state.pool.capacity() {
+                unplaceable += 1;
+                continue;
+            }
+            let leaf = resolver
+                .project(&job)
+                .and_then(|p| state.book.hierarchy.find(&p.path))
+                .unwrap_or(state.book.unbudgeted);
+            let contract = resolver.contract(&job);
+            let terms = sim.contracts.iter().position(|c| c.name == contract);
+            let max = terms.and_then(|t| sim.contracts[t].max_runtime).unwrap_or(i64::MAX);
+            let index = sim.jobs.len() as u32;
+            sim.jobs.push(SimJob {
+                id: job.id,
+                cluster: cluster as u32,
+                leaf: leaf.0 as u32,
+                terms: terms.map(|t| t as u16),
+                gpus: job.gpus,
+                submit: job.submit,
+                queued_at: job.submit,
+                remaining: (end - start).min(max),
+                run: 0,
+                started: None,
+                first_start: None,
+                high: false,
+                placement: Vec::new(),
+            });
+            state.enqueue(&sim.jobs, index);
+        }
+        for cluster in clusters.iter_mut() {
+            if cluster.dirty {
+                sim.schedule(cluster, now);
+                cluster.dirty = false;
+            }
+        }
+    }
+    progress(read);
+
+    let largest = largest_jobs(&sim.jobs);
+    let runs = std::mem::take(&mut sim.runs);
+    let mut by_queue_time: Vec<&Run> = runs.iter().collect();
+    by_queue_time.sort_by_key(|r| r.queued);
+    let rows = by_queue_time.into_iter().map(|r| Ok(r.as_job()));
+    let mut audit = audit(model, rows, model.policy.window_seconds, false)?;
+    audit.skipped_rows = skipped;
+    audit.jobs = sim.jobs.len();
+    Ok(Simulation {
+        audit,
+        preemptions: sim.preemptions,
+        lost_gpu_hours: sim.lost_gpu_seconds / 3600.0,
+        largest,
+        not_replayed,
+        unplaceable,
+        runs,
+    })
+}
+
+fn largest_jobs(jobs: &[SimJob]) -> LargestJobs {
+    let mut sizes: Vec<u32> = jobs.iter().map(|j| j.gpus).collect();
+    sizes.sort_unstable();
+    let Some(&min_gpus) = sizes.get((sizes.len() * 99 / 100).min(sizes.len().saturating_sub(1))) else {
+        return LargestJobs::default();
+    };
+    let mut waits = Waits::default();
+    for job in jobs.iter().filter(|j| j.gpus >= min_gpus) {
+        if let Some(start) = job.first_start {
+            waits.push(start - job.submit);
+        }
+    }
+    LargestJobs { min_gpus, waits }
+}
+
+/// A contract's terms, as the simulator applies them.
+struct Terms {
+    name: String,
+    min_runtime: i64,
+    max_runtime: Option<i64>,
+    resumable: bool,
+}
+
+struct SimJob {
+    id: String,
+    cluster: u32,
+    leaf: u32,
+    terms: Option<u16>,
+    gpus: u32,
+    submit: i64,
+    /// When it last entered its queue: its submission, or its last preemption.
+    queued_at: i64,
+    /// Seconds of work left.
+    remaining: i64,
+    /// Counts its runs: an event of an earlier run is stale.
+    run: u32,
+    started: Option<i64>,
+    first_start: Option<i64>,
+    /// Runs at high priority (the priority policy): not preemptible.
+    high: bool,
+    /// (node, GPUs taken) while it runs.
+    placement: Vec<(u32, u32)>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Due {
+    at: i64,
+    /// 0 the job's end, 1 the end of its protection (only a reason to schedule again).
+    kind: u8,
+    job: u32,
+    run: u32,
+}
+
+struct Simulator {
+    policy: Policy,
+    jobs: Vec<SimJob>,
+    events: BinaryHeap<Reverse<Due>>,
+    runs: Vec<Run>,
+    preemptions: u64,
+    lost_gpu_seconds: f64,
+    contracts: Vec<Terms>,
+}
+
+impl Simulator {
+    fn terms(&self, job: &SimJob) -> Option<&Terms> {
+        job.terms.map(|t| &self.contracts[usize::from(t)])
+    }
+
+    fn end_if_current(&mut self, due: Due, clusters: &mut [ClusterState]) {
+        let job = &self.jobs[due.job as usize];
+        if job.run != due.run || job.started.is_none() {
+            return;
+        }
+        let cluster = &mut clusters[job.cluster as usize];
+        cluster.dirty = true;
+        if due.kind == 0 {
+            self.stop(cluster, due.job, due.at, false);
+        }
+    }
+
+    /// Ends the current run of `index` at `now`: finished, or preempted (then requeued).
+    fn stop(&mut self, cluster: &mut ClusterState, index: u32, now: i64, preempted: bool) {
+        let job = &self.jobs[index as usize];
+        let start = job.started.expect("a running job");
+        let resumable = self.terms(job).is_some_and(|t| t.resumable);
+        let elapsed = now - start;
+        self.runs.push(Run {
+            id: job.id.clone(),
+            cluster: cluster.book.name.clone(),
+            project: cluster.book.paths[job.leaf as usize].clone(),
+            contract: job.terms.map_or_else(String::new, |t| self.contracts[usize::from(t)].name.clone()),
+            gpus: job.gpus,
+            submit: job.submit,
+            queued: job.queued_at,
+            start,
+            end: now,
+            attempt: job.run,
+            preempted,
+            nodes: job.placement.clone(),
+        });
+        cluster.release(&mut self.jobs, index, now);
+        let job = &mut self.jobs[index as usize];
+        job.started = None;
+        if preempted {
+            self.preemptions += 1;
+            if resumable {
+                job.remaining -= elapsed;
+            } else {
+                self.lost_gpu_seconds += elapsed as f64 * f64::from(job.gpus);
+            }
+            job.queued_at = now;
+            cluster.enqueue(&self.jobs, index);
+        }
+    }
+
+    fn start(&mut self, cluster: &mut ClusterState, index: u32, placement: Vec<(u32, u32)>, now: i64) {
+        let min_runtime = self.terms(&self.jobs[index as usize]).map_or(0, |t| t.min_runtime);
+        let high = self.policy == Policy::Priority && cluster.has_high_room(&self.jobs[index as usize]);
+        let job = &mut self.jobs[index as usize];
+        job.run += 1;
+        job.started = Some(now);
+        job.first_start.get_or_insert(now);
+        job.placement = placement;
+        job.high = high;
+        self.events.push(Reverse(Due { at: now + job.remaining, kind: 0, job: index, run: job.run }));
+        if self.policy == Policy::Budget && min_runtime > 0 && min_runtime < job.remaining {
+            self.events.push(Reverse(Due { at: now + min_runtime, kind: 1, job: index, run: job.run }));
+        }
+        cluster.occupy(&self.jobs, index, now);
+    }
+
+    /// One scheduling pass over a cluster's queues.
+    fn schedule(&mut self, cluster: &mut ClusterState, now: i64) {
+        let mut blocked = Vec::new();
+        for leaf in cluster.order(self.policy, &self.jobs, now) {
+            while let Some(&head) = cluster.queues[leaf].front() {
+                match cluster.pool.place(self.jobs[head as usize].gpus) {
+                    Some(placement) => {
+                        cluster.dequeue(&self.jobs, leaf);
+                        self.start(cluster, head, placement, now);
+                    }
+                    None => {
+                        blocked.push(leaf);
+                        break;
+                    }
+                }
+            }
+        }
+        for leaf in blocked {
+            self.preempt_for(cluster, leaf, now);
+        }
+    }
+
+    /// Preempts for the head of a blocked queue when the policy allows it and the victims
+    /// free room for it; starts it then.
+    fn preempt_for(&mut self, cluster: &mut ClusterState, leaf: usize, now: i64) {
+        let Some(&head) = cluster.queues[leaf].front() else { return };
+        let gpus = self.jobs[head as usize].gpus;
+        let entitled = match self.policy {
+            Policy::Budget => cluster.entitlement(),
+            Policy::Priority => Vec::new(),
+        };
+        let victims = match self.policy {
+            Policy::Budget => self.budget_victims(cluster, leaf, &entitled, now),
+            Policy::Priority => self.priority_victims(cluster, head),
+        };
+        let mut freed: Vec<(u32, u32)> = Vec::new();
+        let mut chosen = Vec::new();
+        for victim in victims {
+            freed.extend_from_slice(&self.jobs[victim as usize].placement);
+            chosen.push(victim);
+            if cluster.pool.fits_with(gpus, &freed) {
+                if self.policy == Policy::Budget
+                    && !self.closer_to_budgets(cluster, &entitled, leaf, gpus, &chosen)
+                {
+                    return;
+                }
+                // Out of the queue first: a victim may requeue ahead of it in its budget.
+                cluster.dequeue(&self.jobs, leaf);
+                for victim in chosen {
+                    self.stop(cluster, victim, now, true);
+                }
+                let placement = cluster.pool.place(gpus).expect("the freed room fits the job");
+                self.start(cluster, head, placement, now);
+                return;
+            }
+        }
+    }
+
+    /// Running jobs that may give way to the head of an under-served budget: past their
+    /// protection, in budgets above their entitlement, most over-served budget first,
+    /// newest job first.
+    fn budget_victims(&self, cluster: &ClusterState, leaf: usize, entitled: &[f64], now: i64) -> Vec<u32> {
+        if cluster.running[leaf] >= entitled[leaf] {
+            return Vec::new();
+        }
+        let mut over: Vec<(usize, f64)> = cluster
+            .leaves
+            .iter()
+            .map(|&l| (l, cluster.running[l] - entitled[l]))
+            .filter(|&(l, excess)| l != leaf && excess > 0.0)
+            .collect();
+        over.sort_by(|a, b| b.1.total_cmp(&a.1));
+        over.into_iter()
+            .flat_map(|(l, _)| cluster.running_jobs[l].iter().rev().map(|&(_, index)| index))
+            .filter(|&index| {
+                let job = &self.jobs[index as usize];
+                job.started.unwrap_or(now) + self.terms(job).map_or(0, |t| t.min_runtime) <= now
+            })
+            .collect()
+    }
+
+    /// Whether starting `gpus` for `leaf` in place of the `victims` brings the schedule
+    /// closer to the budgets: more GPUs run within budgets (each budget's running GPUs up to
+    /// its entitlement), or as many and fewer beyond them. Preempting and starting leave
+    /// every budget's demand, hence every entitlement, as it was, and starts on idle GPUs
+    /// never lower the GPUs within budgets: so budgets cannot take turns preempting each
+    /// other for the same GPUs.
+    fn closer_to_budgets(
+        &self,
+        cluster: &ClusterState,
+        entitled: &[f64],
+        leaf: usize,
+        gpus: u32,
+        victims: &[u32],
+    ) -> bool {
+        let mut change: BTreeMap<usize, f64> = BTreeMap::from([(leaf, f64::from(gpus))]);
+        for &victim in victims {
+            let job = &self.jobs[victim as usize];
+            *change.entry(job.leaf as usize).or_default() -= f64::from(job.gpus);
+        }
+        let (mut within, mut beyond) = (0.0, 0.0);
+        for (&l, &delta) in &change {
+            let (before, after) = (cluster.running[l], cluster.running[l] + delta);
+            within += after.min(entitled[l]) - before.min(entitled[l]);
+            beyond += (after - entitled[l]).max(0.0) - (before - entitled[l]).max(0.0);
+        }
+        within > 1e-9 || (within > -1e-9 && beyond < -1e-9)
+    }
+
+    /// Low-priority running jobs, newest first, when the head would run at high priority.
+    fn priority_victims(&self, cluster: &ClusterState, head: u32) -> Vec<u32> {
+        if !cluster.has_high_room(&self.jobs[head as usize]) {
+            return Vec::new();
+        }
+        let mut low: Vec<(i64, u32)> = cluster
+            .leaves
+            .iter()
+            .flat_map(|&l| cluster.running_jobs[l].iter().copied())
+            .filter(|&(_, j)| !self.jobs[j as usize].high)
+            .collect();
+        low.sort_unstable_by(|a, b| b.cmp(a));
+        low.into_iter().map(|(_, j)| j).collect()
+    }
+}
+
+/// One cluster: its tree, nodes, queues and usage.
+struct ClusterState<'b> {
+    book: &'b ClusterBook,
+    pool: Pool,
+    leaves: Vec<usize>,
+    /// Waiting jobs per tree node (leaves only), FIFO by queue time.
+    queues: Vec<VecDeque<u32>>,
+    waiting: Vec<f64>,
+    /// Running GPUs per tree node (an inner node: its subtree's).
+    running: Vec<f64>,
+    /// Running jobs per leaf, by (start, job).
+    running_jobs: Vec<BTreeSet<(i64, u32)>>,
+    /// High-priority GPUs per leaf, and each leaf's cap (its guaranteed GPUs).
+    high: Vec<u64>,
+    caps: Vec<u64>,
+    usage: DecayedUsage,
+    dirty: bool,
+}
+
+impl<'b> ClusterState<'b> {
+    fn new(book: &'b ClusterBook, gpus_per_node: u64, window: f64) -> ClusterState<'b> {
+        let hierarchy = &book.hierarchy;
+        let n = hierarchy.len();
+        let leaves: Vec<usize> = (0..n).filter(|&i| hierarchy.is_leaf(NodeId(i))).collect();
+        // Guaranteed GPUs: the product of normalised weights down the path.
+        let mut effective = vec![0.0; n];
+        for i in 0..n {
+            let node = hierarchy.node(NodeId(i)).expect("a node");
+            let siblings = node.parent.map_or(hierarchy.roots(), |p| hierarchy.children(p));
+            let total: f64 = siblings.iter().map(|s| hierarchy.node(*s).map_or(0.0, |s| s.weight)).sum();
+            let parent = node.parent.map_or(1.0, |p| effective[p.0]);
+            effective[i] = parent * node.weight / total.max(f64::MIN_POSITIVE);
+        }
+        let caps = effective.iter().map(|e| (e * book.gpus as f64 + 1e-9).floor() as u64).collect();
+        ClusterState {
+            book,
+            pool: Pool::new(book.gpus, gpus_per_node.max(1)),
+            leaves,
+            queues: vec![VecDeque::new(); n],
+            waiting: vec![0.0; n],
+            running: vec![0.0; n],
+            running_jobs: vec![BTreeSet::new(); n],
+            high: vec![0; n],
+            caps,
+            usage: DecayedUsage::new(n, 1.0 / window),
+            dirty: false,
+        }
+    }
+
+    /// Queues a job in its budget by queue time (a requeued job goes back to its place).
+    fn enqueue(&mut self, jobs: &[SimJob], index: u32) {
+        let job = &jobs[index as usize];
+        let queue = &mut self.queues[job.leaf as usize];
+        let at = queue.partition_point(|&other| jobs[other as usize].submit <= job.submit);
+        queue.insert(at, index);
+        self.waiting[job.leaf as usize] += f64::from(job.gpus);
+        self.dirty = true;
+    }
+
+    fn dequeue(&mut self, jobs: &[SimJob], leaf: usize) {
+        if let Some(index) = self.queues[leaf].pop_front() {
+            self.waiting[leaf] -= f64::from(jobs[index as usize].gpus);
+        }
+    }
+
+    fn has_high_room(&self, job: &SimJob) -> bool {
+        let leaf = job.leaf as usize;
+        self.high[leaf] + u64::from(job.gpus) <= self.caps[leaf]
+    }
+
+    fn occupy(&mut self, jobs: &[SimJob], index: u32, now: i64) {
+        let job = &jobs[index as usize];
+        self.running_jobs[job.leaf as usize].insert((now, index));
+        if job.high {
+            self.high[job.leaf as usize] += u64::from(job.gpus);
+        }
+        self.add_running(job.leaf as usize, f64::from(job.gpus), now);
+    }
+
+    fn release(&mut self, jobs: &mut [SimJob], index: u32, now: i64) {
+        let job = &mut jobs[index as usize];
+        let leaf = job.leaf as usize;
+        self.running_jobs[leaf].remove(&(job.started.expect("a running job"), index));
+        if job.high {
+            self.high[leaf] -= u64::from(job.gpus);
+        }
+        self.pool.free(&std::mem::take(&mut job.placement));
+        let gpus = f64::from(job.gpus);
+        self.add_running(leaf, -gpus, now);
+        self.dirty = true;
+    }
+
+    fn add_running(&mut self, leaf: usize, gpus: f64, now: i64) {
+        let mut node = Some(NodeId(leaf));
+        while let Some(id) = node {
+            self.running[id.0] += gpus;
+            self.usage.add_rate(id.0, now as f64, gpus);
+            node = self.book.hierarchy.node(id).and_then(|n| n.parent);
+        }
+    }
+
+    /// Each node's entitlement now: the cluster divided by demand (running and waiting).
+    fn entitlement(&self) -> Vec<f64> {
+        let hierarchy = &self.book.hierarchy;
+        let demand: Vec<f64> = (0..hierarchy.len())
+            .map(|i| if hierarchy.is_leaf(NodeId(i)) { self.running[i] + self.waiting[i] } else { 0.0 })
+            .collect();
+        hierarchy
+            .allocate(self.book.gpus as f64, &demand)
+            .map(|e| e.allocations().to_vec())
+            .unwrap_or_else(|_| vec![0.0; hierarchy.len()])
+    }
+
+    /// Leaves with waiting jobs in the order the policy serves them.
+    fn order(&self, policy: Policy, jobs: &[SimJob], now: i64) -> Vec<usize> {
+        match policy {
+            Policy::Budget => {
+                let mut order = Vec::new();
+                self.fair_tree(self.book.hierarchy.roots(), now as f64, &mut order);
+                order
+            }
+            Policy::Priority => {
+                let mut order: Vec<(bool, i64, usize)> = self
+                    .leaves
+                    .iter()
+                    .filter_map(|&l| self.queues[l].front().map(|&j| (l, &jobs[j as usize])))
+                    .map(|(l, job)| (!self.has_high_room(job), job.submit, l))
+                    .collect();
+                order.sort_unstable();
+                order.into_iter().map(|(_, _, l)| l).collect()
+            }
+        }
+    }
+
+    /// Fair Tree: siblings by decayed usage per unit of share (lowest first), depth first.
+    fn fair_tree(&self, siblings: &[NodeId], now: f64, order: &mut Vec<usize>) {
+        let hierarchy = &self.book.hierarchy;
+        let mut ranked: Vec<(f64, NodeId)> = siblings
+            .iter()
+            .filter(|id| *id != &self.book.unbudgeted)
+            .map(|&id| {
+                let weight = hierarchy.node(id).map_or(0.0, |n| n.weight);
+                (self.usage.current(id.0, now) / weight, id)
+            })
+            .collect();
+        ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.0.cmp(&b.1.0)));
+        for (_, id) in ranked {
+            if hierarchy.is_leaf(id) {
+                if !self.queues[id.0].is_empty() {
+                    order.push(id.0);
+                }
+            } else {
+                self.fair_tree(hierarchy.children(id), now, order);
+            }
+        }
+        // Work no budget covers goes after every budget.
+        if siblings == hierarchy.roots() && !self.queues[self.book.unbudgeted.0].is_empty() {
+            order.push(self.book.unbudgeted.0);
+        }
+    }
+}
+
+/// Usage decayed as `e^(-rate × age)`, held in units that grow as `e^(rate × t)` so that
+/// only the nodes whose running GPUs change are touched.
+struct DecayedUsage {
+    rate: f64,
+    origin: f64,
+    usage: Vec<f64>,
+    gpus: Vec<f64>,
+    since: Vec<f64>,
+}
+
+impl DecayedUsage {
+    fn new(nodes: usize, rate: f64) -> DecayedUsage {
+        DecayedUsage {
+            rate,
+            origin: f64::NAN,
+            usage: vec![0.0; nodes],
+            gpus: vec![0.0; nodes],
+            since: vec![0.0; nodes],
+        }
+    }
+
+    fn growth(&self, t: f64) -> f64 {
+        ((t - self.origin) * self.rate).exp()
+    }
+
+    /// Usage of node `i` at `t`, in the current units (comparable across nodes).
+    fn current(&self, i: usize, t: f64) -> f64 {
+        if self.origin.is_nan() {
+            return 0.0;
+        }
+        self.usage[i] + self.gpus[i] * (self.growth(t) - self.growth(self.since[i])) / self.rate
+    }
+
+    fn add_rate(&mut self, i: usize, t: f64, gpus: f64) {
+        if self.origin.is_nan() {
+            self.origin = t;
+            self.since.fill(t);
+        }
+        if self.growth(t) > 1e150 {
+            // Rebase before the units overflow: every node to `t`, then shrink.
+            let shrink = 1.0 / self.growth(t);
+            for n in 0..self.usage.len() {
+                self.usage[n] = self.current(n, t) * shrink;
+                self.since[n] = t;
+            }
+            self.origin = t;
+        }
+        self.usage[i] = self.current(i, t);
+        self.since[i] = t;
+        self.gpus[i] = (self.gpus[i] + gpus).max(0.0);
+    }
+}
+
+/// A cluster's nodes, indexed by free GPUs.
+struct Pool {
+    per_node: u32,
+    capacity: Vec<u32>,
+    free: Vec<u32>,
+    /// Nodes by free GPUs: `by_free[f]` holds the nodes with `f` free, idle or not.
+    by_free: Vec<BTreeSet<u32>>,
+    /// Nodes with all their GPUs free.
+    idle: BTreeSet<u32>,
+}
+
+impl Pool {
+    /// Whole nodes of `per_node` GPUs, and one smaller node for a remainder.
+    fn new(gpus: u64, per_node: u64) -> Pool {
+        let per_node = per_node.min(u64::from(u32::MAX)) as u32;
+        let mut capacity = vec![per_node; (gpus / u64::from(per_node)) as usize];
+        let remainder = (gpus % u64::from(per_node)) as u32;
+        if remainder > 0 {
+            capacity.push(remainder);
+        }
+        let mut by_free = vec![BTreeSet::new(); per_node as usize + 1];
+        for (node, &c) in capacity.iter().enumerate() {
+            by_free[c as usize].insert(node as u32);
+        }
+        Pool {
+            per_node,
+            free: capacity.clone(),
+            idle: (0..capacity.len() as u32).collect(),
+            capacity,
+            by_free,
+        }
+    }
+
+    fn capacity(&self) -> u64 {
+        self.capacity.iter().map(|&c| u64::from(c)).sum()
+    }
+
+    /// Places `gpus`: on the fullest node that fits, or across whole idle nodes.
+    fn place(&mut self, gpus: u32) -> Option<Vec<(u32, u32)>> {
+        if gpus == 0 {
+            return Some(Vec::new());
+        }
+        if gpus <= self.per_node {
+            let node = (gpus..=self.per_node).find_map(|f| self.by_free[f as usize].first().copied())?;
+            self.take(node, gpus);
+            return Some(vec![(node, gpus)]);
+        }
+        let mut chosen = Vec::new();
+        let mut room = 0;
+        for &node in &self.idle {
+            if room >= gpus {
+                break;
+            }
+            room += self.capacity[node as usize];
+            chosen.push(node);
+        }
+        if room < gpus {
+            return None;
+        }
+        Some(
+            chosen
+                .into_iter()
+                .map(|node| {
+                    let whole = self.capacity[node as usize];
+                    self.take(node, whole);
+                    (node, whole)
+                })
+                .collect(),
+        )
+    }
+
+    /// Whether `gpus` would fit once the `freed` (node, GPUs) are given back.
+    fn fits_with(&self, gpus: u32, freed: &[(u32, u32)]) -> bool {
+        let mut after: BTreeMap<u32, u32> = BTreeMap::new();
+        for &(node, g) in freed {
+            *after.entry(node).or_insert(self.free[node as usize]) += g;
+        }
+        if gpus <= self.per_node {
+            return after.values().any(|&f| f >= gpus)
+                || (gpus..=self.per_node).any(|f| !self.by_free[f as usize].is_empty());
+        }
+        let newly_idle = after
+            .iter()
+            .filter(|&(&node, &f)| f == self.capacity[node as usize] && !self.idle.contains(&node))
+            .map(|(&node, _)| self.capacity[node as usize]);
+        let room: u32 = self.idle.iter().map(|&n| self.capacity[n as usize]).chain(newly_idle).sum();
+        room >= gpus
+    }
+
+    fn take(&mut self, node: u32, gpus: u32) {
+        let free = &mut self.free[node as usize];
+        self.by_free[*free as usize].remove(&node);
+        self.idle.remove(&node);
+        *free -= gpus;
+        self.by_free[*free as usize].insert(node);
+    }
+
+    fn free(&mut self, placement: &[(u32, u32)]) {
+        for &(node, gpus) in placement {
+            let free = &mut self.free[node as usize];
+            self.by_free[*free as usize].remove(&node);
+            *free += gpus;
+            self.by_free[*free as usize].insert(node);
+            if *free == self.capacity[node as usize] {
+                self.idle.insert(node);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn best_fit_keeps_whole_nodes_free() {
+        let mut pool = Pool::new(16, 8);
+        let a = pool.place(6).expect("fits");
+        let b = pool.place(2).expect("fits");
+        assert_eq!(a[0].0, b[0].0, "the 2-GPU job fills the node the 6-GPU job left");
+        assert_eq!(pool.place(8).expect("an idle node").len(), 1);
+        assert!(pool.place(1).is_none());
+        pool.free(&b);
+        assert!(!pool.fits_with(16, &a));
+    }
+
+    #[test]
+    fn large_jobs_take_whole_idle_nodes() {
+        let mut pool = Pool::new(20, 8);
+        let small = pool.place(5).expect("fits");
+        assert!(pool.place(16).is_none(), "one 8-GPU node and the 4-GPU remainder are idle: 12 GPUs");
+        assert!(pool.fits_with(16, &small));
+        pool.free(&small);
+        assert_eq!(pool.place(16).expect("two idle nodes").len(), 2);
+    }
+
+    #[test]
+    fn decayed_usage_halves_over_window_ln2() {
+        let mut usage = DecayedUsage::new(2, 1.0 / 100.0);
+        usage.add_rate(0, 0.0, 1.0);
+        usage.add_rate(0, 10.0, -1.0);
+        usage.add_rate(1, 10.0, 1.0);
+        usage.add_rate(1, 20.0, -1.0);
+        // The same work, done later, weighs more by e^(10/100).
+        let ratio = usage.current(1, 50.0) / usage.current(0, 50.0);
+        assert!((ratio - (0.1f64).exp()).abs() < 1e-9, "{ratio}");
+    }
+}
