@@ -7,6 +7,7 @@ mod git_loader;
 mod replay;
 mod report;
 mod review;
+mod simulate;
 mod slurm;
 mod tree;
 
@@ -138,6 +139,31 @@ enum ReplayCommand {
         #[arg(long)]
         window: Option<String>,
         /// Count and skip rows that do not parse instead of stopping.
+        #[arg(long)]
+        skip_bad_rows: bool,
+        #[arg(long, value_enum, default_value = "human")]
+        format: replay::ReportFormat,
+    },
+    /// What would happen: the trace's submissions replayed on the clusters' nodes under the
+    /// budgets (or the priority baseline), with the audit's figures, preemptions, GPU-hours
+    /// lost to restarts and the largest jobs' waits; several runs side by side.
+    Simulate {
+        #[arg(default_value = ".")]
+        path: PathBuf,
+        /// The trace: a file, or a folder of ITP files (one per budget).
+        #[arg(long)]
+        trace: PathBuf,
+        #[arg(long, value_enum)]
+        trace_format: Option<replay::TraceFormat>,
+        /// The policies to run, side by side (e.g. `budget,priority`).
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "budget")]
+        policy: Vec<simulate::PolicyName>,
+        /// Also run the budgets as of this git revision, beside the working tree's.
+        #[arg(long)]
+        against: Option<String>,
+        /// Write an HTML report (index.html, self-contained) to this folder.
+        #[arg(long)]
+        report: Option<PathBuf>,
         #[arg(long)]
         skip_bad_rows: bool,
         #[arg(long, value_enum, default_value = "human")]
@@ -311,6 +337,64 @@ fn run(command: Command, format: Format) -> std::io::Result<ExitCode> {
             let (compilation, ok) = compiled(&path, format, false)?;
             let Some(model) = compilation.model.filter(|_| ok) else { return Ok(exit(false)) };
             replay::run_audit(&model, &trace, trace_format, window, skip_bad_rows, report_format)
+        }
+        Command::Replay {
+            command:
+                ReplayCommand::Simulate {
+                    path,
+                    trace,
+                    trace_format,
+                    policy,
+                    against,
+                    report,
+                    skip_bad_rows,
+                    format: report_format,
+                },
+        } => {
+            let options = simulate::Options {
+                trace: &trace,
+                trace_format,
+                skip_bad_rows,
+                format: report_format,
+                report: report.as_deref(),
+            };
+            let (compilation, ok) = compiled(&path, format, false)?;
+            let Some(model) = compilation.model.filter(|_| ok) else { return Ok(exit(false)) };
+            let base = match &against {
+                None => None,
+                Some(rev) => {
+                    let git = match git_loader::GitRepo::discover(&path) {
+                        Ok(git) => git,
+                        Err(message) => return Ok(replay::fail(message)),
+                    };
+                    match compile_revision(&git, &path, Some(rev), format)? {
+                        Some(base) => Some((rev.as_str(), base)),
+                        None => return Ok(ExitCode::from(PROBLEMS)),
+                    }
+                }
+            };
+            let named = |name: &str, p: simulate::PolicyName| {
+                if policy.len() > 1 { format!("{name} ({})", p.label()) } else { name.to_string() }
+            };
+            let mut scenarios = Vec::new();
+            for &p in &policy {
+                match &base {
+                    Some((rev, base)) => {
+                        scenarios.push(simulate::Scenario { label: named(rev, p), model: base, policy: p });
+                        scenarios.push(simulate::Scenario {
+                            label: named("working tree", p),
+                            model: &model,
+                            policy: p,
+                        });
+                    }
+                    None => scenarios.push(simulate::Scenario {
+                        label: p.label().into(),
+                        model: &model,
+                        policy: p,
+                    }),
+                }
+            }
+            simulate::run(&scenarios, &options)
         }
         Command::Fairshare { tree, usage } => {
             let is_dump = tree.is_file()

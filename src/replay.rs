@@ -30,14 +30,17 @@ pub enum ReportFormat {
     Json,
 }
 
-fn fail(message: String) -> ExitCode {
+pub(crate) fn fail(message: String) -> ExitCode {
     eprintln!("error: {message}");
     ExitCode::from(1)
 }
 
 /// The readers of a trace: one file, or every `.csv` file of a folder (an ITP trace: one
 /// file per budget, named after it), merged in submit order.
-fn readers(path: &Path, format: Option<TraceFormat>) -> Result<Vec<Reader<BufReader<File>>>, String> {
+pub(crate) fn readers(
+    path: &Path,
+    format: Option<TraceFormat>,
+) -> Result<Vec<Reader<BufReader<File>>>, String> {
     let files: Vec<std::path::PathBuf> = if path.is_dir() {
         let mut files: Vec<_> = std::fs::read_dir(path)
             .map_err(|e| format!("{}: {e}", path.display()))?
@@ -117,7 +120,7 @@ pub struct Verdict {
     pub met: bool,
 }
 
-fn expectations(model: &Model, audit: &Audit) -> Vec<Verdict> {
+pub(crate) fn expectations(model: &Model, audit: &Audit) -> Vec<Verdict> {
     let mut out = Vec::new();
     let e = &model.expectations;
     if let Some(threshold) = e.delivered_per_budget {
@@ -161,15 +164,15 @@ fn expectations(model: &Model, audit: &Audit) -> Vec<Verdict> {
     out
 }
 
-fn hours(h: f64) -> String {
+pub(crate) fn hours(h: f64) -> String {
     format!("{h:.1}")
 }
 
-fn ratio(r: Option<f64>) -> String {
+pub(crate) fn ratio(r: Option<f64>) -> String {
     r.map_or("-".into(), |r| format!("{:.1}%", r * 100.0))
 }
 
-fn waits_text(w: &Waits) -> String {
+pub(crate) fn waits_text(w: &Waits) -> String {
     let p = |q| w.percentile(q).map_or("-".into(), crate::seconds_text);
     format!("{} / {} / {}", p(50.0), p(90.0), p(99.0))
 }
@@ -322,7 +325,7 @@ fn span_json(span: &Span) -> (Vec<Value>, Vec<Value>, Vec<Value>) {
     (budgets, contracts, clusters)
 }
 
-fn json_report(audit: &Audit, verdicts: &[Verdict]) -> Value {
+pub(crate) fn json_report(audit: &Audit, verdicts: &[Verdict]) -> Value {
     let (budgets, contracts, clusters) = span_json(&audit.whole);
     let leaves = |f: fn(&BudgetFigures) -> f64| -> f64 {
         audit.whole.budgets.iter().filter(|b| audit.leaves.contains(&b.project)).map(f).sum()

@@ -5,8 +5,14 @@ use std::path::Path;
 use assert_cmd::Command;
 use serde_json::Value;
 
-const EXAMPLES: &[&str] =
-    &["published-case", "university-hpc", "kubernetes-platform", "hadoop-analytics", "itp-replay"];
+const EXAMPLES: &[&str] = &[
+    "published-case",
+    "university-hpc",
+    "kubernetes-platform",
+    "hadoop-analytics",
+    "itp-replay",
+    "itp-simulate",
+];
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -50,6 +50,8 @@ pub struct Simulation {
     /// Waits (submit to first start) of the largest jobs: those of at least `min_gpus` GPUs,
     /// the trace's 99th percentile of job size.
     pub largest: LargestJobs,
+    /// Waits of the short jobs: those of at most [`SHORT_JOB`] seconds of work.
+    pub short_jobs: Waits,
     /// Jobs the trace gives no runtime (never started, or never ended): not replayed.
     pub not_replayed: usize,
     /// Jobs larger than their cluster: never placeable, not replayed.
@@ -96,6 +98,9 @@ impl Run {
         }
     }
 }
+
+/// The most work (seconds) a short job does: an hour.
+pub const SHORT_JOB: i64 = 3600;
 
 #[derive(Debug, Default)]
 pub struct LargestJobs {
@@ -209,6 +214,7 @@ pub fn simulate(
                 gpus: job.gpus,
                 submit: job.submit,
                 queued_at: job.submit,
+                work: (end - start).min(max),
                 remaining: (end - start).min(max),
                 run: 0,
                 started: None,
@@ -228,6 +234,12 @@ pub fn simulate(
     progress(read);
 
     let largest = largest_jobs(&sim.jobs);
+    let mut short_jobs = Waits::default();
+    for job in sim.jobs.iter().filter(|j| j.work <= SHORT_JOB) {
+        if let Some(start) = job.first_start {
+            short_jobs.push(start - job.submit);
+        }
+    }
     let runs = std::mem::take(&mut sim.runs);
     let mut by_queue_time: Vec<&Run> = runs.iter().collect();
     by_queue_time.sort_by_key(|r| r.queued);
@@ -240,6 +252,7 @@ pub fn simulate(
         preemptions: sim.preemptions,
         lost_gpu_hours: sim.lost_gpu_seconds / 3600.0,
         largest,
+        short_jobs,
         not_replayed,
         unplaceable,
         runs,
@@ -278,6 +291,8 @@ struct SimJob {
     submit: i64,
     /// When it last entered its queue: its submission, or its last preemption.
     queued_at: i64,
+    /// Seconds of work it does (the trace's runtime, cut at the contract's maximum).
+    work: i64,
     /// Seconds of work left.
     remaining: i64,
     /// Counts its runs: an event of an earlier run is stale.

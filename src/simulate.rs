@@ -1,0 +1,209 @@
+//! `allot replay simulate`: replays a trace's submissions under one or more policies or
+//! budget trees and shows the runs side by side, as text, Markdown (with charts GitHub
+//! draws), JSON (each run's audit in `allot replay audit --format json`'s shape) and an HTML
+//! report.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use allot_compiler::normalize::Model;
+use allot_compiler::replay::audit::Waits;
+use allot_compiler::replay::report;
+use allot_compiler::replay::simulate::{Policy, Simulation, simulate};
+use allot_compiler::replay::trace::Merged;
+use clap::ValueEnum;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{Value, json};
+
+use crate::replay::{ReportFormat, TraceFormat, expectations, fail, hours, json_report, ratio, readers};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PolicyName {
+    /// Budgets by hierarchical fair share with the scheduling contracts.
+    Budget,
+    /// The old way: static priorities, not preemptible up to each team's guaranteed GPUs.
+    Priority,
+}
+
+impl PolicyName {
+    fn policy(self) -> Policy {
+        match self {
+            PolicyName::Budget => Policy::Budget,
+            PolicyName::Priority => Policy::Priority,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            PolicyName::Budget => "budget policy",
+            PolicyName::Priority => "priority baseline",
+        }
+    }
+}
+
+/// A run to simulate: a label, a budget tree and a policy.
+pub struct Scenario<'m> {
+    pub label: String,
+    pub model: &'m Model,
+    pub policy: PolicyName,
+}
+
+pub struct Options<'a> {
+    pub trace: &'a Path,
+    pub trace_format: Option<TraceFormat>,
+    pub skip_bad_rows: bool,
+    pub format: ReportFormat,
+    pub report: Option<&'a Path>,
+}
+
+pub fn run(scenarios: &[Scenario<'_>], options: &Options<'_>) -> std::io::Result<ExitCode> {
+    let mut runs = Vec::new();
+    for scenario in scenarios {
+        match simulated(scenario, options) {
+            Ok(sim) => runs.push((scenario, sim)),
+            Err(message) => return Ok(fail(message)),
+        }
+    }
+    if let Some(dir) = options.report {
+        std::fs::create_dir_all(dir)?;
+        let audits: Vec<(&str, &_)> = runs.iter().map(|(s, sim)| (s.label.as_str(), &sim.audit)).collect();
+        let page = dir.join("index.html");
+        std::fs::write(&page, report::html("allot replay simulate", &audits))?;
+        eprintln!("report: {}", page.display());
+    }
+    let text = match options.format {
+        ReportFormat::Human => side_by_side(&runs, false),
+        ReportFormat::Markdown => {
+            let audits: Vec<(&str, &_)> =
+                runs.iter().map(|(s, sim)| (s.label.as_str(), &sim.audit)).collect();
+            format!("{}\n{}", side_by_side(&runs, true), report::markdown_charts(&audits))
+        }
+        ReportFormat::Json => {
+            let runs: Vec<Value> = runs.iter().map(|(s, sim)| run_json(s, sim)).collect();
+            format!("{}\n", serde_json::to_string_pretty(&json!({ "runs": runs }))?)
+        }
+    };
+    crate::print(&text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn simulated(scenario: &Scenario<'_>, options: &Options<'_>) -> Result<Simulation, String> {
+    let readers = readers(options.trace, options.trace_format)?;
+    let bar = ProgressBar::new_spinner().with_message(scenario.label.clone());
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg}: {pos} jobs read ({per_sec}) {elapsed}")
+            .expect("a valid template"),
+    );
+    let result = simulate(
+        scenario.model,
+        Merged::new(readers),
+        scenario.policy.policy(),
+        options.skip_bad_rows,
+        &mut |read| bar.set_position(read as u64),
+    );
+    bar.finish_and_clear();
+    result.map_err(|e| format!("{}: {e}", options.trace.display()))
+}
+
+fn run_json(scenario: &Scenario<'_>, sim: &Simulation) -> Value {
+    let verdicts = expectations(scenario.model, &sim.audit);
+    json!({
+        "label": scenario.label,
+        "policy": scenario.policy.label(),
+        "preemptions": sim.preemptions,
+        "lost_gpu_hours": sim.lost_gpu_hours,
+        "largest_jobs": {
+            "min_gpus": sim.largest.min_gpus,
+            "jobs": sim.largest.waits.jobs(),
+            "wait_p50_s": sim.largest.waits.percentile(50.0),
+            "wait_p90_s": sim.largest.waits.percentile(90.0),
+            "wait_p99_s": sim.largest.waits.percentile(99.0),
+        },
+        "short_jobs": {
+            "max_work_s": allot_compiler::replay::simulate::SHORT_JOB,
+            "jobs": sim.short_jobs.jobs(),
+            "wait_p50_s": sim.short_jobs.percentile(50.0),
+            "wait_p90_s": sim.short_jobs.percentile(90.0),
+            "wait_p99_s": sim.short_jobs.percentile(99.0),
+        },
+        "not_replayed": sim.not_replayed,
+        "unplaceable": sim.unplaceable,
+        "audit": json_report(&sim.audit, &verdicts),
+    })
+}
+
+fn waits(w: &Waits) -> String {
+    let p = |q| w.percentile(q).map_or("-".into(), crate::seconds_text);
+    format!("{} / {} / {}", p(50.0), p(90.0), p(99.0))
+}
+
+/// One table: a row per figure, a column per run; in Markdown, bold where a run differs
+/// from the first.
+fn side_by_side(runs: &[(&Scenario<'_>, Simulation)], markdown: bool) -> String {
+    let mut rows: Vec<(String, Vec<String>)> = Vec::new();
+    let mut row = |name: String, cell: &dyn Fn(&Simulation) -> String| {
+        rows.push((name, runs.iter().map(|(_, sim)| cell(sim)).collect()));
+    };
+    row("jobs simulated".into(), &|s| s.audit.jobs.to_string());
+    row("delivered, all budgets".into(), &|s| ratio(s.audit.whole.overall_ratio(&s.audit.leaves)));
+    let first = &runs.first().map(|(_, s)| s);
+    if let Some(first) = first {
+        for cluster in &first.audit.whole.clusters {
+            let name = cluster.cluster.clone();
+            row(format!("utilisation {name}"), &|s| {
+                let c = s.audit.whole.clusters.iter().find(|c| c.cluster == name);
+                c.map_or("-".into(), |c| format!("{:.1}%", s.audit.whole.utilisation(c) * 100.0))
+            });
+        }
+    }
+    row("preemptions".into(), &|s| s.preemptions.to_string());
+    row("GPU-hours lost to restarts".into(), &|s| hours(s.lost_gpu_hours));
+    if let Some(first) = first {
+        row(format!("largest jobs (≥ {} GPUs) wait p50 / p90 / p99", first.largest.min_gpus), &|s| {
+            waits(&s.largest.waits)
+        });
+        row("short jobs (≤ 1 h) wait p50 / p90 / p99".into(), &|s| waits(&s.short_jobs));
+        for leaf in &first.audit.leaves {
+            row(format!("delivered {leaf}"), &|s| {
+                let figures = s.audit.whole.budgets.iter().filter(|b| &b.project == leaf);
+                let (entitled, delivered) = figures
+                    .fold((0.0, 0.0), |(e, d), b| (e + b.entitled_gpu_hours, d + b.delivered_gpu_hours));
+                ratio((entitled > 0.0).then(|| delivered / entitled))
+            });
+        }
+        for contract in &first.audit.whole.contracts {
+            let name = contract.contract.clone();
+            row(format!("wait {name} p50 / p90 / p99"), &|s| {
+                let c = s.audit.whole.contracts.iter().find(|c| c.contract == name);
+                c.map_or("-".into(), |c| waits(&c.waits))
+            });
+        }
+    }
+    let labels: Vec<&str> = runs.iter().map(|(s, _)| s.label.as_str()).collect();
+    if markdown {
+        let mut out = format!("| | {} |\n|---|{}\n", labels.join(" | "), "---:|".repeat(labels.len()));
+        for (name, cells) in rows {
+            let shown: Vec<String> =
+                cells.iter().map(|c| if c != &cells[0] { format!("**{c}**") } else { c.clone() }).collect();
+            out.push_str(&format!("| {name} | {} |\n", shown.join(" | ")));
+        }
+        return out;
+    }
+    let width = rows.iter().map(|(n, _)| n.chars().count()).max().unwrap_or(0);
+    let columns: Vec<usize> = (0..labels.len())
+        .map(|i| rows.iter().map(|(_, c)| c[i].chars().count()).chain([labels[i].len()]).max().unwrap_or(0))
+        .collect();
+    let line = |name: &str, cells: &[String], changed: bool| {
+        let cells: Vec<String> = cells.iter().zip(&columns).map(|(c, w)| format!("{c:>w$}")).collect();
+        format!("{name:<width$}  {}{}\n", cells.join("   "), if changed { "  *" } else { "" })
+    };
+    let labels: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
+    let mut out = line("", &labels, false);
+    for (name, cells) in &rows {
+        out.push_str(&line(name, cells, cells.iter().any(|c| c != &cells[0])));
+    }
+    if runs.len() > 1 {
+        out.push_str("\n* differs from the first run\n");
+    }
+    out
+}

@@ -1,0 +1,126 @@
+//! `allot replay simulate` from the command line: the ITP trace under both policies, a
+//! budget change against a git revision, and the report it writes.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn allot(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let output = Command::cargo_bin("allot").unwrap().current_dir(dir).args(args).output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
+}
+
+fn run<'a>(report: &'a Value, label: &str) -> &'a Value {
+    report["runs"].as_array().unwrap().iter().find(|r| r["label"] == label).unwrap()
+}
+
+#[test]
+fn the_itp_trace_under_budgets_and_under_priorities() {
+    let shared =
+        std::env::var_os("ALLOT_SHARED_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("../shared"));
+    let trace = shared.join("traces/itp-2021");
+    if !trace.is_dir() {
+        assert!(std::env::var_os("ALLOT_REQUIRE_SHARED").is_none(), "no ITP trace at {}", trace.display());
+        eprintln!("skipped: no ITP trace at {}", trace.display());
+        return;
+    }
+    let out = tempfile::tempdir().unwrap();
+    let args = ["replay", "simulate", "examples/itp-simulate", "--trace", trace.to_str().unwrap()];
+    let report_dir = out.path().join("report");
+    let (status, stdout, stderr) = allot(
+        &root(),
+        &[
+            &args[..],
+            &["--policy", "budget,priority", "--format", "json", "--report", report_dir.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert_eq!(status, 0, "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let (budget, priority) = (run(&report, "budget policy"), run(&report, "priority baseline"));
+    for r in [budget, priority] {
+        assert_eq!(r["audit"]["totals"]["jobs"], 69_351);
+        // Every job ran its recorded runtime once (all are resumable: nothing is lost).
+        let used = r["audit"]["totals"]["used_gpu_hours"].as_f64().unwrap();
+        assert!((used - 1_632_719.7).abs() < 0.1, "{used}");
+        assert_eq!(r["lost_gpu_hours"], 0.0);
+    }
+    let delivered = |r: &Value| r["audit"]["totals"]["delivered_ratio"].as_f64().unwrap();
+    let short_p50 = |r: &Value| r["short_jobs"]["wait_p50_s"].as_u64().unwrap();
+    assert!(
+        delivered(budget) > delivered(priority) + 0.05,
+        "{} vs {}",
+        delivered(budget),
+        delivered(priority)
+    );
+    assert!(short_p50(budget) < short_p50(priority), "{} vs {}", short_p50(budget), short_p50(priority));
+    let page = std::fs::read_to_string(report_dir.join("index.html")).unwrap();
+    assert!(page.contains("budget policy") && page.contains("priority baseline"));
+    assert_eq!(page.matches("<svg").count(), 4);
+}
+
+const BASE: &str = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8\n\
+    contract batch min-runtime=\"1h\" default=#true\nproject a share=1\nproject b share=1\n";
+
+#[test]
+fn a_budget_change_is_simulated_against_its_base() {
+    let dir = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .current_dir(dir.path())
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    git(&["init", "-q"]);
+    std::fs::write(dir.path().join("allot.kdl"), BASE).unwrap();
+    git(&["add", "allot.kdl"]);
+    git(&["commit", "-qm", "base"]);
+    std::fs::write(dir.path().join("allot.kdl"), BASE.replace("project b share=1", "project b share=3"))
+        .unwrap();
+    // a and b each ask for the whole pool (two 4-GPU jobs an hour) for a day.
+    let mut trace = String::from("id,project,gpus,submit,start,end\n");
+    for i in 0..48 {
+        for project in ["a", "b"] {
+            let (submit, end) = (i * 1800, i * 1800 + 3600);
+            trace.push_str(&format!("{project}{i},{project},4,{submit},{submit},{end}\n"));
+        }
+    }
+    std::fs::write(dir.path().join("trace.csv"), trace).unwrap();
+    let (status, stdout, stderr) = allot(
+        dir.path(),
+        &["replay", "simulate", ".", "--trace", "trace.csv", "--against", "HEAD", "--format", "json"],
+    );
+    assert_eq!(status, 0, "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let median_wait = |label: &str, project: &str| {
+        let budgets = run(&report, label)["audit"]["budgets"].as_array().unwrap().clone();
+        budgets.iter().find(|b| b["project"] == project).unwrap()["wait_p50_s"].as_u64().unwrap()
+    };
+    // b's share rises from a half to three quarters of the pool: b waits less, a more.
+    assert!(median_wait("working tree", "b") < median_wait("HEAD", "b"));
+    assert!(median_wait("working tree", "a") > median_wait("HEAD", "a"));
+    let (status, stdout, _) =
+        allot(dir.path(), &["replay", "simulate", ".", "--trace", "trace.csv", "--against", "HEAD"]);
+    assert_eq!(status, 0);
+    assert!(
+        stdout.contains("HEAD") && stdout.contains("working tree") && stdout.contains("* differs"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_missing_trace_is_an_error() {
+    let (status, _, stderr) =
+        allot(&root(), &["replay", "simulate", "examples/itp-simulate", "--trace", "nowhere.csv"]);
+    assert_eq!(status, 1);
+    assert!(stderr.contains("nowhere.csv"), "{stderr}");
+}
