@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Benchmarks of whole commands, release build: the audit of the ITP trace (its ten files as
-# ten budgets on one pool, examples/itp-replay) and of a generated million-job trace
-# (examples/published-case's budgets), with wall time and peak memory. The generated trace
-# is kept in the cache folder. Results and how to read them: docs/verifier.md.
+# Benchmarks of whole commands, release build, with wall time and peak memory: the audit and
+# the simulation of the ITP trace (its ten files as ten budgets on one pool,
+# examples/itp-replay and examples/itp-simulate) and of generated million-job traces
+# (examples/published-case's budgets). The generated traces are kept in the cache folder.
+# Results and how to read them: docs/verifier.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shared="${ALLOT_SHARED_DIR:-../shared}"
@@ -33,6 +34,28 @@ with open(sys.argv[1], "w") as out:
 PY
 fi
 
+busy="$cache/busy-million.csv"
+if [ ! -s "$busy" ]; then
+    # For the simulator: the same budgets and mix, but jobs of 1 to 25 minutes submitted
+    # every 3 s on average, about 95% of jupiter's 1,024 GPUs; fixed seed.
+    python3 - "$busy" <<'PY'
+import random, sys
+random.seed(7)
+budgets = ["olmo/pretrain", "olmo/midtrain", "olmo/data", "olmo/eval/benchmarks", "olmo/eval/decontam",
+           "tulu/sft", "tulu/rlvr", "tulu/reward-models", "molmo/molmo-pretrain", "molmo/molmo-video",
+           "molmo/molmo-act", "safety/redteam", "safety/interpretability", "infra/ci", "infra/kernels"]
+contracts = ["batch", "batch", "batch", "debug", "interactive"]
+with open(sys.argv[1], "w") as out:
+    out.write("id,project,user,cluster,gpus,submit,start,end,contract\n")
+    t = 0
+    for i in range(1_000_000):
+        t += random.randint(0, 6)
+        start = t + random.randint(0, 600)
+        end = start + random.randint(60, 1500)
+        out.write(f"{i},{random.choice(budgets)},,jupiter,{random.choice((1, 2, 4, 8))},{t},{start},{end},{random.choice(contracts)}\n")
+PY
+fi
+
 # Runs a command under GNU time; exit 1 (an expectation not met) is a result, not a failure.
 measure() {
     local name="$1" status=0
@@ -47,7 +70,13 @@ measure() {
 
 if [ -d "$shared/traces/itp-2021" ]; then
     measure "ITP trace, 69,351 jobs" "$allot" replay audit examples/itp-replay --trace "$shared/traces/itp-2021" --format json
+    for policy in budget priority; do
+        measure "ITP trace simulated, $policy" "$allot" replay simulate examples/itp-simulate --trace "$shared/traces/itp-2021" --policy "$policy" --format json
+    done
 else
     echo "ITP trace: skipped (no $shared/traces/itp-2021; set ALLOT_SHARED_DIR)"
 fi
 measure "generated trace, 1,000,000 jobs" "$allot" replay audit examples/published-case --trace "$million" --format json
+for policy in budget priority; do
+    measure "generated busy trace, 1,000,000 jobs simulated, $policy" "$allot" replay simulate examples/published-case --trace "$busy" --policy "$policy" --format json
+done

@@ -77,6 +77,9 @@ enum Command {
         /// Exit 2 when there are changes (0 none, 1 error).
         #[arg(long)]
         detailed_exitcode: bool,
+        /// Also simulate this trace under both revisions' budgets, side by side.
+        #[arg(long, value_name = "TRACE")]
+        replay: Option<PathBuf>,
     },
     /// Write a CODEOWNERS file: each included budget file, owned by its subtree's owners.
     Owners {
@@ -319,8 +322,9 @@ fn run(command: Command, format: Format) -> std::io::Result<ExitCode> {
             let options = allot_targets::slurm::import::Options { gpus, gpu_type, gpus_per_node };
             slurm::import(&dump, &options, out.as_deref())
         }
-        Command::Diff { path, against, head, native, format: diff_format, detailed_exitcode } => {
-            diff(&path, &against, head.as_deref(), native, diff_format, detailed_exitcode, format)
+        Command::Diff { path, against, head, native, format: diff_format, detailed_exitcode, replay } => {
+            let revisions = Revisions { against: &against, head: head.as_deref() };
+            diff(&path, revisions, native, replay.as_deref(), diff_format, detailed_exitcode, format)
         }
         Command::Owners { path } => owners(&path, format),
         Command::Replay {
@@ -506,11 +510,17 @@ fn compile_revision(
     Ok(compilation.model)
 }
 
+/// The two revisions a diff compares; no head: the working tree.
+struct Revisions<'a> {
+    against: &'a str,
+    head: Option<&'a str>,
+}
+
 fn diff(
     path: &Path,
-    against: &str,
-    head: Option<&str>,
+    revisions: Revisions<'_>,
     native: bool,
+    replay_trace: Option<&Path>,
     diff_format: review::DiffFormat,
     detailed_exitcode: bool,
     format: Format,
@@ -522,18 +532,66 @@ fn diff(
             return Ok(ExitCode::from(PROBLEMS));
         }
     };
-    let (Some(old), Some(new)) =
-        (compile_revision(&git, path, Some(against), format)?, compile_revision(&git, path, head, format)?)
-    else {
+    let (Some(old), Some(new)) = (
+        compile_revision(&git, path, Some(revisions.against), format)?,
+        compile_revision(&git, path, revisions.head, format)?,
+    ) else {
         return Ok(ExitCode::from(PROBLEMS));
     };
     let diff = allot_compiler::diff::diff(&old, &new);
     let natives = if native { review::native(&old, &new) } else { Vec::new() };
+    let scenarios = [(revisions.against, &old), (revisions.head.unwrap_or("working tree"), &new)].map(
+        |(label, model)| simulate::Scenario {
+            label: label.into(),
+            model,
+            policy: simulate::PolicyName::Budget,
+        },
+    );
+    let runs = match replay_trace {
+        None => None,
+        Some(trace) => {
+            let options = simulate::Options {
+                trace,
+                trace_format: None,
+                skip_bad_rows: false,
+                format: replay::ReportFormat::Human,
+                report: None,
+            };
+            match simulate::simulate_all(&scenarios, &options) {
+                Ok(runs) => Some(runs),
+                Err(message) => return Ok(replay::fail(message)),
+            }
+        }
+    };
+    let replayed = |trace: &Path| format!("Simulated on {} under each revision's budgets", trace.display());
     let text = match diff_format {
-        review::DiffFormat::Human => review::human(&diff, &natives, &git.prefix),
-        review::DiffFormat::Markdown => review::markdown(&diff, &natives, &git.prefix),
-        review::DiffFormat::Json => pretty(&review::json(&diff, &natives, &git.prefix))?,
-        review::DiffFormat::Github => review::github(&diff, &git.prefix),
+        review::DiffFormat::Human => {
+            let mut text = review::human(&diff, &natives, &git.prefix);
+            if let (Some(runs), Some(trace)) = (&runs, replay_trace) {
+                text.push_str(&format!("\n{}:\n{}", replayed(trace), simulate::side_by_side(runs, false)));
+            }
+            text
+        }
+        review::DiffFormat::Markdown => {
+            let mut text = review::markdown(&diff, &natives, &git.prefix);
+            if let (Some(runs), Some(trace)) = (&runs, replay_trace) {
+                text.push_str(&format!("\n### {}\n\n{}", replayed(trace), simulate::markdown(runs)));
+            }
+            text
+        }
+        review::DiffFormat::Json => {
+            let mut value = review::json(&diff, &natives, &git.prefix);
+            if let Some(runs) = &runs {
+                value["replay"] = simulate::json(runs);
+            }
+            pretty(&value)?
+        }
+        review::DiffFormat::Github => {
+            if runs.is_some() {
+                eprintln!("note: --replay shows in the human, markdown and json formats, not in annotations");
+            }
+            review::github(&diff, &git.prefix)
+        }
     };
     print(&text)?;
     Ok(if detailed_exitcode && !diff.is_empty() { ExitCode::from(2) } else { ExitCode::SUCCESS })

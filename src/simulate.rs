@@ -57,34 +57,44 @@ pub struct Options<'a> {
 }
 
 pub fn run(scenarios: &[Scenario<'_>], options: &Options<'_>) -> std::io::Result<ExitCode> {
-    let mut runs = Vec::new();
-    for scenario in scenarios {
-        match simulated(scenario, options) {
-            Ok(sim) => runs.push((scenario, sim)),
-            Err(message) => return Ok(fail(message)),
-        }
-    }
+    let runs = match simulate_all(scenarios, options) {
+        Ok(runs) => runs,
+        Err(message) => return Ok(fail(message)),
+    };
     if let Some(dir) = options.report {
         std::fs::create_dir_all(dir)?;
-        let audits: Vec<(&str, &_)> = runs.iter().map(|(s, sim)| (s.label.as_str(), &sim.audit)).collect();
         let page = dir.join("index.html");
-        std::fs::write(&page, report::html("allot replay simulate", &audits))?;
+        std::fs::write(&page, report::html("allot replay simulate", &audits(&runs)))?;
         eprintln!("report: {}", page.display());
     }
     let text = match options.format {
         ReportFormat::Human => side_by_side(&runs, false),
-        ReportFormat::Markdown => {
-            let audits: Vec<(&str, &_)> =
-                runs.iter().map(|(s, sim)| (s.label.as_str(), &sim.audit)).collect();
-            format!("{}\n{}", side_by_side(&runs, true), report::markdown_charts(&audits))
-        }
-        ReportFormat::Json => {
-            let runs: Vec<Value> = runs.iter().map(|(s, sim)| run_json(s, sim)).collect();
-            format!("{}\n", serde_json::to_string_pretty(&json!({ "runs": runs }))?)
-        }
+        ReportFormat::Markdown => markdown(&runs),
+        ReportFormat::Json => format!("{}\n", serde_json::to_string_pretty(&json(&runs))?),
     };
     crate::print(&text)?;
     Ok(ExitCode::SUCCESS)
+}
+
+pub type Runs<'s, 'm> = Vec<(&'s Scenario<'m>, Simulation)>;
+
+pub fn simulate_all<'s, 'm>(
+    scenarios: &'s [Scenario<'m>],
+    options: &Options<'_>,
+) -> Result<Runs<'s, 'm>, String> {
+    scenarios.iter().map(|scenario| Ok((scenario, simulated(scenario, options)?))).collect()
+}
+
+fn audits<'r>(runs: &'r Runs<'_, '_>) -> Vec<(&'r str, &'r allot_compiler::replay::audit::Audit)> {
+    runs.iter().map(|(s, sim)| (s.label.as_str(), &sim.audit)).collect()
+}
+
+pub fn markdown(runs: &Runs<'_, '_>) -> String {
+    format!("{}\n{}", side_by_side(runs, true), report::markdown_charts(&audits(runs)))
+}
+
+pub fn json(runs: &Runs<'_, '_>) -> Value {
+    json!({ "runs": runs.iter().map(|(s, sim)| run_json(s, sim)).collect::<Vec<_>>() })
 }
 
 fn simulated(scenario: &Scenario<'_>, options: &Options<'_>) -> Result<Simulation, String> {
@@ -139,7 +149,7 @@ fn waits(w: &Waits) -> String {
 
 /// One table: a row per figure, a column per run; in Markdown, bold where a run differs
 /// from the first.
-fn side_by_side(runs: &[(&Scenario<'_>, Simulation)], markdown: bool) -> String {
+pub fn side_by_side(runs: &Runs<'_, '_>, markdown: bool) -> String {
     let mut rows: Vec<(String, Vec<String>)> = Vec::new();
     let mut row = |name: String, cell: &dyn Fn(&Simulation) -> String| {
         rows.push((name, runs.iter().map(|(_, sim)| cell(sim)).collect()));

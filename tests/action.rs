@@ -174,6 +174,18 @@ fn the_steps_check_report_and_comment() {
 }
 
 #[test]
+fn a_replay_trace_adds_the_simulation_to_the_report() {
+    let mut runner = Runner::new(&[("inputs.path", "budgets"), ("inputs.replay-trace", "trace.csv")]);
+    let trace = "id,project,gpus,submit,start,end\na1,a,16,0,0,7200\nb1,b,8,60,60,3660\n";
+    std::fs::write(runner.workspace.path().join("trace.csv"), trace).unwrap();
+    let (status, output) = runner.run("diff");
+    assert_eq!(status, 0, "{output}");
+    let summary = std::fs::read_to_string(runner.file("summary.md")).unwrap();
+    assert!(summary.contains("### Simulated on trace.csv"), "{summary}");
+    assert!(summary.contains("| | HEAD | working tree |") && summary.contains("xychart-beta"), "{summary}");
+}
+
+#[test]
 fn broken_budgets_become_annotations() {
     let mut runner = Runner::new(&[("inputs.path", "budgets")]);
     let file = runner.workspace.path().join("budgets/allot.kdl");

@@ -108,6 +108,18 @@ fn a_budget_change_is_simulated_against_its_base() {
     // b's share rises from a half to three quarters of the pool: b waits less, a more.
     assert!(median_wait("working tree", "b") < median_wait("HEAD", "b"));
     assert!(median_wait("working tree", "a") > median_wait("HEAD", "a"));
+    // allot diff --replay folds the same runs into the review.
+    let (status, stdout, stderr) =
+        allot(dir.path(), &["diff", ".", "--against", "HEAD", "--replay", "trace.csv", "--format", "json"]);
+    assert_eq!(status, 0, "{stderr}");
+    let review: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(review["replay"], report, "the review carries the simulation");
+    let (status, stdout, _) = allot(
+        dir.path(),
+        &["diff", ".", "--against", "HEAD", "--replay", "trace.csv", "--format", "markdown"],
+    );
+    assert_eq!(status, 0);
+    assert!(stdout.contains("### Simulated on trace.csv") && stdout.contains("xychart-beta"), "{stdout}");
     let (status, stdout, _) =
         allot(dir.path(), &["replay", "simulate", ".", "--trace", "trace.csv", "--against", "HEAD"]);
     assert_eq!(status, 0);

@@ -8,10 +8,11 @@ if [ -z "$base" ]; then
     exit 1
 fi
 report="$RUNNER_TEMP/allot-report.md"
-native=()
-[ -n "${NATIVE:-}" ] && native=(--native)
+options=()
+[ -n "${NATIVE:-}" ] && options+=(--native)
+[ -n "${REPLAY_TRACE:-}" ] && options+=(--replay "$REPLAY_TRACE")
 status=0
-allot diff "$BUDGETS" --against "$base" --format markdown --detailed-exitcode "${native[@]}" >"$report" || status=$?
+allot diff "$BUDGETS" --against "$base" --format markdown --detailed-exitcode "${options[@]}" >"$report" || status=$?
 case "$status" in
     0) changed=false ;;
     2) changed=true ;;

@@ -25,7 +25,7 @@
 //! restarts (its GPU-hours are lost), and a contract's maximum runtime ends a job.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
 
 use super::audit::{AuditError, ClusterBook, Resolver, Waits, audit};
 use super::entitlement::NodeId;
@@ -409,68 +409,88 @@ impl Simulator {
                 }
             }
         }
+        if blocked.is_empty() {
+            return;
+        }
+        // Demand stays as it is through preemptions and starts: so do the entitlements.
+        let entitled = match self.policy {
+            Policy::Budget => cluster.entitlement(),
+            Policy::Priority => Vec::new(),
+        };
         for leaf in blocked {
-            self.preempt_for(cluster, leaf, now);
+            self.preempt_for(cluster, leaf, &entitled, now);
         }
     }
 
     /// Preempts for the head of a blocked queue when the policy allows it and the victims
     /// free room for it; starts it then.
-    fn preempt_for(&mut self, cluster: &mut ClusterState, leaf: usize, now: i64) {
+    fn preempt_for(&mut self, cluster: &mut ClusterState, leaf: usize, entitled: &[f64], now: i64) {
         let Some(&head) = cluster.queues[leaf].front() else { return };
         let gpus = self.jobs[head as usize].gpus;
-        let entitled = match self.policy {
-            Policy::Budget => cluster.entitlement(),
-            Policy::Priority => Vec::new(),
-        };
-        let victims = match self.policy {
-            Policy::Budget => self.budget_victims(cluster, leaf, &entitled, now),
-            Policy::Priority => self.priority_victims(cluster, head),
-        };
-        let mut freed: Vec<(u32, u32)> = Vec::new();
-        let mut chosen = Vec::new();
-        for victim in victims {
-            freed.extend_from_slice(&self.jobs[victim as usize].placement);
-            chosen.push(victim);
-            if cluster.pool.fits_with(gpus, &freed) {
-                if self.policy == Policy::Budget
-                    && !self.closer_to_budgets(cluster, &entitled, leaf, gpus, &chosen)
-                {
-                    return;
-                }
-                // Out of the queue first: a victim may requeue ahead of it in its budget.
-                cluster.dequeue(&self.jobs, leaf);
-                for victim in chosen {
-                    self.stop(cluster, victim, now, true);
-                }
-                let placement = cluster.pool.place(gpus).expect("the freed room fits the job");
-                self.start(cluster, head, placement, now);
-                return;
-            }
+        // An earlier preemption of this pass may have left room enough.
+        if let Some(placement) = cluster.pool.place(gpus) {
+            cluster.dequeue(&self.jobs, leaf);
+            self.start(cluster, head, placement, now);
+            return;
         }
+        let mut room = cluster.pool.room_for(gpus);
+        let mut victims = Vec::new();
+        let jobs = &self.jobs;
+        let mut enough = |candidates: &mut dyn Iterator<Item = u32>| {
+            for victim in candidates {
+                victims.push(victim);
+                if room.give_back(&jobs[victim as usize].placement) {
+                    return true;
+                }
+            }
+            false
+        };
+        let fits = match self.policy {
+            Policy::Budget => enough(&mut self.budget_victims(cluster, leaf, entitled, now)),
+            Policy::Priority => enough(&mut self.priority_victims(cluster, head).into_iter()),
+        };
+        if !fits {
+            return;
+        }
+        if self.policy == Policy::Budget && !self.closer_to_budgets(cluster, entitled, leaf, gpus, &victims) {
+            return;
+        }
+        // Out of the queue first: a victim may requeue ahead of it in its budget.
+        cluster.dequeue(&self.jobs, leaf);
+        for victim in victims {
+            self.stop(cluster, victim, now, true);
+        }
+        let placement = cluster.pool.place(gpus).expect("the freed room fits the job");
+        self.start(cluster, head, placement, now);
     }
 
     /// Running jobs that may give way to the head of an under-served budget: past their
     /// protection, in budgets above their entitlement, most over-served budget first,
     /// newest job first.
-    fn budget_victims(&self, cluster: &ClusterState, leaf: usize, entitled: &[f64], now: i64) -> Vec<u32> {
-        if cluster.running[leaf] >= entitled[leaf] {
-            return Vec::new();
-        }
-        let mut over: Vec<(usize, f64)> = cluster
-            .leaves
-            .iter()
-            .map(|&l| (l, cluster.running[l] - entitled[l]))
-            .filter(|&(l, excess)| l != leaf && excess > 0.0)
-            .collect();
+    fn budget_victims<'a>(
+        &'a self,
+        cluster: &'a ClusterState,
+        leaf: usize,
+        entitled: &[f64],
+        now: i64,
+    ) -> impl Iterator<Item = u32> + 'a {
+        let mut over: Vec<(usize, f64)> = if cluster.running[leaf] < entitled[leaf] {
+            cluster
+                .leaves
+                .iter()
+                .map(|&l| (l, cluster.running[l] - entitled[l]))
+                .filter(|&(l, excess)| l != leaf && excess > 0.0)
+                .collect()
+        } else {
+            Vec::new()
+        };
         over.sort_by(|a, b| b.1.total_cmp(&a.1));
         over.into_iter()
             .flat_map(|(l, _)| cluster.running_jobs[l].iter().rev().map(|&(_, index)| index))
-            .filter(|&index| {
+            .filter(move |&index| {
                 let job = &self.jobs[index as usize];
                 job.started.unwrap_or(now) + self.terms(job).map_or(0, |t| t.min_runtime) <= now
             })
-            .collect()
     }
 
     /// Whether starting `gpus` for `leaf` in place of the `victims` brings the schedule
@@ -732,6 +752,34 @@ impl DecayedUsage {
     }
 }
 
+/// What a pool would have free once some jobs are given back: checked one job at a time.
+struct Room<'p> {
+    pool: &'p Pool,
+    gpus: u32,
+    /// Free GPUs of the nodes given back to.
+    free: HashMap<u32, u32>,
+    /// GPUs on idle nodes, counting those the given-back jobs leave idle.
+    idle: u32,
+}
+
+impl Room<'_> {
+    /// Gives back a job's (node, GPUs); whether the GPUs asked for fit now.
+    fn give_back(&mut self, placement: &[(u32, u32)]) -> bool {
+        let pool = self.pool;
+        let mut fits = false;
+        for &(node, gpus) in placement {
+            let free = self.free.entry(node).or_insert(pool.free[node as usize]);
+            *free += gpus;
+            let capacity = pool.capacity[node as usize];
+            if *free == capacity && !pool.idle.contains(&node) {
+                self.idle += capacity;
+            }
+            fits |= self.gpus <= pool.per_node && *free >= self.gpus;
+        }
+        fits || (self.gpus > pool.per_node && self.idle >= self.gpus)
+    }
+}
+
 /// A cluster's nodes, indexed by free GPUs.
 struct Pool {
     per_node: u32,
@@ -803,22 +851,10 @@ impl Pool {
         )
     }
 
-    /// Whether `gpus` would fit once the `freed` (node, GPUs) are given back.
-    fn fits_with(&self, gpus: u32, freed: &[(u32, u32)]) -> bool {
-        let mut after: BTreeMap<u32, u32> = BTreeMap::new();
-        for &(node, g) in freed {
-            *after.entry(node).or_insert(self.free[node as usize]) += g;
-        }
-        if gpus <= self.per_node {
-            return after.values().any(|&f| f >= gpus)
-                || (gpus..=self.per_node).any(|f| !self.by_free[f as usize].is_empty());
-        }
-        let newly_idle = after
-            .iter()
-            .filter(|&(&node, &f)| f == self.capacity[node as usize] && !self.idle.contains(&node))
-            .map(|(&node, _)| self.capacity[node as usize]);
-        let room: u32 = self.idle.iter().map(|&n| self.capacity[n as usize]).chain(newly_idle).sum();
-        room >= gpus
+    /// Room for `gpus` as running jobs are given back one by one (nothing changes).
+    fn room_for(&self, gpus: u32) -> Room<'_> {
+        let idle = self.idle.iter().map(|&n| self.capacity[n as usize]).sum();
+        Room { pool: self, gpus, free: HashMap::new(), idle }
     }
 
     fn take(&mut self, node: u32, gpus: u32) {
@@ -855,7 +891,7 @@ mod tests {
         assert_eq!(pool.place(8).expect("an idle node").len(), 1);
         assert!(pool.place(1).is_none());
         pool.free(&b);
-        assert!(!pool.fits_with(16, &a));
+        assert!(!pool.room_for(16).give_back(&a));
     }
 
     #[test]
@@ -863,7 +899,7 @@ mod tests {
         let mut pool = Pool::new(20, 8);
         let small = pool.place(5).expect("fits");
         assert!(pool.place(16).is_none(), "one 8-GPU node and the 4-GPU remainder are idle: 12 GPUs");
-        assert!(pool.fits_with(16, &small));
+        assert!(pool.room_for(16).give_back(&small));
         pool.free(&small);
         assert_eq!(pool.place(16).expect("two idle nodes").len(), 2);
     }
