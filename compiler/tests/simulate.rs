@@ -50,7 +50,7 @@ fn an_under_served_budget_preempts_once_the_minimum_runtime_is_over() {
     assert_eq!(sim.preemptions, 1);
     assert!((sim.lost_gpu_hours - 8.0).abs() < 1e-9, "{}", sim.lost_gpu_hours);
     assert_eq!(wait_of(&sim, "b"), Some(3000));
-    let last = sim.runs.iter().find(|r| r.id == "1" && !r.preempted).unwrap();
+    let last = sim.runs.iter().find(|r| &*r.id == "1" && !r.preempted).unwrap();
     assert_eq!((last.start, last.end, last.attempt), (7200, 43_200, 2));
     // The audit counts a's wait once, from its first start.
     assert_eq!(wait_of(&sim, "a"), Some(0));
@@ -61,7 +61,7 @@ fn a_resumable_job_keeps_its_progress() {
     let jobs = [job(1, "a", 8, 0, 36_000, "checkpointed"), job(2, "b", 4, 600, 3600, "batch")];
     let sim = run(&model(PAIR), &jobs, Policy::Budget);
     assert_eq!((sim.preemptions, sim.lost_gpu_hours), (1, 0.0));
-    let last = sim.runs.iter().find(|r| r.id == "1" && !r.preempted).unwrap();
+    let last = sim.runs.iter().find(|r| &*r.id == "1" && !r.preempted).unwrap();
     assert_eq!((last.start, last.end), (7200, 7200 + 36_000 - 3600));
 }
 
@@ -93,7 +93,7 @@ fn fair_tree_serves_the_budget_with_less_usage_first() {
         job(3, "b", 8, 200, 3600, "batch"),
     ];
     let sim = run(&model(PAIR), &jobs, Policy::Budget);
-    let start = |id: &str| sim.runs.iter().find(|r| r.id == id).unwrap().start;
+    let start = |id: &str| sim.runs.iter().find(|r| &*r.id == id).unwrap().start;
     assert_eq!((start("3"), start("2")), (3600, 7200));
 }
 
@@ -108,7 +108,7 @@ fn jobs_larger_than_a_node_wait_for_whole_nodes() {
         job(4, "a", 9, 60, 100, "batch"),
     ];
     let sim = run(&model(text), &jobs, Policy::Budget);
-    let four = sim.runs.iter().find(|r| r.id == "4").unwrap();
+    let four = sim.runs.iter().find(|r| &*r.id == "4").unwrap();
     assert_eq!(four.start, 1000);
     assert_eq!(four.nodes.len(), 2);
     assert_eq!(sim.largest.min_gpus, 9);
@@ -174,7 +174,7 @@ fn check_invariants(
     let mut work: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
     let mut lost = 0.0;
     for run in &sim.runs {
-        let job = by_id[run.id.as_str()];
+        let job = by_id[&*run.id];
         let terms = contract(&run.contract);
         // No job runs before its submission.
         prop_assert!(run.start >= job.submit && run.queued >= job.submit && run.start >= run.queued);
@@ -189,7 +189,7 @@ fn check_invariants(
                 lost += (run.end - run.start) as f64 * f64::from(run.gpus) / 3600.0;
             }
         }
-        let entry = work.entry(&run.id).or_default();
+        let entry = work.entry(&*run.id).or_default();
         if run.preempted && !terms.resumable {
             continue;
         }

@@ -26,6 +26,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
+use std::sync::Arc;
 
 use super::audit::{AuditError, ClusterBook, Resolver, Waits, audit};
 use super::entitlement::NodeId;
@@ -63,10 +64,10 @@ pub struct Simulation {
 /// One run of a job: from a start to its end or its preemption.
 #[derive(Clone, Debug)]
 pub struct Run {
-    pub id: String,
-    pub cluster: String,
-    pub project: String,
-    pub contract: String,
+    pub id: Arc<str>,
+    pub cluster: Arc<str>,
+    pub project: Arc<str>,
+    pub contract: Arc<str>,
     pub gpus: u32,
     /// When the job was submitted to the trace.
     pub submit: i64,
@@ -85,15 +86,15 @@ impl Run {
     /// The run as a trace row, for the audit: a later run does not count its wait again.
     fn as_job(&self) -> Job {
         Job {
-            id: self.id.clone(),
-            project: self.project.clone(),
+            id: self.id.to_string(),
+            project: self.project.to_string(),
             user: String::new(),
-            cluster: self.cluster.clone(),
+            cluster: self.cluster.to_string(),
             gpus: self.gpus,
             submit: self.queued,
             start: Some(self.start),
             end: Some(self.end),
-            contract: self.contract.clone(),
+            contract: self.contract.to_string(),
             requeued: self.attempt > 1,
         }
     }
@@ -130,7 +131,7 @@ pub fn simulate(
         .contracts
         .iter()
         .map(|c| Terms {
-            name: c.name.clone(),
+            name: c.name.as_str().into(),
             min_runtime: c.min_runtime_seconds as i64,
             max_runtime: c.max_runtime_seconds.map(|s| s as i64),
             resumable: c.resumable,
@@ -203,11 +204,11 @@ pub fn simulate(
                 .and_then(|p| state.book.hierarchy.find(&p.path))
                 .unwrap_or(state.book.unbudgeted);
             let contract = resolver.contract(&job);
-            let terms = sim.contracts.iter().position(|c| c.name == contract);
+            let terms = sim.contracts.iter().position(|c| *c.name == *contract);
             let max = terms.and_then(|t| sim.contracts[t].max_runtime).unwrap_or(i64::MAX);
             let index = sim.jobs.len() as u32;
             sim.jobs.push(SimJob {
-                id: job.id,
+                id: job.id.into(),
                 cluster: cluster as u32,
                 leaf: leaf.0 as u32,
                 terms: terms.map(|t| t as u16),
@@ -276,14 +277,14 @@ fn largest_jobs(jobs: &[SimJob]) -> LargestJobs {
 
 /// A contract's terms, as the simulator applies them.
 struct Terms {
-    name: String,
+    name: Arc<str>,
     min_runtime: i64,
     max_runtime: Option<i64>,
     resumable: bool,
 }
 
 struct SimJob {
-    id: String,
+    id: Arc<str>,
     cluster: u32,
     leaf: u32,
     terms: Option<u16>,
@@ -349,9 +350,11 @@ impl Simulator {
         let elapsed = now - start;
         self.runs.push(Run {
             id: job.id.clone(),
-            cluster: cluster.book.name.clone(),
-            project: cluster.book.paths[job.leaf as usize].clone(),
-            contract: job.terms.map_or_else(String::new, |t| self.contracts[usize::from(t)].name.clone()),
+            cluster: cluster.name.clone(),
+            project: cluster.paths[job.leaf as usize].clone(),
+            contract: job
+                .terms
+                .map_or_else(|| Arc::from(""), |t| self.contracts[usize::from(t)].name.clone()),
             gpus: job.gpus,
             submit: job.submit,
             queued: job.queued_at,
@@ -540,6 +543,9 @@ impl Simulator {
 /// One cluster: its tree, nodes, queues and usage.
 struct ClusterState<'b> {
     book: &'b ClusterBook,
+    /// The cluster's name and each node's project path, shared by the runs.
+    name: Arc<str>,
+    paths: Vec<Arc<str>>,
     pool: Pool,
     leaves: Vec<usize>,
     /// Waiting jobs per tree node (leaves only), FIFO by queue time.
@@ -573,6 +579,8 @@ impl<'b> ClusterState<'b> {
         let caps = effective.iter().map(|e| (e * book.gpus as f64 + 1e-9).floor() as u64).collect();
         ClusterState {
             book,
+            name: book.name.as_str().into(),
+            paths: book.paths.iter().map(|p| p.as_str().into()).collect(),
             pool: Pool::new(book.gpus, gpus_per_node.max(1)),
             leaves,
             queues: vec![VecDeque::new(); n],
