@@ -12,49 +12,36 @@ mkdir -p "$cache"
 cargo build --locked --release --quiet
 allot=./target/release/allot
 
+# generate FILE MAX_GAP MIN_RUNTIME MAX_RUNTIME: a million jobs on jupiter under the published
+# case's 15 budgets, submitted every 0 to MAX_GAP s, waiting up to 10 minutes, running
+# MIN_RUNTIME to MAX_RUNTIME s on 1 to 8 GPUs; fixed seed. Kept once written.
+generate() {
+    [ -s "$1" ] && return
+    python3 - "$@" <<'PY'
+import random, sys
+path, max_gap, min_runtime, max_runtime = sys.argv[1], *map(int, sys.argv[2:])
+random.seed(7)
+budgets = ["olmo/pretrain", "olmo/midtrain", "olmo/data", "olmo/eval/benchmarks", "olmo/eval/decontam",
+           "tulu/sft", "tulu/rlvr", "tulu/reward-models", "molmo/molmo-pretrain", "molmo/molmo-video",
+           "molmo/molmo-act", "safety/redteam", "safety/interpretability", "infra/ci", "infra/kernels"]
+contracts = ["batch", "batch", "batch", "debug", "interactive"]
+with open(path, "w") as out:
+    out.write("id,project,user,cluster,gpus,submit,start,end,contract\n")
+    t = 0
+    for i in range(1_000_000):
+        t += random.randint(0, max_gap)
+        start = t + random.randint(0, 600)
+        end = start + random.randint(min_runtime, max_runtime)
+        out.write(f"{i},{random.choice(budgets)},,jupiter,{random.choice((1, 2, 4, 8))},{t},{start},{end},{random.choice(contracts)}\n")
+PY
+}
+# For the audit: jobs of 1 to 8 hours every 2 s on average (far beyond jupiter's GPUs).
 million="$cache/million.csv"
-if [ ! -s "$million" ]; then
-    # Jobs on jupiter under the published case's 15 budgets, submitted every 2 s on average,
-    # waiting up to 10 minutes, running 1 to 8 hours on 1 to 8 GPUs; fixed seed.
-    python3 - "$million" <<'PY'
-import random, sys
-random.seed(7)
-budgets = ["olmo/pretrain", "olmo/midtrain", "olmo/data", "olmo/eval/benchmarks", "olmo/eval/decontam",
-           "tulu/sft", "tulu/rlvr", "tulu/reward-models", "molmo/molmo-pretrain", "molmo/molmo-video",
-           "molmo/molmo-act", "safety/redteam", "safety/interpretability", "infra/ci", "infra/kernels"]
-contracts = ["batch", "batch", "batch", "debug", "interactive"]
-with open(sys.argv[1], "w") as out:
-    out.write("id,project,user,cluster,gpus,submit,start,end,contract\n")
-    t = 0
-    for i in range(1_000_000):
-        t += random.randint(0, 4)
-        start = t + random.randint(0, 600)
-        end = start + random.randint(3600, 8 * 3600)
-        out.write(f"{i},{random.choice(budgets)},,jupiter,{random.choice((1, 2, 4, 8))},{t},{start},{end},{random.choice(contracts)}\n")
-PY
-fi
-
+generate "$million" 4 3600 28800
+# For the simulator: jobs of 1 to 25 minutes every 3 s on average, about 95% of jupiter's
+# 1,024 GPUs.
 busy="$cache/busy-million.csv"
-if [ ! -s "$busy" ]; then
-    # For the simulator: the same budgets and mix, but jobs of 1 to 25 minutes submitted
-    # every 3 s on average, about 95% of jupiter's 1,024 GPUs; fixed seed.
-    python3 - "$busy" <<'PY'
-import random, sys
-random.seed(7)
-budgets = ["olmo/pretrain", "olmo/midtrain", "olmo/data", "olmo/eval/benchmarks", "olmo/eval/decontam",
-           "tulu/sft", "tulu/rlvr", "tulu/reward-models", "molmo/molmo-pretrain", "molmo/molmo-video",
-           "molmo/molmo-act", "safety/redteam", "safety/interpretability", "infra/ci", "infra/kernels"]
-contracts = ["batch", "batch", "batch", "debug", "interactive"]
-with open(sys.argv[1], "w") as out:
-    out.write("id,project,user,cluster,gpus,submit,start,end,contract\n")
-    t = 0
-    for i in range(1_000_000):
-        t += random.randint(0, 6)
-        start = t + random.randint(0, 600)
-        end = start + random.randint(60, 1500)
-        out.write(f"{i},{random.choice(budgets)},,jupiter,{random.choice((1, 2, 4, 8))},{t},{start},{end},{random.choice(contracts)}\n")
-PY
-fi
+generate "$busy" 6 60 1500
 
 # Runs a command under GNU time; exit 1 (an expectation not met) is a result, not a failure.
 measure() {

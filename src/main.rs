@@ -132,18 +132,11 @@ enum ReplayCommand {
     Audit {
         #[arg(default_value = ".")]
         path: PathBuf,
-        /// The trace: a file, or a folder of ITP files (one per budget).
-        #[arg(long)]
-        trace: PathBuf,
-        /// The trace's format [default: detected from its first line].
-        #[arg(long, value_enum)]
-        trace_format: Option<replay::TraceFormat>,
+        #[command(flatten)]
+        input: replay::TraceInput,
         /// The window of the per-window figures [default: the policy window].
         #[arg(long)]
         window: Option<String>,
-        /// Count and skip rows that do not parse instead of stopping.
-        #[arg(long)]
-        skip_bad_rows: bool,
         #[arg(long, value_enum, default_value = "human")]
         format: replay::ReportFormat,
     },
@@ -153,11 +146,8 @@ enum ReplayCommand {
     Simulate {
         #[arg(default_value = ".")]
         path: PathBuf,
-        /// The trace: a file, or a folder of ITP files (one per budget).
-        #[arg(long)]
-        trace: PathBuf,
-        #[arg(long, value_enum)]
-        trace_format: Option<replay::TraceFormat>,
+        #[command(flatten)]
+        input: replay::TraceInput,
         /// The policies to run, side by side (e.g. `budget,priority`).
         #[arg(long, value_enum, value_delimiter = ',', default_value = "budget")]
         policy: Vec<simulate::PolicyName>,
@@ -167,8 +157,6 @@ enum ReplayCommand {
         /// Write an HTML report (index.html, self-contained) to this folder.
         #[arg(long)]
         report: Option<PathBuf>,
-        #[arg(long)]
-        skip_bad_rows: bool,
         #[arg(long, value_enum, default_value = "human")]
         format: replay::ReportFormat,
     },
@@ -327,10 +315,7 @@ fn run(command: Command, format: Format) -> std::io::Result<ExitCode> {
             diff(&path, revisions, native, replay.as_deref(), diff_format, detailed_exitcode, format)
         }
         Command::Owners { path } => owners(&path, format),
-        Command::Replay {
-            command:
-                ReplayCommand::Audit { path, trace, trace_format, window, skip_bad_rows, format: report_format },
-        } => {
+        Command::Replay { command: ReplayCommand::Audit { path, input, window, format: report_format } } => {
             let window = match window.as_deref().map(allot_compiler::lower::parse_duration) {
                 Some(None) => {
                     eprintln!("error: --window: not a duration (e.g. 7d, 12h)");
@@ -340,28 +325,11 @@ fn run(command: Command, format: Format) -> std::io::Result<ExitCode> {
             };
             let (compilation, ok) = compiled(&path, format, false)?;
             let Some(model) = compilation.model.filter(|_| ok) else { return Ok(exit(false)) };
-            replay::run_audit(&model, &trace, trace_format, window, skip_bad_rows, report_format)
+            replay::run_audit(&model, &input, window, report_format)
         }
         Command::Replay {
-            command:
-                ReplayCommand::Simulate {
-                    path,
-                    trace,
-                    trace_format,
-                    policy,
-                    against,
-                    report,
-                    skip_bad_rows,
-                    format: report_format,
-                },
+            command: ReplayCommand::Simulate { path, input, policy, against, report, format: report_format },
         } => {
-            let options = simulate::Options {
-                trace: &trace,
-                trace_format,
-                skip_bad_rows,
-                format: report_format,
-                report: report.as_deref(),
-            };
             let (compilation, ok) = compiled(&path, format, false)?;
             let Some(model) = compilation.model.filter(|_| ok) else { return Ok(exit(false)) };
             let base = match &against {
@@ -398,7 +366,7 @@ fn run(command: Command, format: Format) -> std::io::Result<ExitCode> {
                     }),
                 }
             }
-            simulate::run(&scenarios, &options)
+            simulate::run(&scenarios, &input, report_format, report.as_deref())
         }
         Command::Fairshare { tree, usage } => {
             let is_dump = tree.is_file()
@@ -549,19 +517,10 @@ fn diff(
     );
     let runs = match replay_trace {
         None => None,
-        Some(trace) => {
-            let options = simulate::Options {
-                trace,
-                trace_format: None,
-                skip_bad_rows: false,
-                format: replay::ReportFormat::Human,
-                report: None,
-            };
-            match simulate::simulate_all(&scenarios, &options) {
-                Ok(runs) => Some(runs),
-                Err(message) => return Ok(replay::fail(message)),
-            }
-        }
+        Some(trace) => match simulate::simulate_all(&scenarios, &replay::TraceInput::at(trace)) {
+            Ok(runs) => Some(runs),
+            Err(message) => return Ok(replay::fail(message)),
+        },
     };
     let replayed = |trace: &Path| format!("Simulated on {} under each revision's budgets", trace.display());
     let text = match diff_format {

@@ -4,7 +4,7 @@
 
 use std::fs::File;
 use std::io::BufReader;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use allot_compiler::normalize::Model;
@@ -77,22 +77,45 @@ pub(crate) fn readers(
         .collect()
 }
 
+/// A trace to read, as the replay commands take it.
+#[derive(clap::Args)]
+pub struct TraceInput {
+    /// The trace: a file, or a folder of ITP files (one per budget).
+    #[arg(long)]
+    pub trace: PathBuf,
+    /// The trace's format [default: detected from its first line].
+    #[arg(long, value_enum)]
+    pub trace_format: Option<TraceFormat>,
+    /// Count and skip rows that do not parse instead of stopping.
+    #[arg(long)]
+    pub skip_bad_rows: bool,
+}
+
+impl TraceInput {
+    /// A trace file or folder in a detected format, stopping at a bad row.
+    pub fn at(trace: &Path) -> TraceInput {
+        TraceInput { trace: trace.to_path_buf(), trace_format: None, skip_bad_rows: false }
+    }
+
+    pub(crate) fn jobs(&self) -> Result<Merged<BufReader<File>>, String> {
+        Ok(Merged::new(readers(&self.trace, self.trace_format)?))
+    }
+}
+
 pub fn run_audit(
     model: &Model,
-    trace: &Path,
-    trace_format: Option<TraceFormat>,
+    input: &TraceInput,
     window: Option<u64>,
-    skip_bad_rows: bool,
     format: ReportFormat,
 ) -> std::io::Result<ExitCode> {
-    let readers = match readers(trace, trace_format) {
-        Ok(readers) => readers,
+    let jobs = match input.jobs() {
+        Ok(jobs) => jobs,
         Err(message) => return Ok(fail(message)),
     };
     let window = window.unwrap_or(model.policy.window_seconds);
-    let result = match audit(model, Merged::new(readers), window, skip_bad_rows) {
+    let result = match audit(model, jobs, window, input.skip_bad_rows) {
         Ok(result) => result,
-        Err(error) => return Ok(fail(format!("{}: {error}", trace.display()))),
+        Err(error) => return Ok(fail(format!("{}: {error}", input.trace.display()))),
     };
     let verdicts = expectations(model, &result);
     let text = match format {
@@ -287,7 +310,7 @@ fn markdown(audit: &Audit, verdicts: &[Verdict]) -> String {
     out
 }
 
-fn waits_json(w: &Waits) -> (Value, Value, Value) {
+pub(crate) fn waits_json(w: &Waits) -> (Value, Value, Value) {
     (json!(w.percentile(50.0)), json!(w.percentile(90.0)), json!(w.percentile(99.0)))
 }
 

@@ -9,13 +9,14 @@ use std::process::ExitCode;
 use allot_compiler::normalize::Model;
 use allot_compiler::replay::audit::Waits;
 use allot_compiler::replay::report;
-use allot_compiler::replay::simulate::{Policy, Simulation, simulate};
-use allot_compiler::replay::trace::Merged;
+use allot_compiler::replay::simulate::{Policy, SHORT_JOB, Simulation, simulate};
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
-use crate::replay::{ReportFormat, TraceFormat, expectations, fail, hours, json_report, ratio, readers};
+use crate::replay::{
+    ReportFormat, TraceInput, expectations, fail, hours, json_report, ratio, waits_json, waits_text,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum PolicyName {
@@ -48,26 +49,23 @@ pub struct Scenario<'m> {
     pub policy: PolicyName,
 }
 
-pub struct Options<'a> {
-    pub trace: &'a Path,
-    pub trace_format: Option<TraceFormat>,
-    pub skip_bad_rows: bool,
-    pub format: ReportFormat,
-    pub report: Option<&'a Path>,
-}
-
-pub fn run(scenarios: &[Scenario<'_>], options: &Options<'_>) -> std::io::Result<ExitCode> {
-    let runs = match simulate_all(scenarios, options) {
+pub fn run(
+    scenarios: &[Scenario<'_>],
+    input: &TraceInput,
+    format: ReportFormat,
+    report: Option<&Path>,
+) -> std::io::Result<ExitCode> {
+    let runs = match simulate_all(scenarios, input) {
         Ok(runs) => runs,
         Err(message) => return Ok(fail(message)),
     };
-    if let Some(dir) = options.report {
+    if let Some(dir) = report {
         std::fs::create_dir_all(dir)?;
         let page = dir.join("index.html");
         std::fs::write(&page, report::html("allot replay simulate", &audits(&runs)))?;
         eprintln!("report: {}", page.display());
     }
-    let text = match options.format {
+    let text = match format {
         ReportFormat::Human => side_by_side(&runs, false),
         ReportFormat::Markdown => markdown(&runs),
         ReportFormat::Json => format!("{}\n", serde_json::to_string_pretty(&json(&runs))?),
@@ -80,9 +78,9 @@ pub type Runs<'s, 'm> = Vec<(&'s Scenario<'m>, Simulation)>;
 
 pub fn simulate_all<'s, 'm>(
     scenarios: &'s [Scenario<'m>],
-    options: &Options<'_>,
+    input: &TraceInput,
 ) -> Result<Runs<'s, 'm>, String> {
-    scenarios.iter().map(|scenario| Ok((scenario, simulated(scenario, options)?))).collect()
+    scenarios.iter().map(|scenario| Ok((scenario, simulated(scenario, input)?))).collect()
 }
 
 fn audits<'r>(runs: &'r Runs<'_, '_>) -> Vec<(&'r str, &'r allot_compiler::replay::audit::Audit)> {
@@ -97,22 +95,18 @@ pub fn json(runs: &Runs<'_, '_>) -> Value {
     json!({ "runs": runs.iter().map(|(s, sim)| run_json(s, sim)).collect::<Vec<_>>() })
 }
 
-fn simulated(scenario: &Scenario<'_>, options: &Options<'_>) -> Result<Simulation, String> {
-    let readers = readers(options.trace, options.trace_format)?;
+fn simulated(scenario: &Scenario<'_>, input: &TraceInput) -> Result<Simulation, String> {
+    let jobs = input.jobs()?;
     let bar = ProgressBar::new_spinner().with_message(scenario.label.clone());
     bar.set_style(
         ProgressStyle::with_template("{spinner} {msg}: {pos} jobs read ({per_sec}) {elapsed}")
             .expect("a valid template"),
     );
-    let result = simulate(
-        scenario.model,
-        Merged::new(readers),
-        scenario.policy.policy(),
-        options.skip_bad_rows,
-        &mut |read| bar.set_position(read as u64),
-    );
+    let result = simulate(scenario.model, jobs, scenario.policy.policy(), input.skip_bad_rows, &mut |read| {
+        bar.set_position(read as u64)
+    });
     bar.finish_and_clear();
-    result.map_err(|e| format!("{}: {e}", options.trace.display()))
+    result.map_err(|e| format!("{}: {e}", input.trace.display()))
 }
 
 fn run_json(scenario: &Scenario<'_>, sim: &Simulation) -> Value {
@@ -122,29 +116,20 @@ fn run_json(scenario: &Scenario<'_>, sim: &Simulation) -> Value {
         "policy": scenario.policy.label(),
         "preemptions": sim.preemptions,
         "lost_gpu_hours": sim.lost_gpu_hours,
-        "largest_jobs": {
-            "min_gpus": sim.largest.min_gpus,
-            "jobs": sim.largest.waits.jobs(),
-            "wait_p50_s": sim.largest.waits.percentile(50.0),
-            "wait_p90_s": sim.largest.waits.percentile(90.0),
-            "wait_p99_s": sim.largest.waits.percentile(99.0),
-        },
-        "short_jobs": {
-            "max_work_s": allot_compiler::replay::simulate::SHORT_JOB,
-            "jobs": sim.short_jobs.jobs(),
-            "wait_p50_s": sim.short_jobs.percentile(50.0),
-            "wait_p90_s": sim.short_jobs.percentile(90.0),
-            "wait_p99_s": sim.short_jobs.percentile(99.0),
-        },
+        "largest_jobs": job_class(("min_gpus", json!(sim.largest.min_gpus)), &sim.largest.waits),
+        "short_jobs": job_class(("max_work_s", json!(SHORT_JOB)), &sim.short_jobs),
         "not_replayed": sim.not_replayed,
         "unplaceable": sim.unplaceable,
         "audit": json_report(&sim.audit, &verdicts),
     })
 }
 
-fn waits(w: &Waits) -> String {
-    let p = |q| w.percentile(q).map_or("-".into(), crate::seconds_text);
-    format!("{} / {} / {}", p(50.0), p(90.0), p(99.0))
+/// A class of jobs in the JSON: its bound, how many and their wait percentiles.
+fn job_class((key, bound): (&str, Value), waits: &Waits) -> Value {
+    let (p50, p90, p99) = waits_json(waits);
+    let mut class = json!({ "jobs": waits.jobs(), "wait_p50_s": p50, "wait_p90_s": p90, "wait_p99_s": p99 });
+    class[key] = bound;
+    class
 }
 
 /// One table: a row per figure, a column per run; in Markdown, bold where a run differs
@@ -156,7 +141,7 @@ pub fn side_by_side(runs: &Runs<'_, '_>, markdown: bool) -> String {
     };
     row("jobs simulated".into(), &|s| s.audit.jobs.to_string());
     row("delivered, all budgets".into(), &|s| ratio(s.audit.whole.overall_ratio(&s.audit.leaves)));
-    let first = &runs.first().map(|(_, s)| s);
+    let first = runs.first().map(|(_, s)| s);
     if let Some(first) = first {
         for cluster in &first.audit.whole.clusters {
             let name = cluster.cluster.clone();
@@ -170,9 +155,9 @@ pub fn side_by_side(runs: &Runs<'_, '_>, markdown: bool) -> String {
     row("GPU-hours lost to restarts".into(), &|s| hours(s.lost_gpu_hours));
     if let Some(first) = first {
         row(format!("largest jobs (≥ {} GPUs) wait p50 / p90 / p99", first.largest.min_gpus), &|s| {
-            waits(&s.largest.waits)
+            waits_text(&s.largest.waits)
         });
-        row("short jobs (≤ 1 h) wait p50 / p90 / p99".into(), &|s| waits(&s.short_jobs));
+        row("short jobs (≤ 1 h) wait p50 / p90 / p99".into(), &|s| waits_text(&s.short_jobs));
         for leaf in &first.audit.leaves {
             row(format!("delivered {leaf}"), &|s| {
                 let figures = s.audit.whole.budgets.iter().filter(|b| &b.project == leaf);
@@ -185,7 +170,7 @@ pub fn side_by_side(runs: &Runs<'_, '_>, markdown: bool) -> String {
             let name = contract.contract.clone();
             row(format!("wait {name} p50 / p90 / p99"), &|s| {
                 let c = s.audit.whole.contracts.iter().find(|c| c.contract == name);
-                c.map_or("-".into(), |c| waits(&c.waits))
+                c.map_or("-".into(), |c| waits_text(&c.waits))
             });
         }
     }

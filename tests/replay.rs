@@ -1,13 +1,10 @@
 //! `allot replay audit` and `allot fairshare` from the command line.
-
-use std::path::PathBuf;
-
 use assert_cmd::Command;
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+mod common;
+
+use common::{itp_trace, root};
 
 fn allot(args: &[&str]) -> (i32, String, String) {
     let output = Command::cargo_bin("allot")
@@ -23,14 +20,7 @@ fn allot(args: &[&str]) -> (i32, String, String) {
 
 #[test]
 fn the_itp_trace_audits_to_its_published_totals() {
-    let shared =
-        std::env::var_os("ALLOT_SHARED_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("../shared"));
-    let trace = shared.join("traces/itp-2021");
-    if !trace.is_dir() {
-        assert!(std::env::var_os("ALLOT_REQUIRE_SHARED").is_none(), "no ITP trace at {}", trace.display());
-        eprintln!("skipped: no ITP trace at {}", trace.display());
-        return;
-    }
+    let Some(trace) = itp_trace() else { return };
     let (status, stdout, stderr) = allot(&[
         "replay",
         "audit",

@@ -1,14 +1,14 @@
 //! `allot replay simulate` from the command line: the ITP trace under both policies, a
 //! budget change against a git revision, and the report it writes.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use assert_cmd::Command;
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+mod common;
+
+use common::{itp_trace, root};
 
 fn allot(dir: &Path, args: &[&str]) -> (i32, String, String) {
     let output = Command::cargo_bin("allot").unwrap().current_dir(dir).args(args).output().unwrap();
@@ -22,14 +22,7 @@ fn run<'a>(report: &'a Value, label: &str) -> &'a Value {
 
 #[test]
 fn the_itp_trace_under_budgets_and_under_priorities() {
-    let shared =
-        std::env::var_os("ALLOT_SHARED_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("../shared"));
-    let trace = shared.join("traces/itp-2021");
-    if !trace.is_dir() {
-        assert!(std::env::var_os("ALLOT_REQUIRE_SHARED").is_none(), "no ITP trace at {}", trace.display());
-        eprintln!("skipped: no ITP trace at {}", trace.display());
-        return;
-    }
+    let Some(trace) = itp_trace() else { return };
     let out = tempfile::tempdir().unwrap();
     let args = ["replay", "simulate", "examples/itp-simulate", "--trace", trace.to_str().unwrap()];
     let report_dir = out.path().join("report");

@@ -195,7 +195,7 @@ pub fn simulate(
             let cluster =
                 resolver.cluster(&job).map_err(|message| AuditError::Job { id: job.id.clone(), message })?;
             let state = &mut clusters[cluster];
-            if u64::from(job.gpus) > state.pool.capacity() {
+            if u64::from(job.gpus) > state.book.gpus {
                 unplaceable += 1;
                 continue;
             }
@@ -235,12 +235,7 @@ pub fn simulate(
     progress(read);
 
     let largest = largest_jobs(&sim.jobs);
-    let mut short_jobs = Waits::default();
-    for job in sim.jobs.iter().filter(|j| j.work <= SHORT_JOB) {
-        if let Some(start) = job.first_start {
-            short_jobs.push(start - job.submit);
-        }
-    }
+    let short_jobs = first_waits(sim.jobs.iter().filter(|j| j.work <= SHORT_JOB));
     let runs = std::mem::take(&mut sim.runs);
     let mut by_queue_time: Vec<&Run> = runs.iter().collect();
     by_queue_time.sort_by_key(|r| r.queued);
@@ -266,13 +261,18 @@ fn largest_jobs(jobs: &[SimJob]) -> LargestJobs {
     let Some(&min_gpus) = sizes.get((sizes.len() * 99 / 100).min(sizes.len().saturating_sub(1))) else {
         return LargestJobs::default();
     };
+    LargestJobs { min_gpus, waits: first_waits(jobs.iter().filter(|j| j.gpus >= min_gpus)) }
+}
+
+/// How long the jobs waited from submission to their first start.
+fn first_waits<'j>(jobs: impl Iterator<Item = &'j SimJob>) -> Waits {
     let mut waits = Waits::default();
-    for job in jobs.iter().filter(|j| j.gpus >= min_gpus) {
+    for job in jobs {
         if let Some(start) = job.first_start {
             waits.push(start - job.submit);
         }
     }
-    LargestJobs { min_gpus, waits }
+    waits
 }
 
 /// A contract's terms, as the simulator applies them.
@@ -819,10 +819,6 @@ impl Pool {
             capacity,
             by_free,
         }
-    }
-
-    fn capacity(&self) -> u64 {
-        self.capacity.iter().map(|&c| u64::from(c)).sum()
     }
 
     /// Places `gpus`: on the fullest node that fits, or across whole idle nodes.
