@@ -53,13 +53,7 @@ impl Target for Kai {
                 .collect();
             violations.extend(check_names(&format!("{}/queues.yaml", cluster.name), &nodes, &extra));
         }
-        for file in files.iter().filter(|f| f.path.ends_with("/queues.yaml")) {
-            violations.extend(
-                webhook_rules(&super::parse(&file.contents))
-                    .into_iter()
-                    .map(|m| Violation::new(&file.path, m)),
-            );
-        }
+        violations.extend(super::queue_file_violations(files, webhook_rules));
         violations
     }
 

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use allot_compiler::normalize::{Allocation, Cluster, KubernetesBinding, Location, Model, Project};
 use serde_json::Value;
 
-use crate::Violation;
+use crate::{OutputFile, Violation};
 
 /// The longest name a label value (`kueue.x-k8s.io/queue-name`, `kai.scheduler/queue`)
 /// may carry.
@@ -143,6 +143,15 @@ pub fn yaml(objects: &[Value]) -> String {
 /// The objects of a multi-document YAML file (none if it does not parse).
 pub fn parse(text: &str) -> Vec<Value> {
     serde_saphyr::from_multiple(text).unwrap_or_default()
+}
+
+/// What a scheduler's admission `rules` would reject in each emitted `queues.yaml`.
+pub fn queue_file_violations(files: &[OutputFile], rules: fn(&[Value]) -> Vec<String>) -> Vec<Violation> {
+    files
+        .iter()
+        .filter(|f| f.path.ends_with("/queues.yaml"))
+        .flat_map(|file| rules(&parse(&file.contents)).into_iter().map(|m| Violation::new(&file.path, m)))
+        .collect()
 }
 
 /// A cluster-scoped object.

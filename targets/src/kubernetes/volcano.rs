@@ -72,13 +72,7 @@ impl Target for Volcano {
                 ));
             }
         }
-        for file in files.iter().filter(|f| f.path.ends_with("/queues.yaml")) {
-            violations.extend(
-                webhook_rules(&super::parse(&file.contents))
-                    .into_iter()
-                    .map(|m| Violation::new(&file.path, m)),
-            );
-        }
+        violations.extend(super::queue_file_violations(files, webhook_rules));
         violations
     }
 
