@@ -655,7 +655,7 @@ impl<'b> ClusterState<'b> {
         hierarchy
             .allocate(self.book.gpus as f64, &demand)
             .map(|e| e.allocations().to_vec())
-            .unwrap_or_else(|_| vec![0.0; hierarchy.len()])
+            .expect("GPUs and demands are finite and not negative")
     }
 
     /// Leaves with waiting jobs in the order the policy serves them.
