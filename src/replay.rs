@@ -5,7 +5,6 @@
 use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use allot_compiler::normalize::Model;
 use allot_compiler::replay::audit::{Audit, BudgetFigures, Span, Waits, audit};
@@ -15,6 +14,8 @@ use allot_targets::slurm::tree;
 use clap::ValueEnum;
 use serde_json::{Value, json};
 
+use crate::exit::{Error, Exit, Outcome};
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum TraceFormat {
     Csv,
@@ -23,16 +24,10 @@ pub enum TraceFormat {
     Itp,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ReportFormat {
-    Human,
-    Markdown,
-    Json,
-}
+pub use crate::output::Format as ReportFormat;
 
-pub(crate) fn fail(message: String) -> ExitCode {
-    eprintln!("error: {message}");
-    ExitCode::from(1)
+pub(crate) fn fail(message: String) -> Outcome {
+    Err(Error::Failed(message))
 }
 
 /// The readers of a trace: one file, or every `.csv` file of a folder (an ITP trace: one
@@ -102,36 +97,29 @@ impl TraceInput {
     }
 }
 
-pub fn run_audit(
-    model: &Model,
-    input: &TraceInput,
-    window: Option<u64>,
-    format: ReportFormat,
-) -> std::io::Result<ExitCode> {
+pub fn run_audit(model: &Model, input: &TraceInput, window: Option<u64>, format: ReportFormat) -> Outcome {
     let jobs = match input.jobs() {
         Ok(jobs) => jobs,
-        Err(message) => return Ok(fail(message)),
+        Err(message) => return fail(message),
     };
     let window = window.unwrap_or(model.policy.window_seconds);
     let result = match audit(model, jobs, window, input.skip_bad_rows) {
         Ok(result) => result,
-        Err(error) => return Ok(fail(format!("{}: {error}", input.trace.display()))),
+        Err(error) => return fail(format!("{}: {error}", input.trace.display())),
     };
     let verdicts = expectations(model, &result);
     let text = match format {
         ReportFormat::Human => human(&result, &verdicts),
         ReportFormat::Markdown => markdown(&result, &verdicts),
-        ReportFormat::Json => {
-            format!("{}\n", serde_json::to_string_pretty(&json_report(&result, &verdicts))?)
-        }
+        ReportFormat::Json => crate::output::json(&json_report(&result, &verdicts))?,
     };
-    crate::print(&text)?;
+    crate::output::print(&text)?;
     let failed = verdicts.iter().filter(|v| !v.met).count();
     if failed > 0 {
         eprintln!("{failed} expectation{} not met", if failed == 1 { "" } else { "s" });
-        return Ok(ExitCode::from(1));
+        return Ok(Exit::Problems);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 /// One expectation of the budgets, checked.
@@ -196,7 +184,7 @@ pub(crate) fn ratio(r: Option<f64>) -> String {
 }
 
 pub(crate) fn waits_text(w: &Waits) -> String {
-    let p = |q| w.percentile(q).map_or("-".into(), crate::seconds_text);
+    let p = |q| w.percentile(q).map_or("-".into(), seconds_text);
     format!("{} / {} / {}", p(50.0), p(90.0), p(99.0))
 }
 
@@ -402,14 +390,14 @@ fn association_tree(path: &Path, model: Option<&Model>) -> Result<tree::Tree, St
     tree::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-pub fn run_fairshare(tree_path: &Path, model: Option<&Model>, usage: &Path) -> std::io::Result<ExitCode> {
+pub fn run_fairshare(tree_path: &Path, model: Option<&Model>, usage: &Path) -> Outcome {
     let tree = match association_tree(tree_path, model) {
         Ok(tree) => tree,
-        Err(message) => return Ok(fail(message)),
+        Err(message) => return fail(message),
     };
     let usage_text = match std::fs::read_to_string(usage) {
         Ok(text) => text,
-        Err(e) => return Ok(fail(format!("{}: {e}", usage.display()))),
+        Err(e) => return fail(format!("{}: {e}", usage.display())),
     };
     let mut used: std::collections::BTreeMap<(String, String), f64> = std::collections::BTreeMap::new();
     for (i, line) in usage_text.lines().enumerate() {
@@ -418,10 +406,10 @@ pub fn run_fairshare(tree_path: &Path, model: Option<&Model>, usage: &Path) -> s
             continue;
         }
         let (Some(account), Some(user), Some(raw)) = (fields.first(), fields.get(1), fields.get(2)) else {
-            return Ok(fail(format!("{} line {}: expected account,user,raw_usage", usage.display(), i + 1)));
+            return fail(format!("{} line {}: expected account,user,raw_usage", usage.display(), i + 1));
         };
         let Ok(raw) = raw.parse::<f64>() else {
-            return Ok(fail(format!("{} line {}: `{raw}` is not a number", usage.display(), i + 1)));
+            return fail(format!("{} line {}: `{raw}` is not a number", usage.display(), i + 1));
         };
         *used.entry((account.to_lowercase(), user.to_lowercase())).or_default() += raw;
     }
@@ -440,9 +428,18 @@ pub fn run_fairshare(tree_path: &Path, model: Option<&Model>, usage: &Path) -> s
     }
     match FairTree::compute(&associations) {
         Ok(fair_tree) => {
-            crate::print(&fair_tree.to_sshare_parsable())?;
-            Ok(ExitCode::SUCCESS)
+            crate::output::print(&fair_tree.to_sshare_parsable())?;
+            Ok(Exit::Success)
         }
-        Err(e) => Ok(fail(format!("{e:?}"))),
+        Err(e) => fail(format!("{e:?}")),
+    }
+}
+
+/// `0s`, `45s`, `3m20s`, `2h05m`: a wait, briefly.
+pub(crate) fn seconds_text(seconds: u64) -> String {
+    match seconds {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m{:02}s", s / 60, s % 60),
+        s => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
     }
 }

@@ -4,7 +4,6 @@
 //! report.
 
 use std::path::Path;
-use std::process::ExitCode;
 
 use allot_compiler::normalize::Model;
 use allot_compiler::replay::audit::Waits;
@@ -14,6 +13,7 @@ use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
+use crate::exit::{Exit, Outcome};
 use crate::replay::{
     ReportFormat, TraceInput, expectations, fail, hours, json_report, ratio, waits_json, waits_text,
 };
@@ -54,10 +54,10 @@ pub fn run(
     input: &TraceInput,
     format: ReportFormat,
     report: Option<&Path>,
-) -> std::io::Result<ExitCode> {
+) -> Outcome {
     let runs = match simulate_all(scenarios, input) {
         Ok(runs) => runs,
-        Err(message) => return Ok(fail(message)),
+        Err(message) => return fail(message),
     };
     if let Some(dir) = report {
         std::fs::create_dir_all(dir)?;
@@ -68,10 +68,10 @@ pub fn run(
     let text = match format {
         ReportFormat::Human => side_by_side(&runs, false),
         ReportFormat::Markdown => markdown(&runs),
-        ReportFormat::Json => format!("{}\n", serde_json::to_string_pretty(&json(&runs))?),
+        ReportFormat::Json => crate::output::json(&json(&runs))?,
     };
-    crate::print(&text)?;
-    Ok(ExitCode::SUCCESS)
+    crate::output::print(&text)?;
+    Ok(Exit::Success)
 }
 
 pub type Runs<'s, 'm> = Vec<(&'s Scenario<'m>, Simulation)>;

@@ -4,31 +4,14 @@
 //! install step (a release build) is not run: the test puts the built `allot` on PATH.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+mod common;
 
-fn git(dir: &Path, args: &[&str]) {
-    let output = Command::new("git")
-        .args([
-            "-c",
-            "user.name=allot",
-            "-c",
-            "user.email=allot@example.invalid",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-}
+use common::{git, root};
 
 const BUDGETS: &str = "cluster main gpus=16 gpu-type=h100 {\n    slurm\n}\ncontract batch min-runtime=\"1h\" default=#true\n\
     project a share=\"60%\" {\n    owners \"@org/a\"\n    users alice\n}\nproject b share=\"40%\"\n";

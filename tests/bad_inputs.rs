@@ -1,14 +1,17 @@
 //! Every diagnostic code has a bad-input repository under `tests/bad/<area>-<name>/`; this
 //! test checks that `allot check` reports that code there, with the right exit code, and
-//! snapshots the rendered output in `snapshots/`.
+//! snapshots the rendered output in `tests/snapshots/`.
 
 use std::path::{Path, PathBuf};
 
 use allot_compiler::Code;
-use assert_cmd::Command;
+
+mod common;
+
+use common::{allot_in, root, snapshots};
 
 fn bad_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/bad")
+    root().join("tests/bad")
 }
 
 /// The folder name of a code: `allot::share::mixed` -> `share-mixed`.
@@ -38,25 +41,13 @@ fn generated(name: &str, scratch: &Path) -> Option<PathBuf> {
 }
 
 fn run(dir: &Path, display: &str, format: &str) -> (i32, String, String) {
-    let output = Command::cargo_bin("allot")
-        .unwrap()
-        .current_dir(dir)
-        .args(["check", ".", "--diagnostics", format])
-        .env("NO_COLOR", "1")
-        .env_remove("CI")
-        .output()
-        .unwrap();
-    let stderr =
-        String::from_utf8_lossy(&output.stderr).replace("allot.kdl", &format!("{display}/allot.kdl"));
-    (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stdout).into_owned(), stderr)
+    let (status, stdout, stderr) = allot_in(dir, &["check", ".", "--diagnostics", format]);
+    (status, stdout, stderr.replace("allot.kdl", &format!("{display}/allot.kdl")))
 }
 
 #[test]
 fn every_code_has_a_bad_input_that_reports_it() {
-    let mut settings = insta::Settings::clone_current();
-    settings.set_snapshot_path("../snapshots");
-    settings.set_prepend_module_to_snapshot(false);
-    let _guard = settings.bind_to_scope();
+    let _guard = snapshots();
 
     for &code in Code::ALL {
         let name = folder(code);
@@ -104,8 +95,7 @@ fn every_bad_input_folder_belongs_to_a_code() {
 
 #[test]
 fn every_code_is_documented() {
-    let docs =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/diagnostics.md")).unwrap();
+    let docs = std::fs::read_to_string(root().join("docs/diagnostics.md")).unwrap();
     for code in Code::ALL {
         assert!(docs.contains(&format!("### `{code}`")), "{code} is not documented in docs/diagnostics.md");
     }

@@ -4,19 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use assert_cmd::Command;
+mod common;
 
-fn allot(args: &[&str]) -> (i32, String, String) {
-    let output = Command::cargo_bin("allot")
-        .unwrap()
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
-}
+use common::allot;
 
 /// Every file under `dir`, by relative path.
 fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {

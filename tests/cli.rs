@@ -1,9 +1,11 @@
 //! End-to-end tests of the command line on the shipped examples.
 
-use std::path::Path;
-
 use assert_cmd::Command;
 use serde_json::Value;
+
+mod common;
+
+use common::{allot, root, snapshots};
 
 const EXAMPLES: &[&str] = &[
     "published-case",
@@ -13,33 +15,6 @@ const EXAMPLES: &[&str] = &[
     "itp-replay",
     "itp-simulate",
 ];
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn allot(args: &[&str]) -> (i32, String, String) {
-    let output = Command::cargo_bin("allot")
-        .unwrap()
-        .current_dir(root())
-        .args(args)
-        .env("NO_COLOR", "1")
-        .env_remove("CI")
-        .output()
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
-fn snapshots() -> insta::internals::SettingsBindDropGuard {
-    let mut settings = insta::Settings::clone_current();
-    settings.set_snapshot_path("../snapshots");
-    settings.set_prepend_module_to_snapshot(false);
-    settings.bind_to_scope()
-}
 
 #[test]
 fn examples_check_clean_and_show_their_tree() {

@@ -3,9 +3,10 @@
 //! snapshotted; bad revisions and missing files give clear errors.
 
 use std::path::Path;
-use std::process::Command;
 
-use assert_cmd::Command as Cli;
+mod common;
+
+use common::{allot_in as allot, git, snapshots};
 
 const BASE: &str = r#"cluster main gpus=64 gpu-type=h100 gpus-per-node=8 {
     slurm cluster=lab
@@ -32,23 +33,6 @@ project platform share="30%" {
 
 const INFRA: &str =
     "project ci share=\"45%\" {\n    users dan\n}\nproject kernels share=\"40%\" {\n    users erin\n}\n";
-
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .args([
-            "-c",
-            "user.name=allot",
-            "-c",
-            "user.email=allot@example.invalid",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(status.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&status.stderr));
-}
 
 fn commit(dir: &Path, files: &[(&str, &str)], message: &str) {
     for (path, text) in files {
@@ -100,25 +84,9 @@ fn repository() -> tempfile::TempDir {
     dir
 }
 
-fn allot(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let output = Cli::cargo_bin("allot")
-        .unwrap()
-        .current_dir(dir)
-        .args(args)
-        .env("NO_COLOR", "1")
-        .env_remove("CI")
-        .output()
-        .unwrap();
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
-}
-
 #[test]
 fn each_change_in_each_format() {
-    let mut settings = insta::Settings::clone_current();
-    settings.set_snapshot_path("../snapshots");
-    settings.set_prepend_module_to_snapshot(false);
-    let _guard = settings.bind_to_scope();
+    let _guard = snapshots();
     let repo = repository();
     let steps = ["share", "move", "rename", "include", "contract"];
     for (i, step) in steps.iter().enumerate() {

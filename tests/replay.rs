@@ -1,22 +1,9 @@
 //! `allot replay audit` and `allot fairshare` from the command line.
-use assert_cmd::Command;
 use serde_json::Value;
 
 mod common;
 
-use common::{itp_trace, root};
-
-fn allot(args: &[&str]) -> (i32, String, String) {
-    let output = Command::cargo_bin("allot")
-        .unwrap()
-        .current_dir(root())
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
-}
+use common::{allot, itp_trace};
 
 #[test]
 fn the_itp_trace_audits_to_its_published_totals() {

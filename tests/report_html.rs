@@ -10,7 +10,7 @@
 //! is set, when it fails. `ALLOT_REPORT_SCREENSHOTS=DIR` keeps the pages and screenshots in
 //! DIR to look at (they are otherwise in a temporary folder, removed).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
@@ -18,6 +18,10 @@ use allot_compiler::replay::audit::{Audit, audit};
 use allot_compiler::replay::report::{html, markdown_charts};
 use allot_compiler::replay::trace::{Format, Reader};
 use allot_compiler::{MemoryLoader, compile};
+
+mod common;
+
+use common::root;
 
 const GPUS: u32 = 16;
 const BUDGETS: &str = "cluster gpu gpus=16 gpu-type=h100 gpus-per-node=8\n\
@@ -41,10 +45,6 @@ const CHART_TITLES: [&str; 4] = [
 const BLUE: [u8; 3] = [0x1f, 0x77, 0xb4];
 const ORANGE: [u8; 3] = [0xff, 0x7f, 0x0e];
 const SIZE: (u32, u32) = (1280, 3200);
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 #[derive(Clone, Debug)]
 struct Submission {

@@ -1,20 +1,11 @@
 //! `allot replay simulate` from the command line: the ITP trace under both policies, a
 //! budget change against a git revision, and the report it writes.
 
-use std::path::Path;
-
-use assert_cmd::Command;
 use serde_json::Value;
 
 mod common;
 
-use common::{itp_trace, root};
-
-fn allot(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let output = Command::cargo_bin("allot").unwrap().current_dir(dir).args(args).output().unwrap();
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
-}
+use common::{allot_in as allot, git, itp_trace, root};
 
 fn run<'a>(report: &'a Value, label: &str) -> &'a Value {
     report["runs"].as_array().unwrap().iter().find(|r| r["label"] == label).unwrap()
@@ -64,19 +55,10 @@ const BASE: &str = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8\n\
 #[test]
 fn a_budget_change_is_simulated_against_its_base() {
     let dir = tempfile::tempdir().unwrap();
-    let git = |args: &[&str]| {
-        let status = std::process::Command::new("git")
-            .current_dir(dir.path())
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
-            .args(args)
-            .status()
-            .unwrap();
-        assert!(status.success());
-    };
-    git(&["init", "-q"]);
+    git(dir.path(), &["init", "-q"]);
     std::fs::write(dir.path().join("allot.kdl"), BASE).unwrap();
-    git(&["add", "allot.kdl"]);
-    git(&["commit", "-qm", "base"]);
+    git(dir.path(), &["add", "allot.kdl"]);
+    git(dir.path(), &["commit", "-qm", "base"]);
     std::fs::write(dir.path().join("allot.kdl"), BASE.replace("project b share=1", "project b share=3"))
         .unwrap();
     // a and b each ask for the whole pool (two 4-GPU jobs an hour) for a day.

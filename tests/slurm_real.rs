@@ -14,9 +14,9 @@ use std::process::{Command, Output};
 use allot_compiler::compile;
 use allot_targets::slurm::tree;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+mod common;
+
+use common::root;
 
 fn run(program: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(program)

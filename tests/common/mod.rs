@@ -1,9 +1,57 @@
-//! What the command-line tests of the verifier share.
+//! What the command-line tests share: the repository's root, running `allot` and `git`,
+//! snapshot settings and the shared reference material.
+#![allow(dead_code)] // each test file uses its own part
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+/// The repository's root (the `allot` package).
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs `allot` in the repository's root: (status, stdout, stderr).
+pub fn allot(args: &[&str]) -> (i32, String, String) {
+    allot_in(&root(), args)
+}
+
+/// Runs `allot` in `dir`, without colours and outside CI: (status, stdout, stderr).
+pub fn allot_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let output = assert_cmd::Command::cargo_bin("allot")
+        .unwrap()
+        .current_dir(dir)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("CI")
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
+}
+
+/// Runs `git` in `dir` as a made-up author, and asserts it succeeded.
+pub fn git(dir: &Path, args: &[&str]) {
+    let output = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=allot",
+            "-c",
+            "user.email=allot@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+}
+
+/// Snapshots named as the test names them, without the module's name in front (they live
+/// in `tests/snapshots/`).
+pub fn snapshots() -> insta::internals::SettingsBindDropGuard {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_prepend_module_to_snapshot(false);
+    settings.bind_to_scope()
 }
 
 /// The ITP trace's folder in the shared reference material (`ALLOT_SHARED_DIR`, or

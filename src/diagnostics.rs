@@ -8,6 +8,8 @@ use allot_compiler::{Diagnostic, Severity};
 use clap::ValueEnum;
 use miette::{GraphicalReportHandler, GraphicalTheme};
 
+use crate::{github, output};
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     /// Colours and Unicode, for a terminal.
@@ -35,7 +37,7 @@ pub fn render(format: Format, diagnostics: &[Diagnostic], sources: &Sources) -> 
     match format {
         Format::Fancy | Format::Plain => {
             let theme = match format {
-                Format::Fancy if no_color() => GraphicalTheme::unicode_nocolor(),
+                Format::Fancy if output::no_color() => GraphicalTheme::unicode_nocolor(),
                 Format::Fancy => GraphicalTheme::unicode(),
                 _ => GraphicalTheme::none(),
             };
@@ -61,10 +63,6 @@ pub fn render(format: Format, diagnostics: &[Diagnostic], sources: &Sources) -> 
             Ok(())
         }
     }
-}
-
-fn no_color() -> bool {
-    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
 }
 
 /// The 1-based start and end (line, column) of a span.
@@ -115,12 +113,17 @@ fn severity(s: Severity) -> &'static str {
 pub fn github(d: &Diagnostic, sources: &Sources) -> String {
     let mut properties = Vec::new();
     if let Some(file) = d.file_name(sources) {
-        properties.push(format!("file={}", escape_property(file)));
+        properties.push(("file", file.to_string()));
     }
     if let Some((line, column, end_line, end_column)) = d.primary_span().and_then(|s| range(sources, s)) {
-        properties.push(format!("line={line},col={column},endLine={end_line},endColumn={end_column}"));
+        properties.extend([
+            ("line", line.to_string()),
+            ("col", column.to_string()),
+            ("endLine", end_line.to_string()),
+            ("endColumn", end_column.to_string()),
+        ]);
     }
-    properties.push(format!("title={}", escape_property(d.code.as_str())));
+    properties.push(("title", d.code.as_str().to_string()));
     let mut message = d.message.clone();
     if let Some(label) = d.labels.first().filter(|l| !l.text.is_empty()) {
         message.push_str(&format!(": {}", label.text));
@@ -128,15 +131,7 @@ pub fn github(d: &Diagnostic, sources: &Sources) -> String {
     if let Some(help) = &d.help {
         message.push_str(&format!("\nhelp: {help}"));
     }
-    format!("::{} {}::{}", severity(d.severity), properties.join(","), escape_data(&message))
-}
-
-fn escape_data(s: &str) -> String {
-    s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
-}
-
-fn escape_property(s: &str) -> String {
-    escape_data(s).replace(':', "%3A").replace(',', "%2C")
+    github::annotation(severity(d.severity), &properties, &message)
 }
 
 /// `2 errors, 1 warning`

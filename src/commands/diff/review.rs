@@ -11,6 +11,9 @@ use allot_compiler::normalize::Model;
 use clap::ValueEnum;
 use serde_json::{Value, json};
 
+use crate::git_loader::GitRepo;
+use crate::{github, output};
+
 /// GitHub refuses comments above 65,536 characters; stay under with room for a note.
 pub const MARKDOWN_LIMIT: usize = 60_000;
 
@@ -74,8 +77,7 @@ fn standing(value: Option<Standing>) -> (String, String, String) {
 
 /// `+` green, `-` red, `~` yellow: on a terminal, unless NO_COLOR is set.
 fn coloured(kind: Kind) -> String {
-    let plain =
-        !std::io::stdout().is_terminal() || std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let plain = !std::io::stdout().is_terminal() || output::no_color();
     let code = match kind {
         Kind::Added => "32",
         Kind::Removed => "31",
@@ -84,12 +86,8 @@ fn coloured(kind: Kind) -> String {
     if plain { kind.symbol().to_string() } else { format!("\x1b[{code}m{}\x1b[0m", kind.symbol()) }
 }
 
-fn location(change: &Change, prefix: &str) -> String {
-    change.source.as_ref().map_or(String::new(), |l| format!("{}:{}", join(prefix, &l.file), l.line))
-}
-
-fn join(prefix: &str, file: &str) -> String {
-    if prefix.is_empty() { file.to_string() } else { format!("{prefix}/{file}") }
+fn location(change: &Change, git: &GitRepo) -> String {
+    change.source.as_ref().map_or(String::new(), |l| format!("{}:{}", git.repo_path(&l.file), l.line))
 }
 
 fn approvers(change: &Change) -> String {
@@ -108,14 +106,14 @@ fn detail_text(change: &Change) -> Vec<String> {
         .collect()
 }
 
-pub fn human(diff: &Diff, natives: &[NativeDiff], prefix: &str) -> String {
+pub fn human(diff: &Diff, natives: &[NativeDiff], git: &GitRepo) -> String {
     let mut out = String::new();
     for change in &diff.changes {
         out.push_str(&format!(
             "{} {:<44} {:<24} approve: {}\n",
             coloured(change.kind),
             change.subject,
-            location(change, prefix),
+            location(change, git),
             approvers(change)
         ));
         for line in detail_text(change) {
@@ -148,7 +146,7 @@ pub fn human(diff: &Diff, natives: &[NativeDiff], prefix: &str) -> String {
     out
 }
 
-pub fn markdown(diff: &Diff, natives: &[NativeDiff], prefix: &str) -> String {
+pub fn markdown(diff: &Diff, natives: &[NativeDiff], git: &GitRepo) -> String {
     let mut out = format!("### allot: budget changes\n\n**{}**\n\n", diff.summary());
     if !diff.changes.is_empty() {
         out.push_str("| | change | details | approve | source |\n|---|---|---|---|---|\n");
@@ -159,7 +157,7 @@ pub fn markdown(diff: &Diff, natives: &[NativeDiff], prefix: &str) -> String {
                 c.subject,
                 detail_text(c).join("<br>").replace('|', "\\|"),
                 approvers(c),
-                location(c, prefix)
+                location(c, git)
             ));
         }
     }
@@ -214,7 +212,7 @@ fn truncate(text: String) -> String {
     kept
 }
 
-pub fn json(diff: &Diff, natives: &[NativeDiff], prefix: &str) -> Value {
+pub fn json(diff: &Diff, natives: &[NativeDiff], git: &GitRepo) -> Value {
     let changes: Vec<Value> = diff
         .changes
         .iter()
@@ -223,7 +221,7 @@ pub fn json(diff: &Diff, natives: &[NativeDiff], prefix: &str) -> Value {
                 "kind": c.kind.word(),
                 "subject": c.subject,
                 "details": c.details.iter().map(|d| json!({ "field": d.field, "before": d.before, "after": d.after })).collect::<Vec<_>>(),
-                "source": c.source.as_ref().map(|l| json!({ "file": join(prefix, &l.file), "line": l.line, "column": l.column })),
+                "source": c.source.as_ref().map(|l| json!({ "file": git.repo_path(&l.file), "line": l.line, "column": l.column })),
                 "approvers": c.approvers,
             })
         })
@@ -251,17 +249,18 @@ pub fn json(diff: &Diff, natives: &[NativeDiff], prefix: &str) -> Value {
 }
 
 /// `::notice` annotations on the changed KDL lines (removals on no line).
-pub fn github(diff: &Diff, prefix: &str) -> String {
-    let escape = |s: &str| s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A");
-    let property = |s: &str| escape(s).replace(':', "%3A").replace(',', "%2C");
+pub fn github(diff: &Diff, git: &GitRepo) -> String {
     let mut out = String::new();
     for c in &diff.changes {
-        let at = match (&c.source, c.kind) {
-            (Some(l), k) if k != Kind::Removed => {
-                format!("file={},line={},col={},", property(&join(prefix, &l.file)), l.line, l.column)
-            }
-            _ => String::new(),
-        };
+        let mut properties = Vec::new();
+        if let Some(l) = c.source.as_ref().filter(|_| c.kind != Kind::Removed) {
+            properties.extend([
+                ("file", git.repo_path(&l.file)),
+                ("line", l.line.to_string()),
+                ("col", l.column.to_string()),
+            ]);
+        }
+        properties.push(("title", "allot diff".to_string()));
         let message = format!(
             "{} {}: {} (approve: {})",
             c.subject,
@@ -269,7 +268,8 @@ pub fn github(diff: &Diff, prefix: &str) -> String {
             detail_text(c).join("; "),
             approvers(c)
         );
-        out.push_str(&format!("::notice {at}title={}::{}\n", property("allot diff"), escape(&message)));
+        out.push_str(&github::annotation("notice", &properties, &message));
+        out.push('\n');
     }
     out
 }

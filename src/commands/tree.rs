@@ -1,9 +1,29 @@
 //! `allot tree`: the project tree as a table, with each project's share as written and,
 //! per cluster, its effective share and guaranteed GPUs.
 
+use std::path::PathBuf;
+
 use allot_compiler::normalize::{Model, Project, ShareSpec};
 
-pub fn render(model: &Model) -> String {
+use crate::budgets;
+use crate::diagnostics::Format;
+use crate::exit::{Exit, Outcome};
+use crate::output::print;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A folder holding allot.kdl, or a budget file.
+    #[arg(default_value = ".")]
+    path: PathBuf,
+}
+
+pub fn run(args: Args, format: Format) -> Outcome {
+    let Some(model) = budgets::model(&args.path, format)? else { return Ok(Exit::Problems) };
+    print(&render(&model))?;
+    Ok(Exit::Success)
+}
+
+fn render(model: &Model) -> String {
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut header = vec!["PROJECT".to_string(), "SHARE".to_string()];
     for c in &model.clusters {

@@ -4,21 +4,67 @@
 //! outputs intact.
 
 use std::io::Write;
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 
 use allot_compiler::normalize::Model;
 use allot_targets::{OutputFile, registry};
 
-/// What a run wrote, per target.
-pub struct Built {
-    pub target: &'static str,
-    pub files: Vec<OutputFile>,
-    pub fidelity: String,
+use crate::budgets;
+use crate::diagnostics::Format;
+use crate::exit::{Exit, Outcome};
+use crate::output::print;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A folder holding allot.kdl, or a budget file.
+    #[arg(default_value = ".")]
+    path: PathBuf,
+    /// The output folder; each target writes OUT/<target>/.
+    #[arg(long)]
+    out: PathBuf,
+    /// Only these targets (repeatable) [default: every target a cluster is bound to].
+    #[arg(long = "target", value_name = "TARGET")]
+    targets: Vec<String>,
+}
+
+pub fn run(args: Args, format: Format) -> Outcome {
+    let Some(model) = budgets::model(&args.path, format)? else { return Ok(Exit::Problems) };
+    let built = match emit(&model, &args.targets) {
+        Ok(built) => built,
+        Err(problems) => {
+            for problem in problems {
+                eprintln!("error: {problem}");
+            }
+            eprintln!("nothing was written");
+            return Ok(Exit::Problems);
+        }
+    };
+    if built.is_empty() {
+        eprintln!("no cluster is bound to a target: nothing to build");
+    }
+    for target in &built {
+        write(&args.out, target)?;
+        let folder = args.out.join(target.target);
+        print(&format!(
+            "wrote {} files to {}\n\n{}\n",
+            target.files.len() + 1,
+            folder.display(),
+            target.fidelity
+        ))?;
+    }
+    Ok(Exit::Success)
+}
+
+/// What a run writes, per target.
+struct Built {
+    target: &'static str,
+    files: Vec<OutputFile>,
+    fidelity: String,
 }
 
 /// Emits and validates the chosen targets (all when `only` is empty). Targets bound to no
 /// cluster are left out; an unknown target name or a failed validation is an error.
-pub fn emit(model: &Model, only: &[String]) -> Result<Vec<Built>, Vec<String>> {
+fn emit(model: &Model, only: &[String]) -> Result<Vec<Built>, Vec<String>> {
     let targets = registry();
     let known: Vec<&str> = targets.iter().map(|t| t.name()).collect();
     let unknown: Vec<String> = only
@@ -63,7 +109,7 @@ fn is_relative_inside(path: &str) -> bool {
 }
 
 /// Writes one target's files and `FIDELITY.md` as `out/<target>/`, replacing the old folder.
-pub fn write(out: &Path, built: &Built) -> std::io::Result<()> {
+fn write(out: &Path, built: &Built) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
     let staging = tempfile::Builder::new().prefix(&format!(".{}-new-", built.target)).tempdir_in(out)?;
     for file in &built.files {

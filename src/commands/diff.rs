@@ -1,0 +1,95 @@
+//! `allot diff`: what a change does, between two revisions read straight from git. The
+//! compiler's semantic diff of the two models, each target's native files diffed on
+//! request, and a simulation of a trace under both revisions' budgets (`--replay`),
+//! rendered for a reviewer by [`review`].
+
+mod review;
+
+use std::path::{Path, PathBuf};
+
+use crate::budgets;
+use crate::diagnostics::Format;
+use crate::exit::{Error, Exit, Outcome};
+use crate::git_loader::GitRepo;
+use crate::output::{json, print};
+use crate::{replay, simulate};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A folder holding allot.kdl, or a budget file.
+    #[arg(default_value = ".")]
+    path: PathBuf,
+    /// The base revision (branch, tag, commit, HEAD~1).
+    #[arg(long)]
+    against: String,
+    /// The revision to compare [default: the working tree].
+    #[arg(long)]
+    head: Option<String>,
+    /// Also diff every target's native files.
+    #[arg(long)]
+    native: bool,
+    #[arg(long, value_enum, default_value = "human")]
+    format: review::DiffFormat,
+    /// Exit 2 when there are changes (0 none, 1 error).
+    #[arg(long)]
+    detailed_exitcode: bool,
+    /// Also simulate this trace under both revisions' budgets, side by side.
+    #[arg(long, value_name = "TRACE")]
+    replay: Option<PathBuf>,
+}
+
+pub fn run(args: Args, format: Format) -> Outcome {
+    let git = GitRepo::discover(&args.path).map_err(Error::Failed)?;
+    let (Some(old), Some(new)) = (
+        budgets::revision(&git, &args.path, Some(&args.against), format)?,
+        budgets::revision(&git, &args.path, args.head.as_deref(), format)?,
+    ) else {
+        return Ok(Exit::Problems);
+    };
+    let diff = allot_compiler::diff::diff(&old, &new);
+    let natives = if args.native { review::native(&old, &new) } else { Vec::new() };
+    let head = args.head.as_deref().unwrap_or("working tree");
+    let scenarios = [(args.against.as_str(), &old), (head, &new)].map(|(label, model)| simulate::Scenario {
+        label: label.into(),
+        model,
+        policy: simulate::PolicyName::Budget,
+    });
+    let runs = match &args.replay {
+        None => None,
+        Some(trace) => {
+            Some(simulate::simulate_all(&scenarios, &replay::TraceInput::at(trace)).map_err(Error::Failed)?)
+        }
+    };
+    let replayed = |trace: &Path| format!("Simulated on {} under each revision's budgets", trace.display());
+    let text = match args.format {
+        review::DiffFormat::Human => {
+            let mut text = review::human(&diff, &natives, &git);
+            if let (Some(runs), Some(trace)) = (&runs, &args.replay) {
+                text.push_str(&format!("\n{}:\n{}", replayed(trace), simulate::side_by_side(runs, false)));
+            }
+            text
+        }
+        review::DiffFormat::Markdown => {
+            let mut text = review::markdown(&diff, &natives, &git);
+            if let (Some(runs), Some(trace)) = (&runs, &args.replay) {
+                text.push_str(&format!("\n### {}\n\n{}", replayed(trace), simulate::markdown(runs)));
+            }
+            text
+        }
+        review::DiffFormat::Json => {
+            let mut value = review::json(&diff, &natives, &git);
+            if let Some(runs) = &runs {
+                value["replay"] = simulate::json(runs);
+            }
+            json(&value)?
+        }
+        review::DiffFormat::Github => {
+            if runs.is_some() {
+                eprintln!("note: --replay shows in the human, markdown and json formats, not in annotations");
+            }
+            review::github(&diff, &git)
+        }
+    };
+    print(&text)?;
+    Ok(Exit::changes(args.detailed_exitcode, !diff.is_empty()))
+}

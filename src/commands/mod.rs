@@ -1,0 +1,15 @@
+//! One module per command: each has its clap `Args` and a `run` that returns the
+//! command's [`Outcome`](crate::exit::Outcome).
+
+pub mod build;
+pub mod check;
+pub mod diff;
+pub mod export;
+pub mod fairshare;
+pub mod fmt;
+pub mod import;
+pub mod owners;
+pub mod plan;
+pub mod replay;
+pub mod schema;
+pub mod tree;

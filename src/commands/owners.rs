@@ -1,0 +1,35 @@
+//! `allot owners`: a CODEOWNERS file in which each included budget file is owned by the
+//! owners of its subtree, with paths from the root of the git repository.
+
+use std::path::PathBuf;
+
+use crate::budgets;
+use crate::diagnostics::Format;
+use crate::exit::{Exit, Outcome};
+use crate::fs_loader::FsLoader;
+use crate::git_loader::GitRepo;
+use crate::output::print;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A folder holding allot.kdl, or a budget file.
+    #[arg(default_value = ".")]
+    path: PathBuf,
+}
+
+pub fn run(args: Args, format: Format) -> Outcome {
+    let Some(model) = budgets::model(&args.path, format)? else { return Ok(Exit::Problems) };
+    let (_, entry) = FsLoader::open(&args.path);
+    let git = GitRepo::discover(&args.path).ok();
+    let mut text =
+        String::from("# Budget files and the owners who approve changes to them (allot owners).\n");
+    for (file, owners) in allot_compiler::diff::codeowners(&model, &entry) {
+        let file = match &git {
+            Some(git) => git.repo_path(&file),
+            None => file,
+        };
+        text.push_str(&format!("/{file} {}\n", owners.join(" ")));
+    }
+    print(&text)?;
+    Ok(Exit::Success)
+}

@@ -1,0 +1,110 @@
+//! `allot plan slurm`: the changes that take a live Slurm association tree (a `sacctmgr
+//! dump`) to the budgets, Terraform-style, with drift shown apart, a guard on deletions and
+//! the ordered `sacctmgr` script on request.
+
+use std::path::{Path, PathBuf};
+
+use allot_targets::slurm::{check_tree, plan, tree};
+
+use crate::budgets;
+use crate::diagnostics::Format;
+use crate::exit::{Error, Exit, Outcome};
+use crate::output::{self, json, print, write_atomically};
+
+#[derive(clap::Subcommand)]
+pub enum Target {
+    /// Compare with a live Slurm association tree (a `sacctmgr dump`).
+    Slurm(SlurmArgs),
+}
+
+#[derive(clap::Args)]
+pub struct SlurmArgs {
+    /// A folder holding allot.kdl, or a budget file.
+    #[arg(default_value = ".")]
+    path: PathBuf,
+    /// The `sacctmgr dump CLUSTER file=...` output, or `-` for standard input.
+    #[arg(long)]
+    live: PathBuf,
+    /// Write the ordered `sacctmgr -i` commands to this file.
+    #[arg(long)]
+    script: Option<PathBuf>,
+    /// Refuse plans that delete more associations than this.
+    #[arg(long, default_value_t = 10)]
+    max_deletes: usize,
+    /// Allow more deletions than --max-deletes.
+    #[arg(long)]
+    allow_deletes: bool,
+    /// Exit 2 when there are changes (0 none, 1 error).
+    #[arg(long)]
+    detailed_exitcode: bool,
+    #[arg(long, value_enum, default_value = "human")]
+    format: output::Format,
+}
+
+pub fn run(target: Target, format: Format) -> Outcome {
+    let Target::Slurm(args) = target;
+    let Some(model) = budgets::model(&args.path, format)? else { return Ok(Exit::Problems) };
+    let text = read_dump(&args.live)?;
+    let live = tree::parse(&text).map_err(|e| {
+        Error::failed(format!("{}: not a sacctmgr dump: {e}; nothing was planned", args.live.display()))
+    })?;
+    let clusters = tree::slurm_clusters(&model);
+    if !clusters.contains(&live.cluster) {
+        return Err(Error::failed(format!(
+            "the dump is of Slurm cluster `{}`, which the budgets do not bind (they bind: {})",
+            live.cluster,
+            if clusters.is_empty() { "none".to_string() } else { clusters.join(", ") }
+        )));
+    }
+    let desired = tree::desired(&model, &live.cluster);
+    let problems = check_tree(&format!("{}.cfg", live.cluster), &desired);
+    if !problems.is_empty() {
+        for p in problems {
+            let at: Vec<String> =
+                p.locations.iter().map(|l| format!("{}:{}:{}", l.file, l.line, l.column)).collect();
+            eprintln!("error: {} (at {})", p.message, at.join(", "));
+        }
+        return Ok(Exit::Problems);
+    }
+    let plan = plan::plan(&desired, &live);
+    print(&match args.format {
+        output::Format::Human => plan::human(&plan),
+        output::Format::Markdown => plan::markdown(&plan),
+        output::Format::Json => json(&plan::json(&plan))?,
+    })?;
+    let deletes = plan.count(plan::Action::Destroy);
+    if deletes > args.max_deletes && !args.allow_deletes {
+        return Err(Error::failed(format!(
+            "the plan deletes {deletes} associations, more than --max-deletes {}; review it and pass --allow-deletes to go ahead",
+            args.max_deletes
+        )));
+    }
+    if let Some(path) = &args.script {
+        write_atomically(path, &plan::script(&plan, &desired, &live))?;
+        set_executable(path)?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(Exit::changes(args.detailed_exitcode, !plan.is_empty()))
+}
+
+/// A `sacctmgr dump` from a file, or from standard input for `-`; a file that cannot be
+/// read is an error naming it.
+pub fn read_dump(path: &Path) -> Result<String, Error> {
+    let text = if path == Path::new("-") {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(path)
+    };
+    text.map_err(|e| Error::failed(format!("{}: {e}", path.display())))
+}
+
+#[cfg(unix)]
+fn set_executable(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+}
+
+#[cfg(not(unix))]
+fn set_executable(_: &Path) -> std::io::Result<()> {
+    Ok(())
+}
