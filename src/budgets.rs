@@ -2,7 +2,7 @@
 //! with its diagnostics rendered on the way (as `--diagnostics` says). Commands that need a
 //! checked model get one here, or nothing when there are errors, already reported.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use allot_compiler::normalize::Model;
 use allot_compiler::{Compilation, Loader, compile};
@@ -10,6 +10,21 @@ use allot_compiler::{Compilation, Loader, compile};
 use crate::diagnostics::{self, Format};
 use crate::fs_loader::FsLoader;
 use crate::git_loader::GitRepo;
+
+/// The budget repository a command reads (`PATH`).
+#[derive(clap::Args)]
+pub struct Repository {
+    /// A folder holding allot.kdl, or a budget file.
+    #[arg(default_value = ".")]
+    pub path: PathBuf,
+}
+
+impl Repository {
+    /// Its checked model; `None` when it has errors (reported).
+    pub fn model(&self, format: Format) -> std::io::Result<Option<Model>> {
+        model(&self.path, format)
+    }
+}
 
 /// Compiles the repository at `path` and renders its diagnostics; `ok` when the command
 /// may go on (no errors, and no warnings when they are denied).

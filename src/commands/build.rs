@@ -16,9 +16,8 @@ use crate::output::print;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A folder holding allot.kdl, or a budget file.
-    #[arg(default_value = ".")]
-    path: PathBuf,
+    #[command(flatten)]
+    repository: budgets::Repository,
     /// The output folder; each target writes OUT/<target>/.
     #[arg(long)]
     out: PathBuf,
@@ -28,7 +27,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args, format: Format) -> Outcome {
-    let Some(model) = budgets::model(&args.path, format)? else { return Ok(Exit::Problems) };
+    let Some(model) = args.repository.model(format)? else { return Ok(Exit::Problems) };
     let built = match emit(&model, &args.targets) {
         Ok(built) => built,
         Err(problems) => {

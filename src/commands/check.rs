@@ -1,8 +1,6 @@
 //! `allot check`: validates a budget repository, reports every problem at once, and on
 //! success prints a one-line summary of what it holds.
 
-use std::path::PathBuf;
-
 use allot_compiler::{Compilation, model};
 
 use crate::budgets;
@@ -12,16 +10,15 @@ use crate::output::print;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A folder holding allot.kdl, or a budget file.
-    #[arg(default_value = ".")]
-    path: PathBuf,
+    #[command(flatten)]
+    repository: budgets::Repository,
     /// Fail on warnings too.
     #[arg(long)]
     deny_warnings: bool,
 }
 
 pub fn run(args: Args, format: Format) -> Outcome {
-    let (compilation, ok) = budgets::compiled(&args.path, format, args.deny_warnings)?;
+    let (compilation, ok) = budgets::compiled(&args.repository.path, format, args.deny_warnings)?;
     if ok {
         print(&summary(&compilation))?;
     }

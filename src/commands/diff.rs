@@ -16,9 +16,8 @@ use crate::{replay, simulate};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A folder holding allot.kdl, or a budget file.
-    #[arg(default_value = ".")]
-    path: PathBuf,
+    #[command(flatten)]
+    repository: budgets::Repository,
     /// The base revision (branch, tag, commit, HEAD~1).
     #[arg(long)]
     against: String,
@@ -39,10 +38,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args, format: Format) -> Outcome {
-    let git = GitRepo::discover(&args.path).map_err(Error::Failed)?;
+    let git = GitRepo::discover(&args.repository.path).map_err(Error::Failed)?;
     let (Some(old), Some(new)) = (
-        budgets::revision(&git, &args.path, Some(&args.against), format)?,
-        budgets::revision(&git, &args.path, args.head.as_deref(), format)?,
+        budgets::revision(&git, &args.repository.path, Some(&args.against), format)?,
+        budgets::revision(&git, &args.repository.path, args.head.as_deref(), format)?,
     ) else {
         return Ok(Exit::Problems);
     };

@@ -1,8 +1,6 @@
 //! `allot owners`: a CODEOWNERS file in which each included budget file is owned by the
 //! owners of its subtree, with paths from the root of the git repository.
 
-use std::path::PathBuf;
-
 use crate::budgets;
 use crate::diagnostics::Format;
 use crate::exit::{Exit, Outcome};
@@ -10,15 +8,11 @@ use crate::fs_loader::FsLoader;
 use crate::git_loader::GitRepo;
 use crate::output::print;
 
-#[derive(clap::Args)]
-pub struct Args {
-    /// A folder holding allot.kdl, or a budget file.
-    #[arg(default_value = ".")]
-    path: PathBuf,
-}
+/// The repository to read (`PATH`).
+pub type Args = budgets::Repository;
 
 pub fn run(args: Args, format: Format) -> Outcome {
-    let Some(model) = budgets::model(&args.path, format)? else { return Ok(Exit::Problems) };
+    let Some(model) = args.model(format)? else { return Ok(Exit::Problems) };
     let (_, entry) = FsLoader::open(&args.path);
     let git = GitRepo::discover(&args.path).ok();
     let mut text =

@@ -19,9 +19,8 @@ pub enum Target {
 
 #[derive(clap::Args)]
 pub struct SlurmArgs {
-    /// A folder holding allot.kdl, or a budget file.
-    #[arg(default_value = ".")]
-    path: PathBuf,
+    #[command(flatten)]
+    repository: budgets::Repository,
     /// The `sacctmgr dump CLUSTER file=...` output, or `-` for standard input.
     #[arg(long)]
     live: PathBuf,
@@ -43,7 +42,7 @@ pub struct SlurmArgs {
 
 pub fn run(target: Target, format: Format) -> Outcome {
     let Target::Slurm(args) = target;
-    let Some(model) = budgets::model(&args.path, format)? else { return Ok(Exit::Problems) };
+    let Some(model) = args.repository.model(format)? else { return Ok(Exit::Problems) };
     let text = read_dump(&args.live)?;
     let live = tree::parse(&text).map_err(|e| {
         Error::failed(format!("{}: not a sacctmgr dump: {e}; nothing was planned", args.live.display()))

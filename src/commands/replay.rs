@@ -22,9 +22,8 @@ pub enum Command {
 
 #[derive(clap::Args)]
 pub struct AuditArgs {
-    /// A folder holding allot.kdl, or a budget file.
-    #[arg(default_value = ".")]
-    path: PathBuf,
+    #[command(flatten)]
+    repository: budgets::Repository,
     #[command(flatten)]
     input: replay::TraceInput,
     /// The window of the per-window figures [default: the policy window].
@@ -36,9 +35,8 @@ pub struct AuditArgs {
 
 #[derive(clap::Args)]
 pub struct SimulateArgs {
-    /// A folder holding allot.kdl, or a budget file.
-    #[arg(default_value = ".")]
-    path: PathBuf,
+    #[command(flatten)]
+    repository: budgets::Repository,
     #[command(flatten)]
     input: replay::TraceInput,
     /// The policies to run, side by side (e.g. `budget,priority`).
@@ -66,17 +64,17 @@ fn audit(args: AuditArgs, format: Format) -> Outcome {
         Some(None) => return Err(Error::failed("--window: not a duration (e.g. 7d, 12h)")),
         other => other.flatten(),
     };
-    let Some(model) = budgets::model(&args.path, format)? else { return Ok(Exit::Problems) };
+    let Some(model) = args.repository.model(format)? else { return Ok(Exit::Problems) };
     replay::run_audit(&model, &args.input, window, args.format)
 }
 
 fn simulate(args: SimulateArgs, format: Format) -> Outcome {
-    let Some(model) = budgets::model(&args.path, format)? else { return Ok(Exit::Problems) };
+    let Some(model) = args.repository.model(format)? else { return Ok(Exit::Problems) };
     let base = match &args.against {
         None => None,
         Some(rev) => {
-            let git = GitRepo::discover(&args.path).map_err(Error::Failed)?;
-            let Some(base) = budgets::revision(&git, &args.path, Some(rev), format)? else {
+            let git = GitRepo::discover(&args.repository.path).map_err(Error::Failed)?;
+            let Some(base) = budgets::revision(&git, &args.repository.path, Some(rev), format)? else {
                 return Ok(Exit::Problems);
             };
             Some((rev.as_str(), base))

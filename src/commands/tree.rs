@@ -1,8 +1,6 @@
 //! `allot tree`: the project tree as a table, with each project's share as written and,
 //! per cluster, its effective share and guaranteed GPUs.
 
-use std::path::PathBuf;
-
 use allot_compiler::normalize::{Model, Project, ShareSpec};
 
 use crate::budgets;
@@ -10,15 +8,11 @@ use crate::diagnostics::Format;
 use crate::exit::{Exit, Outcome};
 use crate::output::print;
 
-#[derive(clap::Args)]
-pub struct Args {
-    /// A folder holding allot.kdl, or a budget file.
-    #[arg(default_value = ".")]
-    path: PathBuf,
-}
+/// The repository to read (`PATH`).
+pub type Args = budgets::Repository;
 
 pub fn run(args: Args, format: Format) -> Outcome {
-    let Some(model) = budgets::model(&args.path, format)? else { return Ok(Exit::Problems) };
+    let Some(model) = args.model(format)? else { return Ok(Exit::Problems) };
     print(&render(&model))?;
     Ok(Exit::Success)
 }
