@@ -230,7 +230,7 @@ fn run(command: Command, format: Format) -> std::io::Result<ExitCode> {
             if let (true, Some(model)) = (ok, &compilation.model) {
                 let mut projects = 0;
                 let mut leaves = 0;
-                allot_compiler::model::walk(&compilation.budget.projects, &mut |_, p| {
+                allot_compiler::ast::walk(&compilation.budget.projects, &mut |_, p| {
                     projects += 1;
                     leaves += usize::from(p.children.is_empty());
                 });

@@ -1,15 +1,15 @@
 //! allot-compiler: budget files in, a checked and normalised model out.
 //!
 //! The pipeline, one module per stage: [`source`] (files and spans, read through a
-//! [`Loader`]) -> [`syntax`] (KDL) -> [`lower`] (the [`model`]) -> [`check`] (coded
+//! [`Loader`]) -> [`syntax`] (KDL) -> [`lower`] (the [`ast`]) -> [`check`] (coded
 //! [`diagnostic`]s) -> [`normalize`] (exact shares and guaranteed GPUs).
 
+pub mod ast;
 pub mod check;
 pub mod diagnostic;
 pub mod diff;
 pub mod format;
 pub mod lower;
-pub mod model;
 pub mod normalize;
 pub mod replay;
 pub mod source;
@@ -22,7 +22,7 @@ pub use source::{Loader, MemoryLoader, Sources};
 #[derive(Debug)]
 pub struct Compilation {
     pub sources: Sources,
-    pub budget: model::Budget,
+    pub budget: ast::Budget,
     /// The normalised model; `None` when there are errors.
     pub model: Option<normalize::Model>,
     pub diagnostics: Vec<Diagnostic>,

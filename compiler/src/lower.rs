@@ -1,5 +1,5 @@
-//! Lowering: KDL documents to the [`Budget`] model, following includes through a
-//! [`Loader`]. Reports everything about the shape of the files (unknown nodes and
+//! Lowering: KDL documents to the [`Budget`] syntax tree ([`crate::ast`]), following
+//! includes through a [`Loader`]. Reports everything about the shape of the files (unknown nodes and
 //! properties, missing and wrongly typed values, bad durations and percentages, include
 //! problems, size limits); the meaning of the values is `check`'s business.
 
@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
 
+use crate::ast::*;
 use crate::diagnostic::{Code, Diagnostic, did_you_mean};
-use crate::model::*;
 use crate::source::{
     FileId, LoadError, Loader, PathError, SourceFile, Sources, Span, Spanned, resolve_include,
 };
@@ -19,9 +19,9 @@ pub const MAX_PROJECT_DEPTH: usize = 32;
 /// Most files in one repository.
 pub const MAX_FILES: usize = 1000;
 
-/// Reads the repository from `entry` and lowers it into a model.
+/// Reads the repository from `entry` and lowers it into a tree.
 ///
-/// Returns whether every file could be read and parsed: checks of the whole model would
+/// Returns whether every file could be read and parsed: checks of the whole tree would
 /// mislead when a file is missing from it.
 pub fn lower(loader: &dyn Loader, entry: &str) -> (Sources, Budget, Vec<Diagnostic>, bool) {
     let mut lowering = Lowering {

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::model::{self, Budget, DEFAULT_WINDOW, Share, WorkRule};
+use crate::ast::{self, Budget, DEFAULT_WINDOW, Share, WorkRule};
 use crate::source::{Sources, Span};
 
 /// The normalised budget of one repository.
@@ -292,7 +292,7 @@ pub fn normalize(budget: &Budget, sources: &Sources) -> Model {
     }
 }
 
-fn bindings(cluster: &model::Cluster) -> Bindings {
+fn bindings(cluster: &ast::Cluster) -> Bindings {
     let text = |s: &Option<crate::source::Spanned<String>>, default: &str| {
         s.as_ref().map_or_else(|| default.to_string(), |s| s.value.clone())
     };
@@ -302,16 +302,16 @@ fn bindings(cluster: &model::Cluster) -> Bindings {
             partition: text(&b.partition, "gpu"),
         }),
         kubernetes: cluster.kubernetes.as_ref().map(|b| KubernetesBinding {
-            schedulers: names(b.schedulers.iter().map(|s| s.value), model::KubernetesScheduler::as_str),
+            schedulers: names(b.schedulers.iter().map(|s| s.value), ast::KubernetesScheduler::as_str),
             flavor: text(&b.flavor, &cluster.gpu_type.as_ref().map_or(String::new(), |t| t.value.clone())),
             resource: text(&b.resource, "nvidia.com/gpu"),
             node_label: b.node_label.as_ref().map(|l| l.value.clone()),
         }),
         yarn: cluster.yarn.as_ref().map(|b| YarnBinding {
-            schedulers: names(b.schedulers.iter().map(|s| s.value), model::YarnScheduler::as_str),
+            schedulers: names(b.schedulers.iter().map(|s| s.value), ast::YarnScheduler::as_str),
             resource: text(&b.resource, "yarn.io/gpu"),
             capacity_mode: match b.capacity_mode.as_ref().map(|m| m.value) {
-                Some(model::CapacityMode::Absolute) => "absolute".into(),
+                Some(ast::CapacityMode::Absolute) => "absolute".into(),
                 _ => "percent".into(),
             },
             node_memory_mb: b.node_memory_mb.as_ref().map(|m| m.value),
@@ -345,7 +345,7 @@ impl Context<'_> {
     /// Normalises one sibling set; also returns, per cluster, the GPUs left unallocated.
     fn siblings(
         &self,
-        projects: &[model::Project],
+        projects: &[ast::Project],
         parent_path: &str,
         parents: &BTreeMap<&str, Parent>,
         parent_contracts: &[String],

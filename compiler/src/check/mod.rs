@@ -9,8 +9,8 @@ pub mod names;
 mod references;
 mod shares;
 
+use crate::ast::Budget;
 use crate::diagnostic::Diagnostic;
-use crate::model::Budget;
 
 pub fn check(budget: &Budget) -> Vec<Diagnostic> {
     let mut diagnostics = Vec::new();

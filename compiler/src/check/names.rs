@@ -7,8 +7,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::ast::{Budget, Project, walk};
 use crate::diagnostic::{Code, Diagnostic};
-use crate::model::{Budget, Project, walk};
 use crate::source::Spanned;
 
 pub const MAX_NAME_LEN: usize = 63;

@@ -1,7 +1,8 @@
-//! The model: the budget repository as lowered from KDL, every field with its span.
+//! The abstract syntax tree: the budget repository as lowered from KDL, every field with
+//! its span, includes followed.
 //!
 //! Produced by `lower`, read by `check` and `normalize`. Values a file failed to give are
-//! `None` here; `check` has reported them, and `normalize` only runs on a clean model.
+//! `None` here; `check` has reported them, and `normalize` only runs on a clean tree.
 
 use crate::source::{Span, Spanned};
 
