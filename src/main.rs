@@ -316,7 +316,7 @@ fn run(command: Command, format: Format) -> std::io::Result<ExitCode> {
         }
         Command::Owners { path } => owners(&path, format),
         Command::Replay { command: ReplayCommand::Audit { path, input, window, format: report_format } } => {
-            let window = match window.as_deref().map(allot_compiler::lower::parse_duration) {
+            let window = match window.as_deref().map(allot_compiler::units::parse_duration) {
                 Some(None) => {
                     eprintln!("error: --window: not a duration (e.g. 7d, 12h)");
                     return Ok(ExitCode::from(PROBLEMS));

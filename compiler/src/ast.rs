@@ -5,6 +5,7 @@
 //! `None` here; `check` has reported them, and `normalize` only runs on a clean tree.
 
 use crate::source::{Span, Spanned};
+use crate::units::Seconds;
 
 #[derive(Clone, Debug, Default)]
 pub struct Budget {
@@ -16,9 +17,6 @@ pub struct Budget {
     /// Where the entry file starts, for problems of the whole repository.
     pub origin: Option<Span>,
 }
-
-/// Seconds.
-pub type Seconds = u64;
 
 /// A percentage, 0 to 100.
 #[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]

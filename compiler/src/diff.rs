@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::normalize::{Allocation, Cluster, Contract, Location, Model, Project, ShareSpec};
+use crate::units::format_duration;
 
 /// One change, as a reviewer reads it.
 #[derive(Clone, Debug, PartialEq)]
@@ -232,8 +233,8 @@ fn project_details(old: &Project, new: &Project) -> Vec<Detail> {
 
 fn contract_text(c: &Contract) -> Vec<(&'static str, String)> {
     vec![
-        ("min runtime", crate::lower::format_duration(c.min_runtime_seconds)),
-        ("max runtime", c.max_runtime_seconds.map(crate::lower::format_duration).unwrap_or_default()),
+        ("min runtime", format_duration(c.min_runtime_seconds)),
+        ("max runtime", c.max_runtime_seconds.map(format_duration).unwrap_or_default()),
         ("resumable", c.resumable.to_string()),
         ("max GPUs per job", c.max_gpus.map(|m| m.to_string()).unwrap_or_default()),
         ("default", c.default.to_string()),
@@ -417,7 +418,7 @@ pub fn diff(old: &Model, new: &Model) -> Diff {
     named("cluster", &old.clusters, &new.clusters, |c| &c.name, cluster_text, |c| &c.source, &mut changes);
     let policy = |m: &Model| {
         vec![
-            ("window", crate::lower::format_duration(m.policy.window_seconds)),
+            ("window", format_duration(m.policy.window_seconds)),
             ("unbudgeted", m.policy.unbudgeted.clone()),
             ("overflow", m.policy.overflow.clone()),
             ("overcommit", m.policy.overcommit.to_string()),

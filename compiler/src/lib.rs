@@ -14,6 +14,7 @@ pub mod normalize;
 pub mod replay;
 pub mod source;
 pub mod syntax;
+pub mod units;
 
 pub use diagnostic::{Code, Diagnostic, Severity};
 pub use source::{Loader, MemoryLoader, Sources};

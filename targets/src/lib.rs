@@ -61,8 +61,3 @@ pub fn registry() -> Vec<Box<dyn Target>> {
         Box::new(yarn::Yarn),
     ]
 }
-
-/// A duration as the budget language writes it, for reports.
-pub fn duration(seconds: u64) -> String {
-    allot_compiler::lower::format_duration(seconds)
-}

@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 
 use allot_compiler::normalize::{Contract, Model, Project, apportion};
+use allot_compiler::units::format_duration;
 use serde_json::{Value, json};
 
 use super::{Node, UNBUDGETED, bound, check_names, go_duration, object, tree, weight, yaml};
@@ -172,7 +173,7 @@ fn scheduling_shard(model: &Model) -> Value {
             "kValue": 1.0,
             "usageDBConfig": {
                 "clientType": "prometheus",
-                "usageParams": { "windowSize": crate::duration(model.policy.window_seconds), "windowType": "sliding" },
+                "usageParams": { "windowSize": format_duration(model.policy.window_seconds), "windowType": "sliding" },
             },
             "minRuntime": { "preemptMinRuntime": go_duration(default), "reclaimMinRuntime": go_duration(default) },
             "plugins": { "minruntime": { "arguments": { "reclaimResolveMethod": "queue" } } },
@@ -220,8 +221,8 @@ fn fidelity(model: &Model) -> String {
     );
     out.push_str(&format!(
         "| fair share over a {} window | SchedulingShard `windowSize` {} (sliding, Prometheus usage); history only reduces over-quota shares | approximated |\n",
-        crate::duration(model.policy.window_seconds),
-        crate::duration(model.policy.window_seconds)
+        format_duration(model.policy.window_seconds),
+        format_duration(model.policy.window_seconds)
     ));
     out.push_str("| shares | GPU `quota` = guaranteed GPUs (whole), `overQuotaWeight` = the share | exact to one GPU |\n");
     out.push_str("| unallocated shares | not given to any queue: over-quota for every queue | exact |\n");

@@ -5,6 +5,7 @@
 //! controller `Configuration` fragment that turns fair sharing on.
 
 use allot_compiler::normalize::{Cluster, KubernetesBinding, Model};
+use allot_compiler::units::format_duration;
 use serde_json::{Value, json};
 
 use super::{Node, UNBUDGETED, bound, check_names, go_duration, object, quantity, tree, weight, yaml};
@@ -250,7 +251,7 @@ fn fidelity(model: &Model) -> String {
         String::from("# Kueue: what the budgets lose\n\n| policy | on Kueue | fidelity |\n|---|---|---|\n");
     out.push_str(&format!(
         "| fair share over a {} window | Fair Sharing compares current borrowing, not usage history | lost |\n",
-        crate::duration(model.policy.window_seconds)
+        format_duration(model.policy.window_seconds)
     ));
     out.push_str("| shares | `nominalQuota` = guaranteed GPUs (whole, largest remainder), `fairSharing.weight` = the share | exact to one GPU |\n");
     out.push_str("| unallocated shares | `nominalQuota` of the parent's Cohort: a pool every member borrows from | exact |\n");

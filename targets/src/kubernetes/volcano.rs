@@ -4,6 +4,7 @@
 //! the `cdp` plugin reads, documented in the fidelity report since a queue cannot hold them.
 
 use allot_compiler::normalize::Model;
+use allot_compiler::units::format_duration;
 use serde_json::{Value, json};
 
 use super::{Node, UNBUDGETED, bound, check_names, go_duration, object, tree, yaml};
@@ -141,7 +142,7 @@ fn fidelity(model: &Model) -> String {
     );
     out.push_str(&format!(
         "| fair share over a {} window | the capacity plugin shares by current allocation | lost |\n",
-        crate::duration(model.policy.window_seconds)
+        format_duration(model.policy.window_seconds)
     ));
     out.push_str("| shares | `deserved` = guaranteed GPUs (whole); idle `deserved` is lent and reclaimed (`reclaimable: true`); no `guarantee`, which would reserve GPUs even when idle | exact to one GPU |\n");
     out.push_str("| weights for idle GPUs | not with hierarchical queues (the `weight` of the proportion plugin is flat) | lost |\n");

@@ -3,6 +3,7 @@
 //! from max GPUs, fair application sorting in leaves, submit ACLs from members.
 
 use allot_compiler::normalize::Model;
+use allot_compiler::units::format_duration;
 use serde_json::{Value, json};
 
 use super::{Node, bound, tree, yaml};
@@ -176,7 +177,7 @@ fn fidelity(model: &Model) -> String {
     );
     out.push_str(&format!(
         "| fair share over a {} window | fairness uses current allocation | lost |\n",
-        crate::duration(model.policy.window_seconds)
+        format_duration(model.policy.window_seconds)
     ));
     out.push_str("| shares | `guaranteed` = guaranteed GPUs (whole); parents sort children by allocated/guaranteed, so it is also the weight | exact to one GPU |\n");
     out.push_str(&format!(

@@ -10,6 +10,7 @@ pub mod tree;
 use std::collections::BTreeMap;
 
 use allot_compiler::normalize::{Contract, Model};
+use allot_compiler::units::format_duration;
 
 use self::tree::{PREEMPTIBLE_QOS, Tree, desired, flat_file, slurm_clusters};
 use crate::{OutputFile, Target, Violation};
@@ -157,7 +158,7 @@ fn slurm_conf(model: &Model, cluster: &str, tree: &Tree) -> String {
     out.push_str("\n# Fair Tree (the default multifactor algorithm: PriorityFlags without NO_FAIR_TREE)\nPriorityType=priority/multifactor\n");
     out.push_str(&format!(
         "# A {} sliding window, as exponential decay of the same total weight\nPriorityDecayHalfLife={}\nPriorityCalcPeriod=5\n",
-        crate::duration(model.policy.window_seconds),
+        format_duration(model.policy.window_seconds),
         slurm_duration(half_life)
     ));
     out.push_str("PriorityWeightFairshare=100000\n# FIFO inside a budget\nPriorityWeightAge=1000\nPriorityMaxAge=7-0\n");
@@ -204,11 +205,11 @@ fn fidelity(model: &Model) -> String {
         String::from("# Slurm: what the budgets lose\n\n| policy | on Slurm | fidelity |\n|---|---|---|\n");
     out.push_str(&format!(
         "| fair share over a {} window | Fair Tree over usage decayed with `PriorityDecayHalfLife={}` (window × ln 2): the same total weight as the window; usage {} old still weighs {:.2}, {} old {:.2}, and {:.0}% of the weight lies beyond the window | approximated |\n",
-        crate::duration(window),
+        format_duration(window),
         slurm_duration(half_life(window)),
-        crate::duration(window),
+        format_duration(window),
         weight_at(window as f64),
-        crate::duration(2 * window),
+        format_duration(2 * window),
         weight_at(2.0 * window as f64),
         // The share of all decayed weight older than the window is the weight at its edge.
         100.0 * weight_at(window as f64)

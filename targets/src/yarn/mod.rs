@@ -11,6 +11,7 @@ pub mod queues;
 pub mod xml;
 
 use allot_compiler::normalize::{Cluster, Model, YarnBinding};
+use allot_compiler::units::format_duration;
 
 use crate::{OutputFile, Target, Violation};
 
@@ -114,8 +115,7 @@ pub fn validate_resource_types(text: &str) -> Vec<String> {
 
 /// What the budgets lose on YARN, with this model's numbers.
 fn fidelity(model: &Model) -> String {
-    let hours = |s: u64| crate::duration(s);
-    let window = hours(model.policy.window_seconds);
+    let window = format_duration(model.policy.window_seconds);
     let kill_wait = kill_wait_ms(model) / 1000;
     let mut out = String::from("# YARN: what the budgets lose\n\n");
     out.push_str("| policy | on YARN | fidelity |\n|---|---|---|\n");
@@ -146,7 +146,7 @@ fn fidelity(model: &Model) -> String {
     ));
     out.push_str(&format!(
         "| minimum runtime per contract | one global kill wait: `max_wait_before_kill` / `waitTimeBeforeKill` = {} (the default contract's) | approximated |\n",
-        hours(kill_wait)
+        format_duration(kill_wait)
     ));
     out.push_str("| resumable | preempted containers are killed; only the application's own retry brings them back | lost |\n");
     out.push_str("| maximum runtime | Capacity Scheduler: `maximum-application-lifetime` of each leaf = the longest its contracts allow; Fair Scheduler: none | approximated |\n");
@@ -168,8 +168,8 @@ fn fidelity(model: &Model) -> String {
         out.push_str(&format!(
             "| {} | {} | {} | {effect} |\n",
             contract.name,
-            hours(wanted),
-            hours(kill_wait)
+            format_duration(wanted),
+            format_duration(kill_wait)
         ));
     }
 
