@@ -10,6 +10,7 @@ pub mod diagnostic;
 pub mod diff;
 pub mod format;
 pub mod lower;
+pub mod names;
 pub mod normalize;
 pub mod replay;
 pub mod source;

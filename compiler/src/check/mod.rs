@@ -5,7 +5,7 @@ mod clusters;
 mod contracts;
 mod limits;
 mod members;
-pub mod names;
+mod names;
 mod references;
 mod shares;
 
