@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::path::{Component, Path};
 
-use allot_compiler::normalize::Model;
+use allot_compiler::ir::Model;
 use allot_targets::{OutputFile, registry};
 
 /// What a run wrote, per target.

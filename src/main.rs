@@ -388,7 +388,7 @@ fn run(command: Command, format: Format) -> std::io::Result<ExitCode> {
             Ok(exit(ok))
         }
         Command::Schema => {
-            print(&pretty(&allot_compiler::normalize::json_schema())?)?;
+            print(&pretty(&allot_compiler::ir::json_schema())?)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Fmt { path, check } => fmt(&path, check, format),
@@ -457,7 +457,7 @@ fn compile_revision(
     path: &Path,
     rev: Option<&str>,
     format: Format,
-) -> std::io::Result<Option<allot_compiler::normalize::Model>> {
+) -> std::io::Result<Option<allot_compiler::ir::Model>> {
     let compilation = match rev {
         None => {
             let (loader, entry) = FsLoader::open(path);

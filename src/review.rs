@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal;
 
 use allot_compiler::diff::{Change, Diff, Kind, Standing};
-use allot_compiler::normalize::Model;
+use allot_compiler::ir::Model;
 use clap::ValueEnum;
 use serde_json::{Value, json};
 

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use allot_compiler::normalize::Model;
+use allot_compiler::ir::Model;
 use allot_compiler::replay::audit::Waits;
 use allot_compiler::replay::report;
 use allot_compiler::replay::simulate::{Policy, SHORT_JOB, Simulation, simulate};

@@ -5,7 +5,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use allot_compiler::normalize::Model;
+use allot_compiler::ir::Model;
 use allot_targets::slurm::{check_tree, import, plan, tree};
 use clap::ValueEnum;
 

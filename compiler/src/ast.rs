@@ -2,7 +2,12 @@
 //! its span, includes followed.
 //!
 //! Produced by `lower`, read by `check` and `normalize`. Values a file failed to give are
-//! `None` here; `check` has reported them, and `normalize` only runs on a clean tree.
+//! `None` here; `check` has reported them, and `normalize` only runs on a clean tree. The
+//! closed sets of words the language knows ([`WorkRule`], the schedulers, [`CapacityMode`])
+//! are defined here once; the normalised model ([`crate::ir`]) carries them on, serialised
+//! as the files write them.
+
+use serde::Serialize;
 
 use crate::source::{Span, Spanned};
 use crate::units::Seconds;
@@ -67,7 +72,8 @@ pub struct SlurmBinding {
     pub span: Span,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum KubernetesScheduler {
     Kueue,
     Kai,
@@ -97,7 +103,8 @@ pub struct KubernetesBinding {
     pub span: Span,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum YarnScheduler {
     Capacity,
     Fair,
@@ -114,10 +121,22 @@ impl YarnScheduler {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum CapacityMode {
     Percent,
     Absolute,
+}
+
+impl CapacityMode {
+    pub const ALL: [CapacityMode; 2] = [Self::Percent, Self::Absolute];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Percent => "percent",
+            Self::Absolute => "absolute",
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -132,12 +151,24 @@ pub struct YarnBinding {
 }
 
 /// What happens to work outside a budget, or beyond one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum WorkRule {
     /// Runs on idle GPUs and may be preempted.
     Preemptible,
     /// Is not admitted.
     Deny,
+}
+
+impl WorkRule {
+    pub const ALL: [WorkRule; 2] = [Self::Preemptible, Self::Deny];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Preemptible => "preemptible",
+            Self::Deny => "deny",
+        }
+    }
 }
 
 pub const DEFAULT_WINDOW: Seconds = 7 * 24 * 3600;

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::normalize::{Allocation, Cluster, Contract, Location, Model, Project, ShareSpec};
+use crate::ir::{Allocation, Cluster, Contract, Location, Model, Project, ShareSpec};
 use crate::units::format_duration;
 
 /// One change, as a reviewer reads it.
@@ -419,8 +419,8 @@ pub fn diff(old: &Model, new: &Model) -> Diff {
     let policy = |m: &Model| {
         vec![
             ("window", format_duration(m.policy.window_seconds)),
-            ("unbudgeted", m.policy.unbudgeted.clone()),
-            ("overflow", m.policy.overflow.clone()),
+            ("unbudgeted", m.policy.unbudgeted.as_str().to_string()),
+            ("overflow", m.policy.overflow.as_str().to_string()),
             ("overcommit", m.policy.overcommit.to_string()),
         ]
     };

@@ -9,6 +9,7 @@ pub mod check;
 pub mod diagnostic;
 pub mod diff;
 pub mod format;
+pub mod ir;
 pub mod lower;
 pub mod names;
 pub mod normalize;
@@ -26,7 +27,7 @@ pub struct Compilation {
     pub sources: Sources,
     pub budget: ast::Budget,
     /// The normalised model; `None` when there are errors.
-    pub model: Option<normalize::Model>,
+    pub model: Option<ir::Model>,
     pub diagnostics: Vec<Diagnostic>,
 }
 

@@ -334,7 +334,7 @@ impl Lowering<'_> {
                     );
                     let options = YarnScheduler::ALL.map(|y| (y.as_str(), y));
                     let schedulers = e.choice_args(self, "scheduler", &options);
-                    let modes = [("percent", CapacityMode::Percent), ("absolute", CapacityMode::Absolute)];
+                    let modes = CapacityMode::ALL.map(|m| (m.as_str(), m));
                     let capacity_mode = e.choice(self, "capacity-mode", &modes);
                     let absolute = capacity_mode.as_ref().is_some_and(|m| m.value == CapacityMode::Absolute);
                     let binding = YarnBinding {
@@ -358,7 +358,7 @@ impl Lowering<'_> {
 
     fn policy(&mut self, file: FileId, node: &KdlNode) -> Policy {
         let e = self.entries(file, node, 0, &["window", "unbudgeted", "overflow", "overcommit"]);
-        let rules = [("preemptible", WorkRule::Preemptible), ("deny", WorkRule::Deny)];
+        let rules = WorkRule::ALL.map(|r| (r.as_str(), r));
         self.no_children(file, node);
         Policy {
             window: e.duration(self, "window", false),

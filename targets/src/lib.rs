@@ -8,7 +8,7 @@ pub mod kubernetes;
 pub mod slurm;
 pub mod yarn;
 
-use allot_compiler::normalize::{Location, Model};
+use allot_compiler::ir::{Location, Model};
 
 /// A file a target writes, relative to the target's output folder.
 #[derive(Clone, Debug, PartialEq, Eq)]

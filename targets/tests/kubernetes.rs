@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use allot_compiler::normalize::Model;
+use allot_compiler::ir::Model;
 use allot_compiler::{MemoryLoader, compile};
 use allot_targets::kubernetes::{kai::Kai, kueue::Kueue, volcano::Volcano, yunikorn::YuniKorn};
 use allot_targets::{OutputFile, Target};

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use allot_compiler::normalize::Model;
+use allot_compiler::ir::Model;
 use allot_compiler::{MemoryLoader, compile};
 use allot_targets::Target;
 use allot_targets::slurm::{Slurm, import, plan, tree};

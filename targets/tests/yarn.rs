@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use allot_compiler::normalize::{Model, Project};
+use allot_compiler::ir::{CapacityMode, Model, Project};
 use allot_compiler::{MemoryLoader, compile};
 use allot_targets::Target;
 use allot_targets::yarn::{Yarn, capacity_rules, fair_rules, validate_resource_types, xml};
@@ -235,7 +235,7 @@ fn emitted_files_round_trip_to_the_model() {
                 model.clusters.iter().find(|c| c.name == cluster).unwrap().bindings.yarn.as_ref().unwrap();
             if file.path.ends_with("/capacity-scheduler.xml") {
                 let hierarchy = capacity_rules::hierarchy(&capacity_rules::read(&file.contents).unwrap());
-                if binding.capacity_mode == "percent" {
+                if binding.capacity_mode == CapacityMode::Percent {
                     compare(&hierarchy, &top, cluster);
                 } else {
                     compare_gpus(&hierarchy, &top, cluster);

@@ -6,7 +6,8 @@
 
 use std::collections::BTreeSet;
 
-use allot_compiler::normalize::{Contract, Model, Project, apportion};
+use allot_compiler::ir::{Contract, KubernetesScheduler, Model, Project, WorkRule};
+use allot_compiler::normalize::apportion;
 use allot_compiler::units::format_duration;
 use serde_json::{Value, json};
 
@@ -24,13 +25,13 @@ impl Target for Kai {
 
     fn emit(&self, model: &Model) -> Vec<OutputFile> {
         let mut files = Vec::new();
-        for (cluster, _) in bound(model, "kai") {
+        for (cluster, _) in bound(model, KubernetesScheduler::Kai) {
             let nodes = tree(model, &cluster.name);
             let mut queues = Vec::new();
             for node in nodes.iter().flat_map(|n| n.flatten()) {
                 queues.extend(node_queues(model, node));
             }
-            if model.policy.unbudgeted == "preemptible" {
+            if model.policy.unbudgeted == WorkRule::Preemptible {
                 queues.push(queue(UNBUDGETED, None, "work outside any budget", 0, 0, -1, None));
             }
             files.push(OutputFile { path: format!("{}/queues.yaml", cluster.name), contents: yaml(&queues) });
@@ -44,7 +45,7 @@ impl Target for Kai {
 
     fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation> {
         let mut violations = Vec::new();
-        for (cluster, _) in bound(model, "kai") {
+        for (cluster, _) in bound(model, KubernetesScheduler::Kai) {
             let nodes = tree(model, &cluster.name);
             let extra: Vec<(String, &Project)> = nodes
                 .iter()
@@ -122,7 +123,7 @@ fn node_queues(model: &Model, node: &Node<'_>) -> Vec<Value> {
     let a = node.allocation;
     let limit = match a.max_gpus {
         Some(max) => max.max(a.guaranteed_gpus) as i64,
-        None if model.policy.overflow == "deny" => a.guaranteed_gpus as i64,
+        None if model.policy.overflow == WorkRule::Deny => a.guaranteed_gpus as i64,
         None => -1,
     };
     let split = if node.is_leaf() { contract_queues(model, node) } else { Vec::new() };
@@ -228,11 +229,11 @@ fn fidelity(model: &Model) -> String {
     out.push_str("| unallocated shares | not given to any queue: over-quota for every queue | exact |\n");
     out.push_str(&format!(
         "| unbudgeted work ({}) | {} | exact |\n",
-        model.policy.unbudgeted,
-        if model.policy.unbudgeted == "preemptible" {
-            "queue `root-unbudgeted`, quota 0, weight 0: only over-quota, preemptible"
-        } else {
-            "no queue takes it"
+        model.policy.unbudgeted.as_str(),
+        match model.policy.unbudgeted {
+            WorkRule::Preemptible =>
+                "queue `root-unbudgeted`, quota 0, weight 0: only over-quota, preemptible",
+            WorkRule::Deny => "no queue takes it",
         }
     ));
     out.push_str("| work beyond a budget | over-quota, for preemptible workloads only; `limit` from max GPUs | exact |\n");

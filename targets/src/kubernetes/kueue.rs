@@ -4,7 +4,7 @@
 //! LocalQueue per member namespace, a WorkloadPriorityClass per contract, and the
 //! controller `Configuration` fragment that turns fair sharing on.
 
-use allot_compiler::normalize::{Cluster, KubernetesBinding, Model};
+use allot_compiler::ir::{Cluster, KubernetesBinding, KubernetesScheduler, Model, WorkRule};
 use allot_compiler::units::format_duration;
 use serde_json::{Value, json};
 
@@ -23,7 +23,7 @@ impl Target for Kueue {
 
     fn emit(&self, model: &Model) -> Vec<OutputFile> {
         let mut files = Vec::new();
-        for (cluster, binding) in bound(model, "kueue") {
+        for (cluster, binding) in bound(model, KubernetesScheduler::Kueue) {
             let nodes = tree(model, &cluster.name);
             let mut file = |name: &str, objects: Vec<Value>| {
                 if !objects.is_empty() {
@@ -45,7 +45,7 @@ impl Target for Kueue {
 
     fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation> {
         let mut violations = Vec::new();
-        for (cluster, _) in bound(model, "kueue") {
+        for (cluster, _) in bound(model, KubernetesScheduler::Kueue) {
             let path = format!("{}/clusterqueues.yaml", cluster.name);
             violations.extend(check_names(&path, &tree(model, &cluster.name), &[]));
         }
@@ -85,7 +85,7 @@ fn borrowing_limit(model: &Model, node: &Node<'_>) -> Option<u64> {
     let guaranteed = node.allocation.guaranteed_gpus;
     match node.allocation.max_gpus {
         Some(max) => Some(max.saturating_sub(guaranteed)),
-        None if model.policy.overflow == "deny" => Some(0),
+        None if model.policy.overflow == WorkRule::Deny => Some(0),
         None => None,
     }
 }
@@ -126,7 +126,7 @@ fn cluster_queues(model: &Model, binding: &KubernetesBinding, nodes: &[Node<'_>]
         });
         out.push(object(API, "ClusterQueue", &node.name, spec));
     }
-    if model.policy.unbudgeted == "preemptible" {
+    if model.policy.unbudgeted == WorkRule::Preemptible {
         // Everything it runs is borrowed, so it is reclaimed first; weight 0 loses every tie.
         let spec = json!({
             "cohortName": ROOT,
@@ -257,17 +257,21 @@ fn fidelity(model: &Model) -> String {
     out.push_str("| unallocated shares | `nominalQuota` of the parent's Cohort: a pool every member borrows from | exact |\n");
     out.push_str(&format!(
         "| unbudgeted work ({}) | {} | exact |\n",
-        model.policy.unbudgeted,
-        if model.policy.unbudgeted == "preemptible" {
-            "ClusterQueue `root-unbudgeted`: quota 0 (all borrowed, reclaimed first), weight 0, any namespace"
-        } else {
-            "no ClusterQueue takes it"
+        model.policy.unbudgeted.as_str(),
+        match model.policy.unbudgeted {
+            WorkRule::Preemptible => {
+                "ClusterQueue `root-unbudgeted`: quota 0 (all borrowed, reclaimed first), weight 0, any namespace"
+            }
+            WorkRule::Deny => "no ClusterQueue takes it",
         }
     ));
     out.push_str(&format!(
         "| work beyond a budget ({}) | borrowing from the cohort{}; `reclaimWithinCohort: Any` takes guarantees back | exact |\n",
-        model.policy.overflow,
-        if model.policy.overflow == "deny" { ", forbidden (`borrowingLimit: 0`)" } else { ", capped by `borrowingLimit` where max GPUs are set" }
+        model.policy.overflow.as_str(),
+        match model.policy.overflow {
+            WorkRule::Preemptible => ", capped by `borrowingLimit` where max GPUs are set",
+            WorkRule::Deny => ", forbidden (`borrowingLimit: 0`)",
+        }
     ));
     out.push_str("| minimum runtime per contract | no field: each contract is a WorkloadPriorityClass valued by its minimum runtime in minutes, which protects only against preemption inside a ClusterQueue | approximated |\n");
     out.push_str("| maximum runtime | not set on queues; jobs may carry `kueue.x-k8s.io/max-exec-time-seconds` | lost on the queues |\n");

@@ -3,7 +3,7 @@
 //! `capability` from max GPUs; the contracts' minimum runtimes become the pod annotation
 //! the `cdp` plugin reads, documented in the fidelity report since a queue cannot hold them.
 
-use allot_compiler::normalize::Model;
+use allot_compiler::ir::{KubernetesScheduler, Model, WorkRule};
 use allot_compiler::units::format_duration;
 use serde_json::{Value, json};
 
@@ -23,7 +23,7 @@ impl Target for Volcano {
 
     fn emit(&self, model: &Model) -> Vec<OutputFile> {
         let mut files = Vec::new();
-        for (cluster, binding) in bound(model, "volcano") {
+        for (cluster, binding) in bound(model, KubernetesScheduler::Volcano) {
             let nodes = tree(model, &cluster.name);
             let gpus = |n: u64| json!({ binding.resource.as_str(): n.to_string() });
             let mut queues: Vec<Value> = nodes
@@ -41,7 +41,7 @@ impl Target for Volcano {
                     object(API, "Queue", &node.name, spec)
                 })
                 .collect();
-            if model.policy.unbudgeted == "preemptible" {
+            if model.policy.unbudgeted == WorkRule::Preemptible {
                 let spec = json!({ "parent": "root", "deserved": gpus(0), "reclaimable": true });
                 queues.push(object(API, "Queue", UNBUDGETED, spec));
             }
@@ -56,7 +56,7 @@ impl Target for Volcano {
 
     fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation> {
         let mut violations = Vec::new();
-        for (cluster, _) in bound(model, "volcano") {
+        for (cluster, _) in bound(model, KubernetesScheduler::Volcano) {
             let path = format!("{}/queues.yaml", cluster.name);
             let nodes = tree(model, &cluster.name);
             violations.extend(check_names(&path, &nodes, &[]));
@@ -87,7 +87,7 @@ fn capability(model: &Model, node: &Node<'_>) -> Option<u64> {
     let guaranteed = node.allocation.guaranteed_gpus;
     match node.allocation.max_gpus {
         Some(max) => Some(max.max(guaranteed)),
-        None if model.policy.overflow == "deny" => Some(guaranteed),
+        None if model.policy.overflow == WorkRule::Deny => Some(guaranteed),
         None => None,
     }
 }
@@ -148,11 +148,10 @@ fn fidelity(model: &Model) -> String {
     out.push_str("| weights for idle GPUs | not with hierarchical queues (the `weight` of the proportion plugin is flat) | lost |\n");
     out.push_str(&format!(
         "| unbudgeted work ({}) | {} | exact |\n",
-        model.policy.unbudgeted,
-        if model.policy.unbudgeted == "preemptible" {
-            "queue `root-unbudgeted` with `deserved` 0: all it runs is reclaimable"
-        } else {
-            "no queue takes it"
+        model.policy.unbudgeted.as_str(),
+        match model.policy.unbudgeted {
+            WorkRule::Preemptible => "queue `root-unbudgeted` with `deserved` 0: all it runs is reclaimable",
+            WorkRule::Deny => "no queue takes it",
         }
     ));
     out.push_str(

@@ -2,7 +2,7 @@
 //! the project tree as nested queues under `root`, `guaranteed` = guaranteed GPUs, `max`
 //! from max GPUs, fair application sorting in leaves, submit ACLs from members.
 
-use allot_compiler::normalize::Model;
+use allot_compiler::ir::{KubernetesScheduler, Model, WorkRule};
 use allot_compiler::units::format_duration;
 use serde_json::{Value, json};
 
@@ -21,12 +21,12 @@ impl Target for YuniKorn {
 
     fn emit(&self, model: &Model) -> Vec<OutputFile> {
         let mut files = Vec::new();
-        for (cluster, binding) in bound(model, "yunikorn") {
+        for (cluster, binding) in bound(model, KubernetesScheduler::Yunikorn) {
             let nodes = tree(model, &cluster.name);
             let gpus = |n: u64| json!({ binding.resource.as_str(): n.to_string() });
             let mut queues: Vec<Value> = nodes.iter().map(|n| queue(model, n, &gpus)).collect();
             let mut placement = vec![json!({ "name": "provided", "create": false })];
-            if model.policy.unbudgeted == "preemptible" {
+            if model.policy.unbudgeted == WorkRule::Preemptible {
                 queues.push(json!({
                     "name": UNBUDGETED,
                     "submitacl": "*",
@@ -84,7 +84,7 @@ fn queue(model: &Model, node: &Node<'_>, gpus: &dyn Fn(u64) -> Value) -> Value {
     let mut resources = json!({ "guaranteed": gpus(a.guaranteed_gpus) });
     let max = match a.max_gpus {
         Some(max) => Some(max.max(a.guaranteed_gpus)),
-        None if model.policy.overflow == "deny" => Some(a.guaranteed_gpus),
+        None if model.policy.overflow == WorkRule::Deny => Some(a.guaranteed_gpus),
         None => None,
     };
     if let Some(max) = max {
@@ -182,11 +182,12 @@ fn fidelity(model: &Model) -> String {
     out.push_str("| shares | `guaranteed` = guaranteed GPUs (whole); parents sort children by allocated/guaranteed, so it is also the weight | exact to one GPU |\n");
     out.push_str(&format!(
         "| unbudgeted work ({}) | {} | exact |\n",
-        model.policy.unbudgeted,
-        if model.policy.unbudgeted == "preemptible" {
-            "queue `root._unbudgeted` (guaranteed the top-level rest), the fallback placement"
-        } else {
-            "placement only into the queue a job names"
+        model.policy.unbudgeted.as_str(),
+        match model.policy.unbudgeted {
+            WorkRule::Preemptible => {
+                "queue `root._unbudgeted` (guaranteed the top-level rest), the fallback placement"
+            }
+            WorkRule::Deny => "placement only into the queue a job names",
         }
     ));
     out.push_str(

@@ -9,7 +9,7 @@ pub mod tree;
 
 use std::collections::BTreeMap;
 
-use allot_compiler::normalize::{Contract, Model};
+use allot_compiler::ir::{Contract, Model};
 use allot_compiler::units::format_duration;
 
 use self::tree::{PREEMPTIBLE_QOS, Tree, desired, flat_file, slurm_clusters};
@@ -189,9 +189,9 @@ fn slurm_conf(model: &Model, cluster: &str, tree: &Tree) -> String {
 /// Whether the project at `path` may use allot cluster `cluster` (`None`: no such project).
 fn model_project_on(model: &Model, path: &str, cluster: &str) -> Option<bool> {
     fn find<'m>(
-        projects: &'m [allot_compiler::normalize::Project],
+        projects: &'m [allot_compiler::ir::Project],
         path: &str,
-    ) -> Option<&'m allot_compiler::normalize::Project> {
+    ) -> Option<&'m allot_compiler::ir::Project> {
         projects.iter().find_map(|p| if p.path == path { Some(p) } else { find(&p.children, path) })
     }
     find(&model.projects, path).map(|p| p.clusters.contains_key(cluster))

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use allot_compiler::normalize::{Location, Model, Project, ShareSpec};
+use allot_compiler::ir::{Location, Model, Project, ShareSpec, WorkRule};
 
 /// `Fairshare=parent` as the dump writes it.
 pub const PARENT_FAIRSHARE: u64 = 2_147_483_647;
@@ -89,7 +89,7 @@ pub fn desired(model: &Model, cluster: &str) -> Tree {
         .filter(|c| c.bindings.slurm.as_ref().is_some_and(|s| s.cluster == cluster))
         .map(|c| c.name.as_str())
         .collect();
-    let preemptible = model.policy.overflow == "preemptible" || model.policy.unbudgeted == "preemptible";
+    let preemptible = [model.policy.overflow, model.policy.unbudgeted].contains(&WorkRule::Preemptible);
     let default_contract = model.contracts.iter().find(|c| c.default).map(|c| c.name.clone());
     let mut tree = Tree { cluster: cluster.to_string(), accounts: Vec::new(), users: Vec::new() };
     add(&mut tree, &model.projects, "root", None, &bound, preemptible, default_contract.as_deref());

@@ -10,7 +10,7 @@ pub mod fair_rules;
 pub mod queues;
 pub mod xml;
 
-use allot_compiler::normalize::{Cluster, Model, YarnBinding};
+use allot_compiler::ir::{CapacityMode, Cluster, Model, WorkRule, YarnBinding, YarnScheduler};
 use allot_compiler::units::format_duration;
 
 use crate::{OutputFile, Target, Violation};
@@ -42,11 +42,11 @@ impl Target for Yarn {
             let mut file = |name: &str, contents: String| {
                 files.push(OutputFile { path: format!("{}/{name}", cluster.name), contents })
             };
-            if binding.schedulers.iter().any(|s| s == "capacity") {
+            if binding.schedulers.contains(&YarnScheduler::Capacity) {
                 file("capacity-scheduler.xml", capacity::scheduler_xml(model, cluster, binding, &root).0);
                 file("yarn-site.capacity.xml", capacity::yarn_site(kill_wait_ms(model), &binding.resource));
             }
-            if binding.schedulers.iter().any(|s| s == "fair") {
+            if binding.schedulers.contains(&YarnScheduler::Fair) {
                 file("fair-scheduler.xml", fair::scheduler_xml(model, &cluster.name, binding, &root));
                 file("yarn-site.fair.xml", fair::yarn_site(kill_wait_ms(model), &binding.resource));
             }
@@ -128,20 +128,23 @@ fn fidelity(model: &Model) -> String {
     out.push_str("| unallocated shares | a `_unallocated_*` queue nobody may submit to, whose capacity others borrow | exact |\n");
     out.push_str(&format!(
         "| unbudgeted work ({}) | {} | exact |\n",
-        model.policy.unbudgeted,
-        if model.policy.unbudgeted == "preemptible" {
-            "queue `_unbudgeted`, guaranteed the top-level rest, may use every idle GPU, preemptible"
-        } else {
-            "no queue takes it: the placement policy rejects applications that name no queue"
+        model.policy.unbudgeted.as_str(),
+        match model.policy.unbudgeted {
+            WorkRule::Preemptible => {
+                "queue `_unbudgeted`, guaranteed the top-level rest, may use every idle GPU, preemptible"
+            }
+            WorkRule::Deny =>
+                "no queue takes it: the placement policy rejects applications that name no queue",
         }
     ));
     out.push_str(&format!(
         "| work beyond a budget ({}) | {} | exact |\n",
-        model.policy.overflow,
-        if model.policy.overflow == "preemptible" {
-            "`maximum-capacity` 100% (or the project's max GPUs): borrowed capacity is reclaimed by preemption"
-        } else {
-            "`maximum-capacity` equals the guarantee: no borrowing"
+        model.policy.overflow.as_str(),
+        match model.policy.overflow {
+            WorkRule::Preemptible => {
+                "`maximum-capacity` 100% (or the project's max GPUs): borrowed capacity is reclaimed by preemption"
+            }
+            WorkRule::Deny => "`maximum-capacity` equals the guarantee: no borrowing",
         }
     ));
     out.push_str(&format!(
@@ -177,9 +180,11 @@ fn fidelity(model: &Model) -> String {
         let root = queues::tree(model, &cluster.name);
         out.push_str(&format!(
             "\n## Cluster `{}` ({} GPUs, {} mode)\n\n",
-            cluster.name, cluster.gpus, binding.capacity_mode
+            cluster.name,
+            cluster.gpus,
+            binding.capacity_mode.as_str()
         ));
-        if binding.schedulers.iter().any(|s| s == "capacity") {
+        if binding.schedulers.contains(&YarnScheduler::Capacity) {
             let (_, notes) = capacity::scheduler_xml(model, cluster, binding, &root);
             for note in notes {
                 out.push_str(&format!("- {note}.\n"));
@@ -192,13 +197,14 @@ fn fidelity(model: &Model) -> String {
         if names.len() < leaves.len() {
             out.push_str("- Some leaf queues share a name: ResourceManagers before 3.4 refuse that; 3.4 needs their full paths.\n");
         }
-        if binding.capacity_mode == "percent" {
-            out.push_str(
-                "- Percent mode gives each queue the same percentage of memory and vcores as of GPUs.\n",
-            );
-        } else {
-            out.push_str("- Absolute mode pins whole GPUs (and memory, vcores in proportion): rebuild when nodes change.\n");
-        }
+        out.push_str(match binding.capacity_mode {
+            CapacityMode::Percent => {
+                "- Percent mode gives each queue the same percentage of memory and vcores as of GPUs.\n"
+            }
+            CapacityMode::Absolute => {
+                "- Absolute mode pins whole GPUs (and memory, vcores in proportion): rebuild when nodes change.\n"
+            }
+        });
     }
     out
 }
