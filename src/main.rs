@@ -563,7 +563,7 @@ fn owners(path: &Path, format: Format) -> std::io::Result<ExitCode> {
     let prefix = git_loader::GitRepo::discover(path).map(|g| g.prefix).unwrap_or_default();
     let mut text =
         String::from("# Budget files and the owners who approve changes to them (allot owners).\n");
-    for (file, owners) in allot_compiler::diff::codeowners(&model, &entry) {
+    for (file, owners) in allot_compiler::owners::codeowners(&model, &entry) {
         let file = if prefix.is_empty() { file } else { format!("{prefix}/{file}") };
         text.push_str(&format!("/{file} {}\n", owners.join(" ")));
     }

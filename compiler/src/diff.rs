@@ -1,11 +1,13 @@
 //! The semantic diff of two normalised models (two revisions of a budget repository):
 //! projects added, removed, moved and renamed; share, limit, member, owner, contract,
 //! policy, cluster and expectation changes; every project whose effective share or
-//! guaranteed GPUs moved; and, for each change, the owners who must approve it.
+//! guaranteed GPUs moved; and, for each change, the owners who must approve it (found by
+//! [`crate::owners`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::ir::{Allocation, Cluster, Contract, Location, Model, Project, ShareSpec};
+use crate::owners::owners_at;
 use crate::units::format_duration;
 
 /// One change, as a reviewer reads it.
@@ -118,23 +120,6 @@ impl Diff {
     }
 }
 
-/// Every project of a model by path, with its parent's path.
-fn flatten(model: &Model) -> BTreeMap<String, (&Project, Option<&Project>)> {
-    fn go<'m>(
-        projects: &'m [Project],
-        parent: Option<&'m Project>,
-        out: &mut BTreeMap<String, (&'m Project, Option<&'m Project>)>,
-    ) {
-        for p in projects {
-            out.insert(p.path.clone(), (p, parent));
-            go(&p.children, Some(p), out);
-        }
-    }
-    let mut out = BTreeMap::new();
-    go(&model.projects, None, &mut out);
-    out
-}
-
 fn parent_path(path: &str) -> &str {
     path.rsplit_once('/').map_or("", |(parent, _)| parent)
 }
@@ -159,21 +144,6 @@ fn likeness(a: &Project, b: &Project) -> f64 {
     let members = if union == 0.0 { 0.5 } else { shared / union };
     let share = if a.share == b.share { 1.0 } else { 0.0 };
     0.8 * members + 0.2 * share
-}
-
-/// The owners whose approval a change inside `path`'s subtree needs: the nearest named
-/// owners at `path` or above it.
-fn owners_at(projects: &BTreeMap<String, (&Project, Option<&Project>)>, path: &str) -> Vec<String> {
-    let mut at = path;
-    while !at.is_empty() {
-        if let Some((p, _)) = projects.get(at)
-            && !p.owners.is_empty()
-        {
-            return p.owners.clone();
-        }
-        at = parent_path(at);
-    }
-    Vec::new()
 }
 
 fn share_text(share: &ShareSpec) -> String {
@@ -302,8 +272,8 @@ fn named<T>(
 
 /// The diff from `old` to `new`.
 pub fn diff(old: &Model, new: &Model) -> Diff {
-    let before = flatten(old);
-    let after = flatten(new);
+    let before = old.projects_by_path();
+    let after = new.projects_by_path();
     let mut changes = Vec::new();
 
     // Match projects: same path; else the same name under another parent (a move); else
@@ -493,24 +463,4 @@ fn share_moves(
     }
     moves.sort_by(|a, b| (&a.cluster, &a.project).cmp(&(&b.cluster, &b.project)));
     moves
-}
-
-/// CODEOWNERS entries: each file but the entry file, owned by the owners of the projects
-/// it defines at its top (the nearest named owners at or above them).
-pub fn codeowners(model: &Model, entry: &str) -> Vec<(String, Vec<String>)> {
-    let projects = flatten(model);
-    let mut by_file: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-    for (path, (project, parent)) in &projects {
-        let file = project.source.file.as_str();
-        let top_of_file = parent.is_none_or(|p| p.source.file != file);
-        if file != entry && top_of_file {
-            let owners = by_file.entry(file).or_default();
-            for owner in owners_at(&projects, path) {
-                if !owners.contains(&owner) {
-                    owners.push(owner);
-                }
-            }
-        }
-    }
-    by_file.into_iter().filter(|(_, o)| !o.is_empty()).map(|(f, o)| (f.to_string(), o)).collect()
 }

@@ -25,6 +25,25 @@ pub struct Model {
     pub expectations: Expectations,
 }
 
+impl Model {
+    /// Every project by path, with its parent.
+    pub fn projects_by_path(&self) -> BTreeMap<String, (&Project, Option<&Project>)> {
+        fn go<'m>(
+            projects: &'m [Project],
+            parent: Option<&'m Project>,
+            out: &mut BTreeMap<String, (&'m Project, Option<&'m Project>)>,
+        ) {
+            for p in projects {
+                out.insert(p.path.clone(), (p, parent));
+                go(&p.children, Some(p), out);
+            }
+        }
+        let mut out = BTreeMap::new();
+        go(&self.projects, None, &mut out);
+        out
+    }
+}
+
 /// A pool of GPUs.
 #[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "snake_case")]

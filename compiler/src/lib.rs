@@ -13,6 +13,7 @@ pub mod ir;
 pub mod lower;
 pub mod names;
 pub mod normalize;
+pub mod owners;
 pub mod replay;
 pub mod source;
 pub mod syntax;
