@@ -41,7 +41,7 @@ impl Compilation {
 /// Reads the repository from `entry` (a path the loader knows), checks it and, when it is
 /// free of errors, normalises it.
 pub fn compile(loader: &dyn Loader, entry: &str) -> Compilation {
-    let (sources, budget, mut diagnostics, complete) = lower::lower(loader, entry);
+    let lower::Lowered { sources, budget, mut diagnostics, complete } = lower::lower(loader, entry);
     if complete {
         diagnostics.extend(check::check(&budget));
     }

@@ -9,9 +9,7 @@ use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
 
 use crate::ast::*;
 use crate::diagnostic::{Code, Diagnostic, did_you_mean};
-use crate::source::{
-    FileId, LoadError, Loader, PathError, SourceFile, Sources, Span, Spanned, resolve_include,
-};
+use crate::source::{FileId, LoadError, Loader, SourceFile, Sources, Span, Spanned, resolve_include};
 use crate::syntax;
 use crate::units::{Seconds, parse_duration, parse_percent};
 
@@ -20,11 +18,19 @@ pub const MAX_PROJECT_DEPTH: usize = 32;
 /// Most files in one repository.
 pub const MAX_FILES: usize = 1000;
 
+/// What lowering a repository produced.
+#[derive(Debug)]
+pub struct Lowered {
+    pub sources: Sources,
+    pub budget: Budget,
+    pub diagnostics: Vec<Diagnostic>,
+    /// Every file could be read and parsed: checks of the whole tree would mislead when a
+    /// file is missing from it.
+    pub complete: bool,
+}
+
 /// Reads the repository from `entry` and lowers it into a tree.
-///
-/// Returns whether every file could be read and parsed: checks of the whole tree would
-/// mislead when a file is missing from it.
-pub fn lower(loader: &dyn Loader, entry: &str) -> (Sources, Budget, Vec<Diagnostic>, bool) {
+pub fn lower(loader: &dyn Loader, entry: &str) -> Lowered {
     let mut lowering = Lowering {
         loader,
         sources: Sources::default(),
@@ -39,7 +45,12 @@ pub fn lower(loader: &dyn Loader, entry: &str) -> (Sources, Budget, Vec<Diagnost
         lowering.stack.push(entry.to_string());
         lowering.entry_file(file, &doc, &mut budget);
     }
-    (lowering.sources, budget, lowering.diagnostics, lowering.complete)
+    Lowered {
+        sources: lowering.sources,
+        budget,
+        diagnostics: lowering.diagnostics,
+        complete: lowering.complete,
+    }
 }
 
 struct Lowering<'l> {
@@ -505,12 +516,7 @@ impl Lowering<'_> {
         let path = match resolve_include(&from, &target.value) {
             Ok(path) => path,
             Err(error) => {
-                let why = match error {
-                    PathError::Absolute => "is absolute",
-                    PathError::OutsideRoot => "leaves the repository",
-                    PathError::Empty => "is empty",
-                };
-                let d = Diagnostic::error(Code::IncludeOutside, format!("include path {why}"))
+                let d = Diagnostic::error(Code::IncludeOutside, format!("include path {error}"))
                     .label(target.span, "not inside the repository")
                     .help("write the path relative to this file, inside the budget repository");
                 self.push(d);
