@@ -66,6 +66,7 @@ impl Target for Yarn {
                     .and_then(|root| xml::properties(&root))
                     .err()
                     .into_iter()
+                    .map(|error| error.to_string())
                     .collect(),
             };
             violations.extend(problems.into_iter().map(|message| Violation::new(&file.path, message)));
@@ -91,7 +92,7 @@ fn resource_types(resource: &str) -> String {
 pub fn validate_resource_types(text: &str) -> Vec<String> {
     let properties = match xml::parse(text).and_then(|root| xml::properties(&root)) {
         Ok(properties) => properties,
-        Err(error) => return vec![error],
+        Err(error) => return vec![error.to_string()],
     };
     let valid = |name: &str| {
         let (prefix, short) = name.rsplit_once('/').unwrap_or(("", name));
