@@ -52,7 +52,7 @@ pub fn emit(model: &Model, only: &[String]) -> Result<Vec<Built>, Vec<String>> {
                 ));
             }
         }
-        built.push(Built { target: target.name(), fidelity: target.fidelity(model), files });
+        built.push(Built { target: target.name(), fidelity: target.fidelity(model).to_markdown(), files });
     }
     if problems.is_empty() { Ok(built) } else { Err(problems) }
 }

@@ -37,7 +37,7 @@ pub fn native(old: &Model, new: &Model) -> Vec<NativeDiff> {
             let mut files: BTreeMap<String, String> =
                 target.emit(m).into_iter().map(|f| (f.path, f.contents)).collect();
             if !files.is_empty() {
-                files.insert("FIDELITY.md".into(), target.fidelity(m));
+                files.insert("FIDELITY.md".into(), target.fidelity(m).to_markdown());
             }
             files
         };

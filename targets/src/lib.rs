@@ -4,11 +4,14 @@
 //! line, the diff and the Action reach targets only through this registry, so adding a
 //! scheduler is adding a module and a registry line.
 
+pub mod fidelity;
 pub mod kubernetes;
 pub mod slurm;
 pub mod yarn;
 
 use allot_compiler::ir::{Location, Model};
+
+use crate::fidelity::Report;
 
 /// A file a target writes, relative to the target's output folder.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,9 +48,8 @@ pub trait Target {
     /// Checks emitted files against the scheduler's own rules (the model says which KDL
     /// a problem comes from).
     fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation>;
-    /// What of the policy the scheduler cannot express, and how it was approximated, as
-    /// Markdown.
-    fn fidelity(&self, model: &Model) -> String;
+    /// What of the policy the scheduler carries, approximates or cannot express.
+    fn fidelity(&self, model: &Model) -> Report;
 }
 
 /// Every target allot can emit, in output order.

@@ -178,7 +178,7 @@ fn examples_pass_the_webhook_rules_and_match_their_snapshots() {
             if !files.is_empty() {
                 insta::assert_snapshot!(
                     format!("{}-{name}-FIDELITY.md", target.name()),
-                    target.fidelity(&model)
+                    target.fidelity(&model).to_markdown()
                 );
             }
         }

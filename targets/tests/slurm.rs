@@ -170,6 +170,6 @@ fn examples_with_a_slurm_binding_match_their_snapshots() {
         for file in &files {
             insta::assert_snapshot!(format!("slurm-{name}-{}", file.path), &file.contents);
         }
-        insta::assert_snapshot!(format!("slurm-{name}-FIDELITY.md"), Slurm.fidelity(&model));
+        insta::assert_snapshot!(format!("slurm-{name}-FIDELITY.md"), Slurm.fidelity(&model).to_markdown());
     }
 }

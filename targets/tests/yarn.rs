@@ -150,7 +150,7 @@ fn examples_build_validate_and_match_their_snapshots() {
         for file in &files {
             insta::assert_snapshot!(format!("yarn-{name}-{}", file.path.replace('/', "-")), &file.contents);
         }
-        insta::assert_snapshot!(format!("yarn-{name}-FIDELITY.md"), Yarn.fidelity(&model));
+        insta::assert_snapshot!(format!("yarn-{name}-FIDELITY.md"), Yarn.fidelity(&model).to_markdown());
     }
 }
 

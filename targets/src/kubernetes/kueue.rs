@@ -9,6 +9,7 @@ use allot_compiler::units::format_duration;
 use serde_json::{Value, json};
 
 use super::{Node, UNBUDGETED, bound, check_names, go_duration, object, quantity, tree, weight, yaml};
+use crate::fidelity::{Note, Report, Row};
 use crate::{OutputFile, Target, Violation};
 
 pub struct Kueue;
@@ -57,7 +58,7 @@ impl Target for Kueue {
         violations
     }
 
-    fn fidelity(&self, model: &Model) -> String {
+    fn fidelity(&self, model: &Model) -> Report {
         fidelity(model)
     }
 }
@@ -246,49 +247,72 @@ fn parse_quantity(q: &str) -> Option<f64> {
     }
 }
 
-fn fidelity(model: &Model) -> String {
-    let mut out =
-        String::from("# Kueue: what the budgets lose\n\n| policy | on Kueue | fidelity |\n|---|---|---|\n");
-    out.push_str(&format!(
-        "| fair share over a {} window | Fair Sharing compares current borrowing, not usage history | lost |\n",
-        format_duration(model.policy.window_seconds)
-    ));
-    out.push_str("| shares | `nominalQuota` = guaranteed GPUs (whole, largest remainder), `fairSharing.weight` = the share | exact to one GPU |\n");
-    out.push_str("| unallocated shares | `nominalQuota` of the parent's Cohort: a pool every member borrows from | exact |\n");
-    out.push_str(&format!(
-        "| unbudgeted work ({}) | {} | exact |\n",
-        model.policy.unbudgeted.as_str(),
-        match model.policy.unbudgeted {
-            WorkRule::Preemptible => {
-                "ClusterQueue `root-unbudgeted`: quota 0 (all borrowed, reclaimed first), weight 0, any namespace"
-            }
-            WorkRule::Deny => "no ClusterQueue takes it",
-        }
-    ));
-    out.push_str(&format!(
-        "| work beyond a budget ({}) | borrowing from the cohort{}; `reclaimWithinCohort: Any` takes guarantees back | exact |\n",
-        model.policy.overflow.as_str(),
-        match model.policy.overflow {
-            WorkRule::Preemptible => ", capped by `borrowingLimit` where max GPUs are set",
-            WorkRule::Deny => ", forbidden (`borrowingLimit: 0`)",
-        }
-    ));
-    out.push_str("| minimum runtime per contract | no field: each contract is a WorkloadPriorityClass valued by its minimum runtime in minutes, which protects only against preemption inside a ClusterQueue | approximated |\n");
-    out.push_str("| maximum runtime | not set on queues; jobs may carry `kueue.x-k8s.io/max-exec-time-seconds` | lost on the queues |\n");
-    out.push_str(
-        "| resumable | evicted workloads are requeued; keeping progress is the job's own | lost |\n",
-    );
-    out.push_str("| max GPUs per job | not expressible on a queue | lost |\n");
-    out.push_str("| members | namespaces: `namespaceSelector` and a LocalQueue per namespace; users and groups do not apply | exact for namespaces |\n\n");
-    out.push_str("## Contracts as priority classes\n\n| contract | minimum runtime | WorkloadPriorityClass value |\n|---|---|---|\n");
-    for c in &model.contracts {
-        out.push_str(&format!(
-            "| {} | {} | {} |\n",
-            c.name,
-            go_duration(c.min_runtime_seconds),
-            c.min_runtime_seconds / 60
-        ));
+fn fidelity(model: &Model) -> Report {
+    let rows = vec![
+        Row::lost(
+            format!("fair share over a {} window", format_duration(model.policy.window_seconds)),
+            "Fair Sharing compares current borrowing, not usage history",
+        ),
+        Row::exact(
+            "shares",
+            "`nominalQuota` = guaranteed GPUs (whole, largest remainder), `fairSharing.weight` = the share",
+        )
+        .qualified("to one GPU"),
+        Row::exact(
+            "unallocated shares",
+            "`nominalQuota` of the parent's Cohort: a pool every member borrows from",
+        ),
+        Row::exact(
+            format!("unbudgeted work ({})", model.policy.unbudgeted.as_str()),
+            match model.policy.unbudgeted {
+                WorkRule::Preemptible => {
+                    "ClusterQueue `root-unbudgeted`: quota 0 (all borrowed, reclaimed first), weight 0, any namespace"
+                }
+                WorkRule::Deny => "no ClusterQueue takes it",
+            },
+        ),
+        Row::exact(
+            format!("work beyond a budget ({})", model.policy.overflow.as_str()),
+            format!(
+                "borrowing from the cohort{}; `reclaimWithinCohort: Any` takes guarantees back",
+                match model.policy.overflow {
+                    WorkRule::Preemptible => ", capped by `borrowingLimit` where max GPUs are set",
+                    WorkRule::Deny => ", forbidden (`borrowingLimit: 0`)",
+                }
+            ),
+        ),
+        Row::approximated(
+            "minimum runtime per contract",
+            "no field: each contract is a WorkloadPriorityClass valued by its minimum runtime in minutes, which protects only against preemption inside a ClusterQueue",
+        ),
+        Row::lost(
+            "maximum runtime",
+            "not set on queues; jobs may carry `kueue.x-k8s.io/max-exec-time-seconds`",
+        )
+        .qualified("on the queues"),
+        Row::lost("resumable", "evicted workloads are requeued; keeping progress is the job's own"),
+        Row::lost("max GPUs per job", "not expressible on a queue"),
+        Row::exact(
+            "members",
+            "namespaces: `namespaceSelector` and a LocalQueue per namespace; users and groups do not apply",
+        )
+        .qualified("for namespaces"),
+    ];
+    let classes = model
+        .contracts
+        .iter()
+        .map(|c| {
+            vec![c.name.clone(), go_duration(c.min_runtime_seconds), (c.min_runtime_seconds / 60).to_string()]
+        })
+        .collect();
+    Report {
+        scheduler: "Kueue",
+        short_name: "Kueue",
+        rows,
+        notes: vec![
+            Note::Heading("Contracts as priority classes".into()),
+            Note::table(&["contract", "minimum runtime", "WorkloadPriorityClass value"], classes),
+            Note::Paragraph("Jobs select their queue with the label `kueue.x-k8s.io/queue-name: <project>` and their contract with `kueue.x-k8s.io/priority-class: <contract>`.".into()),
+        ],
     }
-    out.push_str("\nJobs select their queue with the label `kueue.x-k8s.io/queue-name: <project>` and their contract with `kueue.x-k8s.io/priority-class: <contract>`.\n");
-    out
 }
