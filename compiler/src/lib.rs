@@ -1,8 +1,14 @@
 //! allot-compiler: budget files in, a checked and normalised model out.
 //!
-//! The pipeline, one module per stage: [`source`] (files and spans, read through a
-//! [`Loader`]) -> [`syntax`] (KDL) -> [`lower`] (the [`ast`]) -> [`check`] (coded
-//! [`diagnostic`]s) -> [`normalize`] (exact shares and guaranteed GPUs).
+//! The pipeline, one module per stage, each reading only what the stages before it made:
+//! [`source`] (files and spans, read through a [`Loader`]) -> [`syntax`] (KDL) ->
+//! [`lower`] (the [`ast`]: the spanned tree) -> [`check`] (coded [`diagnostic`]s) ->
+//! [`normalize`] (the [`ir`]: exact shares and guaranteed GPUs, which the targets, the
+//! diff and the verifier read and `allot export` writes).
+//!
+//! Beside it: [`units`] (durations and percentages) and [`names`] (the names every target
+//! can carry), for the stages and the targets alike; [`diff`] (two revisions of the ir),
+//! [`owners`] (who approves a change; CODEOWNERS) and [`format`](mod@format) (`allot fmt`).
 
 pub mod ast;
 pub mod check;

@@ -1,8 +1,10 @@
-//! allot-targets: the normalised model to each scheduler's native configuration.
+//! allot-targets: the normalised model ([`allot_compiler::ir`]) to each scheduler's native
+//! configuration.
 //!
-//! A target is one module implementing [`Target`]; [`registry`] lists them. The command
-//! line, the diff and the Action reach targets only through this registry, so adding a
-//! scheduler is adding a module and a registry line.
+//! A target is one module implementing [`Target`]: it emits files, validates them against
+//! the scheduler's rules and says in a [`fidelity::Report`] what of the policy they lose.
+//! [`registry`] lists them. The command line, the diff and the Action reach targets only
+//! through this registry, so adding a scheduler is adding a module and a registry line.
 
 pub mod fidelity;
 pub mod kubernetes;
