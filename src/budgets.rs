@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use allot_compiler::normalize::Model;
+use allot_compiler::ir::Model;
 use allot_compiler::{Compilation, Loader, compile};
 
 use crate::diagnostics::{self, Format};

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
-use allot_compiler::normalize::Model;
+use allot_compiler::ir::Model;
 use allot_compiler::replay::audit::{Audit, BudgetFigures, Span, Waits, audit};
 use allot_compiler::replay::fair_tree::{Association, FairTree, Shares};
 use allot_compiler::replay::trace::{Format, Merged, Reader};

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use allot_compiler::normalize::Model;
+use allot_compiler::ir::Model;
 use allot_compiler::replay::audit::Waits;
 use allot_compiler::replay::report;
 use allot_compiler::replay::simulate::{Policy, SHORT_JOB, Simulation, simulate};

@@ -66,7 +66,7 @@ impl Drop for Slurm {
     }
 }
 
-fn model_of(dir: &Path) -> allot_compiler::normalize::Model {
+fn model_of(dir: &Path) -> allot_compiler::ir::Model {
     let loader = FsLoader(dir.to_path_buf());
     compile(&loader, "allot.kdl").model.expect("a valid example")
 }

@@ -1,11 +1,14 @@
 //! The semantic diff of two normalised models (two revisions of a budget repository):
 //! projects added, removed, moved and renamed; share, limit, member, owner, contract,
 //! policy, cluster and expectation changes; every project whose effective share or
-//! guaranteed GPUs moved; and, for each change, the owners who must approve it.
+//! guaranteed GPUs moved; and, for each change, the owners who must approve it (found by
+//! [`crate::owners`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::normalize::{Allocation, Cluster, Contract, Location, Model, Project, ShareSpec};
+use crate::ir::{Allocation, Cluster, Contract, Location, Model, Project, ShareSpec};
+use crate::owners::owners_at;
+use crate::units::format_duration;
 
 /// One change, as a reviewer reads it.
 #[derive(Clone, Debug, PartialEq)]
@@ -117,23 +120,6 @@ impl Diff {
     }
 }
 
-/// Every project of a model by path, with its parent's path.
-fn flatten(model: &Model) -> BTreeMap<String, (&Project, Option<&Project>)> {
-    fn go<'m>(
-        projects: &'m [Project],
-        parent: Option<&'m Project>,
-        out: &mut BTreeMap<String, (&'m Project, Option<&'m Project>)>,
-    ) {
-        for p in projects {
-            out.insert(p.path.clone(), (p, parent));
-            go(&p.children, Some(p), out);
-        }
-    }
-    let mut out = BTreeMap::new();
-    go(&model.projects, None, &mut out);
-    out
-}
-
 fn parent_path(path: &str) -> &str {
     path.rsplit_once('/').map_or("", |(parent, _)| parent)
 }
@@ -158,21 +144,6 @@ fn likeness(a: &Project, b: &Project) -> f64 {
     let members = if union == 0.0 { 0.5 } else { shared / union };
     let share = if a.share == b.share { 1.0 } else { 0.0 };
     0.8 * members + 0.2 * share
-}
-
-/// The owners whose approval a change inside `path`'s subtree needs: the nearest named
-/// owners at `path` or above it.
-fn owners_at(projects: &BTreeMap<String, (&Project, Option<&Project>)>, path: &str) -> Vec<String> {
-    let mut at = path;
-    while !at.is_empty() {
-        if let Some((p, _)) = projects.get(at)
-            && !p.owners.is_empty()
-        {
-            return p.owners.clone();
-        }
-        at = parent_path(at);
-    }
-    Vec::new()
 }
 
 fn share_text(share: &ShareSpec) -> String {
@@ -232,8 +203,8 @@ fn project_details(old: &Project, new: &Project) -> Vec<Detail> {
 
 fn contract_text(c: &Contract) -> Vec<(&'static str, String)> {
     vec![
-        ("min runtime", crate::lower::format_duration(c.min_runtime_seconds)),
-        ("max runtime", c.max_runtime_seconds.map(crate::lower::format_duration).unwrap_or_default()),
+        ("min runtime", format_duration(c.min_runtime_seconds)),
+        ("max runtime", c.max_runtime_seconds.map(format_duration).unwrap_or_default()),
         ("resumable", c.resumable.to_string()),
         ("max GPUs per job", c.max_gpus.map(|m| m.to_string()).unwrap_or_default()),
         ("default", c.default.to_string()),
@@ -301,8 +272,8 @@ fn named<T>(
 
 /// The diff from `old` to `new`.
 pub fn diff(old: &Model, new: &Model) -> Diff {
-    let before = flatten(old);
-    let after = flatten(new);
+    let before = old.projects_by_path();
+    let after = new.projects_by_path();
     let mut changes = Vec::new();
 
     // Match projects: same path; else the same name under another parent (a move); else
@@ -417,9 +388,9 @@ pub fn diff(old: &Model, new: &Model) -> Diff {
     named("cluster", &old.clusters, &new.clusters, |c| &c.name, cluster_text, |c| &c.source, &mut changes);
     let policy = |m: &Model| {
         vec![
-            ("window", crate::lower::format_duration(m.policy.window_seconds)),
-            ("unbudgeted", m.policy.unbudgeted.clone()),
-            ("overflow", m.policy.overflow.clone()),
+            ("window", format_duration(m.policy.window_seconds)),
+            ("unbudgeted", m.policy.unbudgeted.as_str().to_string()),
+            ("overflow", m.policy.overflow.as_str().to_string()),
             ("overcommit", m.policy.overcommit.to_string()),
         ]
     };
@@ -492,24 +463,4 @@ fn share_moves(
     }
     moves.sort_by(|a, b| (&a.cluster, &a.project).cmp(&(&b.cluster, &b.project)));
     moves
-}
-
-/// CODEOWNERS entries: each file but the entry file, owned by the owners of the projects
-/// it defines at its top (the nearest named owners at or above them).
-pub fn codeowners(model: &Model, entry: &str) -> Vec<(String, Vec<String>)> {
-    let projects = flatten(model);
-    let mut by_file: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-    for (path, (project, parent)) in &projects {
-        let file = project.source.file.as_str();
-        let top_of_file = parent.is_none_or(|p| p.source.file != file);
-        if file != entry && top_of_file {
-            let owners = by_file.entry(file).or_default();
-            for owner in owners_at(&projects, path) {
-                if !owners.contains(&owner) {
-                    owners.push(owner);
-                }
-            }
-        }
-    }
-    by_file.into_iter().filter(|(_, o)| !o.is_empty()).map(|(f, o)| (f.to_string(), o)).collect()
 }

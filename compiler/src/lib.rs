@@ -1,19 +1,29 @@
 //! allot-compiler: budget files in, a checked and normalised model out.
 //!
-//! The pipeline, one module per stage: [`source`] (files and spans, read through a
-//! [`Loader`]) -> [`syntax`] (KDL) -> [`lower`] (the [`model`]) -> [`check`] (coded
-//! [`diagnostic`]s) -> [`normalize`] (exact shares and guaranteed GPUs).
+//! The pipeline, one module per stage, each reading only what the stages before it made:
+//! [`source`] (files and spans, read through a [`Loader`]) -> [`syntax`] (KDL) ->
+//! [`lower`] (the [`ast`]: the spanned tree) -> [`check`] (coded [`diagnostic`]s) ->
+//! [`normalize`] (the [`ir`]: exact shares and guaranteed GPUs, which the targets, the
+//! diff and the verifier read and `allot export` writes).
+//!
+//! Beside it: [`units`] (durations and percentages) and [`names`] (the names every target
+//! can carry), for the stages and the targets alike; [`diff`] (two revisions of the ir),
+//! [`owners`] (who approves a change; CODEOWNERS) and [`format`](mod@format) (`allot fmt`).
 
+pub mod ast;
 pub mod check;
 pub mod diagnostic;
 pub mod diff;
 pub mod format;
+pub mod ir;
 pub mod lower;
-pub mod model;
+pub mod names;
 pub mod normalize;
+pub mod owners;
 pub mod replay;
 pub mod source;
 pub mod syntax;
+pub mod units;
 
 pub use diagnostic::{Code, Diagnostic, Severity};
 pub use source::{Loader, MemoryLoader, Sources};
@@ -22,9 +32,9 @@ pub use source::{Loader, MemoryLoader, Sources};
 #[derive(Debug)]
 pub struct Compilation {
     pub sources: Sources,
-    pub budget: model::Budget,
+    pub budget: ast::Budget,
     /// The normalised model; `None` when there are errors.
-    pub model: Option<normalize::Model>,
+    pub model: Option<ir::Model>,
     pub diagnostics: Vec<Diagnostic>,
 }
 
@@ -37,7 +47,7 @@ impl Compilation {
 /// Reads the repository from `entry` (a path the loader knows), checks it and, when it is
 /// free of errors, normalises it.
 pub fn compile(loader: &dyn Loader, entry: &str) -> Compilation {
-    let (sources, budget, mut diagnostics, complete) = lower::lower(loader, entry);
+    let lower::Lowered { sources, budget, mut diagnostics, complete } = lower::lower(loader, entry);
     if complete {
         diagnostics.extend(check::check(&budget));
     }

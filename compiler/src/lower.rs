@@ -1,29 +1,36 @@
-//! Lowering: KDL documents to the [`Budget`] model, following includes through a
-//! [`Loader`]. Reports everything about the shape of the files (unknown nodes and
+//! Lowering: KDL documents to the [`Budget`] syntax tree ([`crate::ast`]), following
+//! includes through a [`Loader`]. Reports everything about the shape of the files (unknown nodes and
 //! properties, missing and wrongly typed values, bad durations and percentages, include
 //! problems, size limits); the meaning of the values is `check`'s business.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
 
+use crate::ast::*;
 use crate::diagnostic::{Code, Diagnostic, did_you_mean};
-use crate::model::*;
-use crate::source::{
-    FileId, LoadError, Loader, PathError, SourceFile, Sources, Span, Spanned, resolve_include,
-};
+use crate::source::{FileId, LoadError, Loader, SourceFile, Sources, Span, Spanned, resolve_include};
 use crate::syntax;
+use crate::units::{Seconds, parse_duration, parse_percent};
 
 /// Deepest project tree, includes followed.
 pub const MAX_PROJECT_DEPTH: usize = 32;
 /// Most files in one repository.
 pub const MAX_FILES: usize = 1000;
 
-/// Reads the repository from `entry` and lowers it into a model.
-///
-/// Returns whether every file could be read and parsed: checks of the whole model would
-/// mislead when a file is missing from it.
-pub fn lower(loader: &dyn Loader, entry: &str) -> (Sources, Budget, Vec<Diagnostic>, bool) {
+/// What lowering a repository produced.
+#[derive(Debug)]
+pub struct Lowered {
+    pub sources: Sources,
+    pub budget: Budget,
+    pub diagnostics: Vec<Diagnostic>,
+    /// Every file could be read and parsed: checks of the whole tree would mislead when a
+    /// file is missing from it.
+    pub complete: bool,
+}
+
+/// Reads the repository from `entry` and lowers it into a tree.
+pub fn lower(loader: &dyn Loader, entry: &str) -> Lowered {
     let mut lowering = Lowering {
         loader,
         sources: Sources::default(),
@@ -38,7 +45,12 @@ pub fn lower(loader: &dyn Loader, entry: &str) -> (Sources, Budget, Vec<Diagnost
         lowering.stack.push(entry.to_string());
         lowering.entry_file(file, &doc, &mut budget);
     }
-    (lowering.sources, budget, lowering.diagnostics, lowering.complete)
+    Lowered {
+        sources: lowering.sources,
+        budget,
+        diagnostics: lowering.diagnostics,
+        complete: lowering.complete,
+    }
 }
 
 struct Lowering<'l> {
@@ -333,7 +345,7 @@ impl Lowering<'_> {
                     );
                     let options = YarnScheduler::ALL.map(|y| (y.as_str(), y));
                     let schedulers = e.choice_args(self, "scheduler", &options);
-                    let modes = [("percent", CapacityMode::Percent), ("absolute", CapacityMode::Absolute)];
+                    let modes = CapacityMode::ALL.map(|m| (m.as_str(), m));
                     let capacity_mode = e.choice(self, "capacity-mode", &modes);
                     let absolute = capacity_mode.as_ref().is_some_and(|m| m.value == CapacityMode::Absolute);
                     let binding = YarnBinding {
@@ -357,7 +369,7 @@ impl Lowering<'_> {
 
     fn policy(&mut self, file: FileId, node: &KdlNode) -> Policy {
         let e = self.entries(file, node, 0, &["window", "unbudgeted", "overflow", "overcommit"]);
-        let rules = [("preemptible", WorkRule::Preemptible), ("deny", WorkRule::Deny)];
+        let rules = WorkRule::ALL.map(|r| (r.as_str(), r));
         self.no_children(file, node);
         Policy {
             window: e.duration(self, "window", false),
@@ -504,12 +516,7 @@ impl Lowering<'_> {
         let path = match resolve_include(&from, &target.value) {
             Ok(path) => path,
             Err(error) => {
-                let why = match error {
-                    PathError::Absolute => "is absolute",
-                    PathError::OutsideRoot => "leaves the repository",
-                    PathError::Empty => "is empty",
-                };
-                let d = Diagnostic::error(Code::IncludeOutside, format!("include path {why}"))
+                let d = Diagnostic::error(Code::IncludeOutside, format!("include path {error}"))
                     .label(target.span, "not inside the repository")
                     .help("write the path relative to this file, inside the budget repository");
                 self.push(d);
@@ -859,97 +866,6 @@ impl<'n> Entries<'n> {
                 self.wrong_type(l, entry, "a percentage or a weight", "share=\"25%\" or share=3");
                 None
             }
-        }
-    }
-}
-
-/// `"90s"`, `"8h"`, `"7d"`, `"1h30m"`: whole numbers with units s, m, h, d, w.
-pub fn parse_duration(text: &str) -> Option<Seconds> {
-    let mut total: u64 = 0;
-    let mut digits = String::new();
-    let mut units_seen = BTreeSet::new();
-    for c in text.chars() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-            continue;
-        }
-        let unit: u64 = match c {
-            's' => 1,
-            'm' => 60,
-            'h' => 3600,
-            'd' => 86_400,
-            'w' => 604_800,
-            _ => return None,
-        };
-        if digits.is_empty() || !units_seen.insert(c) {
-            return None;
-        }
-        let n: u64 = digits.parse().ok()?;
-        total = total.checked_add(n.checked_mul(unit)?)?;
-        digits.clear();
-    }
-    (digits.is_empty() && !units_seen.is_empty()).then_some(total)
-}
-
-/// Seconds written back as the language writes durations: `"0s"`, `"90s"`, `"8h"`,
-/// `"1h30m"`, `"7d"`.
-pub fn format_duration(seconds: Seconds) -> String {
-    if seconds == 0 {
-        return "0s".into();
-    }
-    let units = [("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)];
-    let mut rest = seconds;
-    let mut out = String::new();
-    for (unit, size) in units {
-        if rest >= size {
-            out.push_str(&format!("{}{unit}", rest / size));
-            rest %= size;
-        }
-    }
-    out
-}
-
-/// `"35%"`, `"12.5%"`: a non-negative number with up to 6 decimals and `%`.
-pub fn parse_percent(text: &str) -> Option<f64> {
-    let number = text.strip_suffix('%')?;
-    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    let digits = |s: &str| s.chars().all(|c| c.is_ascii_digit());
-    let valid = !whole.is_empty()
-        && whole.len() <= 6
-        && digits(whole)
-        && digits(fraction)
-        && fraction.len() <= 6
-        && (number.contains('.') <= !fraction.is_empty());
-    valid.then(|| number.parse().ok()).flatten()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("90s"), Some(90));
-        assert_eq!(parse_duration("8h"), Some(28_800));
-        assert_eq!(parse_duration("7d"), Some(604_800));
-        assert_eq!(parse_duration("1h30m"), Some(5_400));
-        assert_eq!(parse_duration("0s"), Some(0));
-        for bad in ["", "8", "h", "8 h", "8hr", "1h1h", "-1h", "1.5h", "99999999999999999999w"] {
-            assert_eq!(parse_duration(bad), None, "{bad}");
-        }
-        for seconds in [0, 1, 90, 3600, 5400, 86_400, 604_800, 694_861] {
-            assert_eq!(parse_duration(&format_duration(seconds)), Some(seconds));
-        }
-        assert_eq!(format_duration(604_800), "7d");
-    }
-
-    #[test]
-    fn percentages() {
-        assert_eq!(parse_percent("35%"), Some(35.0));
-        assert_eq!(parse_percent("12.5%"), Some(12.5));
-        assert_eq!(parse_percent("0%"), Some(0.0));
-        for bad in ["35", "%", "35 %", "-5%", "1e2%", "5.%", ".5%", "3.1234567%"] {
-            assert_eq!(parse_percent(bad), None, "{bad}");
         }
     }
 }

@@ -1,211 +1,16 @@
-//! Normalisation: the checked model to the [`Model`] every target, the diff and the
-//! verifier read: each project's normalised share among its siblings, its effective share
-//! of each cluster and its guaranteed GPUs there, whole numbers that add up exactly.
-//!
-//! This is also the JSON `allot export` writes; its schema is `schema/allot.schema.json`.
+//! Normalisation: a checked [`Budget`] tree to the [`Model`] ([`crate::ir`]) every target,
+//! the diff and the verifier read: each project's normalised share among its siblings, its
+//! effective share of each cluster and its guaranteed GPUs there, whole numbers that add up
+//! exactly.
 
 use std::collections::BTreeMap;
 
-use schemars::JsonSchema;
-use serde::Serialize;
-
-use crate::model::{self, Budget, DEFAULT_WINDOW, Share, WorkRule};
-use crate::source::{Sources, Span};
-
-/// The normalised budget of one repository.
-#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub struct Model {
-    pub clusters: Vec<Cluster>,
-    pub policy: Policy,
-    pub contracts: Vec<Contract>,
-    /// The top-level projects, each with its subtree.
-    pub projects: Vec<Project>,
-    pub expectations: Expectations,
-}
-
-/// A pool of GPUs.
-#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "snake_case")]
-pub struct Cluster {
-    pub name: String,
-    pub gpus: u64,
-    pub gpu_type: String,
-    pub gpus_per_node: u64,
-    /// GPUs no top-level project is guaranteed: they run preemptible work.
-    pub unallocated_gpus: u64,
-    pub bindings: Bindings,
-    pub source: Location,
-}
-
-/// The targets a cluster is bound to; absent: not emitted for that target.
-#[derive(Clone, Debug, Default, Serialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "snake_case")]
-pub struct Bindings {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub slurm: Option<SlurmBinding>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kubernetes: Option<KubernetesBinding>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub yarn: Option<YarnBinding>,
-}
-
-#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "snake_case")]
-pub struct SlurmBinding {
-    pub cluster: String,
-    pub partition: String,
-}
-
-#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "snake_case")]
-pub struct KubernetesBinding {
-    /// Some of `kueue`, `kai`, `volcano`, `yunikorn`, in that order.
-    pub schedulers: Vec<String>,
-    pub flavor: String,
-    pub resource: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub node_label: Option<String>,
-}
-
-#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "snake_case")]
-pub struct YarnBinding {
-    /// Some of `capacity`, `fair`, in that order.
-    pub schedulers: Vec<String>,
-    pub resource: String,
-    /// `percent` or `absolute`.
-    pub capacity_mode: String,
-    /// Memory of one node, in MiB (required in absolute mode).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub node_memory_mb: Option<u64>,
-    /// Vcores of one node (required in absolute mode).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub node_vcores: Option<u64>,
-}
-
-#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "snake_case")]
-pub struct Policy {
-    /// The fair-share window, in seconds.
-    pub window_seconds: u64,
-    /// `preemptible` or `deny`: work outside any budget.
-    pub unbudgeted: String,
-    /// `preemptible` or `deny`: work beyond a budget.
-    pub overflow: String,
-    pub overcommit: bool,
-}
-
-/// A job class.
-#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "snake_case")]
-pub struct Contract {
-    pub name: String,
-    /// The protected window, in seconds.
-    pub min_runtime_seconds: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_runtime_seconds: Option<u64>,
-    pub resumable: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_gpus: Option<u64>,
-    pub default: bool,
-    pub source: Location,
-}
-
-/// A share as written: a percentage of the parent or a weight among siblings.
-#[derive(Clone, Copy, Debug, Serialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "snake_case")]
-pub enum ShareSpec {
-    Percent(f64),
-    Weight(f64),
-}
-
-/// A project and its subtree.
-#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "snake_case")]
-pub struct Project {
-    pub name: String,
-    /// Names from the top, joined by `/`.
-    pub path: String,
-    pub share: ShareSpec,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_gpus: Option<u64>,
-    pub users: Vec<User>,
-    pub groups: Vec<String>,
-    pub namespaces: Vec<String>,
-    pub owners: Vec<String>,
-    /// The contracts its jobs may use: its own `contracts`, else its parent's.
-    pub contracts: Vec<String>,
-    /// Its allocation on each cluster it may use, by cluster name.
-    pub clusters: BTreeMap<String, Allocation>,
-    pub source: Location,
-    pub children: Vec<Project>,
-}
-
-#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "snake_case")]
-pub struct User {
-    pub name: String,
-    /// This project is the user's default.
-    pub default: bool,
-}
-
-/// A project's part of one cluster.
-#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "snake_case")]
-pub struct Allocation {
-    /// The share as written on this cluster (an `on` override, or the project's own).
-    pub share: ShareSpec,
-    /// Its fraction of its parent, 0 to 1.
-    pub normalized_share: f64,
-    /// Its fraction of the cluster: the product of normalised shares along its path.
-    pub effective_share: f64,
-    pub guaranteed_gpus: u64,
-    /// Of `guaranteed_gpus`, what no child is guaranteed (0 for a leaf).
-    pub unallocated_gpus: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_gpus: Option<u64>,
-}
-
-#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "snake_case")]
-pub struct Expectations {
-    /// Every budget receives at least this fraction (0 to 1) of its entitled GPU-hours.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub delivered_per_budget: Option<f64>,
-    /// All budgets together receive at least this fraction of their entitled GPU-hours.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub delivered_overall: Option<f64>,
-    pub waits: Vec<WaitExpectation>,
-}
-
-/// The longest wait, in seconds, at some percentiles of one contract's jobs.
-#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "snake_case")]
-pub struct WaitExpectation {
-    pub contract: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub p50_seconds: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub p90_seconds: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub p99_seconds: Option<u64>,
-}
-
-/// Where something was written.
-#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq, Eq, PartialOrd, Ord)]
-#[serde(rename_all = "snake_case")]
-pub struct Location {
-    /// The file's path inside the repository.
-    pub file: String,
-    pub line: usize,
-    pub column: usize,
-}
-
-/// The JSON Schema of [`Model`], as `allot schema` prints it.
-pub fn json_schema() -> serde_json::Value {
-    schemars::schema_for!(Model).to_value()
-}
+use crate::ast::{self, Budget, DEFAULT_WINDOW, Share};
+use crate::ir::{
+    Allocation, Bindings, CapacityMode, Cluster, Contract, Expectations, KubernetesBinding, Location, Model,
+    Policy, Project, ShareSpec, SlurmBinding, User, WaitExpectation, WorkRule, YarnBinding,
+};
+use crate::source::{Sources, Span, Spanned};
 
 fn location(sources: &Sources, span: Span) -> Location {
     match sources.location(span) {
@@ -214,11 +19,9 @@ fn location(sources: &Sources, span: Span) -> Location {
     }
 }
 
-fn rule(rule: Option<&crate::source::Spanned<WorkRule>>) -> String {
-    match rule.map(|r| r.value) {
-        Some(WorkRule::Deny) => "deny".into(),
-        _ => "preemptible".into(),
-    }
+/// A rule as written; work is preemptible unless the policy says otherwise.
+fn rule(rule: Option<&Spanned<WorkRule>>) -> WorkRule {
+    rule.map_or(WorkRule::Preemptible, |r| r.value)
 }
 
 /// Normalises a budget that passed the checks.
@@ -292,8 +95,8 @@ pub fn normalize(budget: &Budget, sources: &Sources) -> Model {
     }
 }
 
-fn bindings(cluster: &model::Cluster) -> Bindings {
-    let text = |s: &Option<crate::source::Spanned<String>>, default: &str| {
+fn bindings(cluster: &ast::Cluster) -> Bindings {
+    let text = |s: &Option<Spanned<String>>, default: &str| {
         s.as_ref().map_or_else(|| default.to_string(), |s| s.value.clone())
     };
     Bindings {
@@ -302,30 +105,27 @@ fn bindings(cluster: &model::Cluster) -> Bindings {
             partition: text(&b.partition, "gpu"),
         }),
         kubernetes: cluster.kubernetes.as_ref().map(|b| KubernetesBinding {
-            schedulers: names(b.schedulers.iter().map(|s| s.value), model::KubernetesScheduler::as_str),
+            schedulers: sorted(b.schedulers.iter().map(|s| s.value)),
             flavor: text(&b.flavor, &cluster.gpu_type.as_ref().map_or(String::new(), |t| t.value.clone())),
             resource: text(&b.resource, "nvidia.com/gpu"),
             node_label: b.node_label.as_ref().map(|l| l.value.clone()),
         }),
         yarn: cluster.yarn.as_ref().map(|b| YarnBinding {
-            schedulers: names(b.schedulers.iter().map(|s| s.value), model::YarnScheduler::as_str),
+            schedulers: sorted(b.schedulers.iter().map(|s| s.value)),
             resource: text(&b.resource, "yarn.io/gpu"),
-            capacity_mode: match b.capacity_mode.as_ref().map(|m| m.value) {
-                Some(model::CapacityMode::Absolute) => "absolute".into(),
-                _ => "percent".into(),
-            },
+            capacity_mode: b.capacity_mode.as_ref().map_or(CapacityMode::Percent, |m| m.value),
             node_memory_mb: b.node_memory_mb.as_ref().map(|m| m.value),
             node_vcores: b.node_vcores.as_ref().map(|v| v.value),
         }),
     }
 }
 
-/// Sorted, de-duplicated names of `values`.
-fn names<T: Ord + Copy>(values: impl Iterator<Item = T>, name: fn(T) -> &'static str) -> Vec<String> {
+/// `values` sorted, without duplicates.
+fn sorted<T: Ord>(values: impl Iterator<Item = T>) -> Vec<T> {
     let mut values: Vec<T> = values.collect();
     values.sort();
     values.dedup();
-    values.into_iter().map(|v| name(v).to_string()).collect()
+    values
 }
 
 /// What a sibling set divides on one cluster.
@@ -345,7 +145,7 @@ impl Context<'_> {
     /// Normalises one sibling set; also returns, per cluster, the GPUs left unallocated.
     fn siblings(
         &self,
-        projects: &[model::Project],
+        projects: &[ast::Project],
         parent_path: &str,
         parents: &BTreeMap<&str, Parent>,
         parent_contracts: &[String],

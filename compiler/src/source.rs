@@ -155,11 +155,14 @@ impl Loader for MemoryLoader {
     }
 }
 
-/// Why an include path is refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Why an include path is refused (the text follows "include path").
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PathError {
+    #[error("is absolute")]
     Absolute,
+    #[error("leaves the repository")]
     OutsideRoot,
+    #[error("is empty")]
     Empty,
 }
 

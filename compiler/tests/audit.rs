@@ -1,6 +1,6 @@
 //! The audit on small traces checked by hand, and its errors.
 
-use allot_compiler::normalize::Model;
+use allot_compiler::ir::Model;
 use allot_compiler::replay::audit::{AuditError, audit};
 use allot_compiler::replay::trace::{Format, Reader};
 use allot_compiler::{MemoryLoader, compile};

@@ -2,7 +2,7 @@
 //! children (plus what is left unallocated) sum exactly to their parent at every level,
 //! and effective shares are the product of normalised shares along the path.
 
-use allot_compiler::normalize::Project;
+use allot_compiler::ir::Project;
 use allot_compiler::{MemoryLoader, compile};
 use proptest::prelude::*;
 

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use allot_compiler::normalize::Model;
+use allot_compiler::ir::Model;
 use allot_compiler::replay::simulate::{Policy, Simulation, simulate};
 use allot_compiler::replay::trace::Job;
 use allot_compiler::{MemoryLoader, compile};

@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 
-use allot_compiler::normalize::Model;
+use allot_compiler::ir::Model;
 use allot_targets::{OutputFile, registry};
 
 use crate::budgets;
@@ -97,7 +97,7 @@ fn emit(model: &Model, only: &[String]) -> Result<Vec<Built>, Vec<String>> {
                 ));
             }
         }
-        built.push(Built { target: target.name(), fidelity: target.fidelity(model), files });
+        built.push(Built { target: target.name(), fidelity: target.fidelity(model).to_markdown(), files });
     }
     if problems.is_empty() { Ok(built) } else { Err(problems) }
 }

@@ -1,7 +1,7 @@
 //! `allot check`: validates a budget repository, reports every problem at once, and on
 //! success prints a one-line summary of what it holds.
 
-use allot_compiler::{Compilation, model};
+use allot_compiler::{Compilation, ast};
 
 use crate::budgets;
 use crate::diagnostics::{self, Format, plural};
@@ -30,7 +30,7 @@ fn summary(compilation: &Compilation) -> String {
     let Some(model) = &compilation.model else { return String::new() };
     let mut projects = 0;
     let mut leaves = 0;
-    model::walk(&compilation.budget.projects, &mut |_, p| {
+    ast::walk(&compilation.budget.projects, &mut |_, p| {
         projects += 1;
         leaves += usize::from(p.children.is_empty());
     });

@@ -17,7 +17,7 @@ pub fn run(args: Args, format: Format) -> Outcome {
     let git = GitRepo::discover(&args.path).ok();
     let mut text =
         String::from("# Budget files and the owners who approve changes to them (allot owners).\n");
-    for (file, owners) in allot_compiler::diff::codeowners(&model, &entry) {
+    for (file, owners) in allot_compiler::owners::codeowners(&model, &entry) {
         let file = match &git {
             Some(git) => git.repo_path(&file),
             None => file,

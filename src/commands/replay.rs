@@ -60,7 +60,7 @@ pub fn run(command: Command, format: Format) -> Outcome {
 }
 
 fn audit(args: AuditArgs, format: Format) -> Outcome {
-    let window = match args.window.as_deref().map(allot_compiler::lower::parse_duration) {
+    let window = match args.window.as_deref().map(allot_compiler::units::parse_duration) {
         Some(None) => return Err(Error::failed("--window: not a duration (e.g. 7d, 12h)")),
         other => other.flatten(),
     };

@@ -5,6 +5,6 @@ use crate::exit::{Exit, Outcome};
 use crate::output::{json, print};
 
 pub fn run() -> Outcome {
-    print(&json(&allot_compiler::normalize::json_schema())?)?;
+    print(&json(&allot_compiler::ir::json_schema())?)?;
     Ok(Exit::Success)
 }

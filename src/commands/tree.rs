@@ -1,7 +1,7 @@
 //! `allot tree`: the project tree as a table, with each project's share as written and,
 //! per cluster, its effective share and guaranteed GPUs.
 
-use allot_compiler::normalize::{Model, Project, ShareSpec};
+use allot_compiler::ir::{Model, Project, ShareSpec};
 
 use crate::budgets;
 use crate::diagnostics::Format;

@@ -1,14 +1,19 @@
-//! allot-targets: the normalised model to each scheduler's native configuration.
+//! allot-targets: the normalised model ([`allot_compiler::ir`]) to each scheduler's native
+//! configuration.
 //!
-//! A target is one module implementing [`Target`]; [`registry`] lists them. The command
-//! line, the diff and the Action reach targets only through this registry, so adding a
-//! scheduler is adding a module and a registry line.
+//! A target is one module implementing [`Target`]: it emits files, validates them against
+//! the scheduler's rules and says in a [`fidelity::Report`] what of the policy they lose.
+//! [`registry`] lists them. The command line, the diff and the Action reach targets only
+//! through this registry, so adding a scheduler is adding a module and a registry line.
 
+pub mod fidelity;
 pub mod kubernetes;
 pub mod slurm;
 pub mod yarn;
 
-use allot_compiler::normalize::{Location, Model};
+use allot_compiler::ir::{Location, Model};
+
+use crate::fidelity::Report;
 
 /// A file a target writes, relative to the target's output folder.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,9 +50,8 @@ pub trait Target {
     /// Checks emitted files against the scheduler's own rules (the model says which KDL
     /// a problem comes from).
     fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation>;
-    /// What of the policy the scheduler cannot express, and how it was approximated, as
-    /// Markdown.
-    fn fidelity(&self, model: &Model) -> String;
+    /// What of the policy the scheduler carries, approximates or cannot express.
+    fn fidelity(&self, model: &Model) -> Report;
 }
 
 /// Every target allot can emit, in output order.
@@ -60,9 +64,4 @@ pub fn registry() -> Vec<Box<dyn Target>> {
         Box::new(kubernetes::yunikorn::YuniKorn),
         Box::new(yarn::Yarn),
     ]
-}
-
-/// A duration as the budget language writes it, for reports.
-pub fn duration(seconds: u64) -> String {
-    allot_compiler::lower::format_duration(seconds)
 }

@@ -2,19 +2,15 @@
 //! OpenAPI-to-JSON-Schema rewrites), the schedulers' webhook rules, snapshots of the
 //! examples, name collisions, and quotas of random trees.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+mod inputs;
 
-use allot_compiler::normalize::Model;
-use allot_compiler::{MemoryLoader, compile};
+use std::collections::BTreeMap;
+
+use allot_compiler::ir::Model;
 use allot_targets::kubernetes::{kai::Kai, kueue::Kueue, volcano::Volcano, yunikorn::YuniKorn};
 use allot_targets::{OutputFile, Target};
 use proptest::prelude::*;
 use serde_json::{Value, json};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 fn targets() -> Vec<Box<dyn Target>> {
     vec![Box::new(Kueue), Box::new(Kai), Box::new(Volcano), Box::new(YuniKorn)]
@@ -24,14 +20,7 @@ fn targets() -> Vec<Box<dyn Target>> {
 /// by (apiVersion, kind): the served version's schema, rewritten for a JSON Schema
 /// validator. `None` when absent, unless `ALLOT_REQUIRE_SHARED` is set.
 fn schemas() -> Option<BTreeMap<(String, String), Value>> {
-    let shared =
-        std::env::var_os("ALLOT_SHARED_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("../shared"));
-    let dir = shared.join("crds");
-    if !dir.is_dir() {
-        assert!(std::env::var_os("ALLOT_REQUIRE_SHARED").is_none(), "no CRDs at {}", dir.display());
-        eprintln!("skipped: no CRDs at {} (set ALLOT_SHARED_DIR)", dir.display());
-        return None;
-    }
+    let dir = inputs::shared("crds", "CRDs")?;
     let mut out = BTreeMap::new();
     for project in std::fs::read_dir(&dir).unwrap() {
         for file in std::fs::read_dir(project.unwrap().path()).unwrap() {
@@ -133,33 +122,8 @@ fn schema_errors(
     (errors, checked, skipped)
 }
 
-/// Compiles an example folder from disk.
-fn model_of(dir: &Path) -> Model {
-    let mut loader = MemoryLoader::default();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(folder) = stack.pop() {
-        for entry in std::fs::read_dir(&folder).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "kdl") {
-                let relative = path.strip_prefix(dir).unwrap().to_string_lossy().replace('\\', "/");
-                loader.files.insert(relative, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    compile(&loader, "allot.kdl").model.unwrap()
-}
-
 fn kubernetes_examples() -> Vec<(String, Model)> {
-    let mut out: Vec<(String, Model)> = std::fs::read_dir(root().join("examples"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("allot.kdl").exists())
-        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), model_of(&p)))
-        .filter(|(_, m)| m.clusters.iter().any(|c| c.bindings.kubernetes.is_some()))
-        .collect();
-    out.sort_by(|a, b| a.0.cmp(&b.0));
+    let out = inputs::examples(|m| m.clusters.iter().any(|c| c.bindings.kubernetes.is_some()));
     assert!(out.len() >= 2, "examples with a Kubernetes binding: {}", out.len());
     out
 }
@@ -200,7 +164,6 @@ fn the_schema_check_catches_bad_objects() {
 #[test]
 fn examples_pass_the_webhook_rules_and_match_their_snapshots() {
     let mut settings = insta::Settings::clone_current();
-    settings.set_snapshot_path("../../snapshots");
     settings.set_prepend_module_to_snapshot(false);
     let _guard = settings.bind_to_scope();
     for (name, model) in kubernetes_examples() {
@@ -215,21 +178,16 @@ fn examples_pass_the_webhook_rules_and_match_their_snapshots() {
             if !files.is_empty() {
                 insta::assert_snapshot!(
                     format!("{}-{name}-FIDELITY.md", target.name()),
-                    target.fidelity(&model)
+                    target.fidelity(&model).to_markdown()
                 );
             }
         }
     }
 }
 
-fn compile_text(text: &str) -> Model {
-    let compilation = compile(&MemoryLoader::new([("allot.kdl", text)]), "allot.kdl");
-    compilation.model.unwrap_or_else(|| panic!("{:?}", compilation.diagnostics))
-}
-
 #[test]
 fn names_that_collide_after_flattening_point_at_both_projects() {
-    let model = compile_text(
+    let model = inputs::model(
         "cluster c gpus=8 gpu-type=h100 {\n    kubernetes kueue kai volcano\n}\ncontract b min-runtime=\"1h\" default=#true\n\
          project a share=1 {\n    project b share=1\n}\nproject a-b share=1\n",
     );
@@ -248,7 +206,7 @@ fn volcano_refuses_trees_deeper_than_its_webhook_allows() {
         text.push_str(&format!("{}project p{depth} share=1 {{\n", "    ".repeat(depth)));
     }
     text.push_str(&"}\n".repeat(5));
-    let model = compile_text(&text);
+    let model = inputs::model(&text);
     let violations = Volcano.validate(&model, &Volcano.emit(&model));
     assert!(
         violations.iter().any(|v| v.message.contains("p0/p1/p2/p3/p4") && v.locations[0].line == 9),
@@ -258,7 +216,7 @@ fn volcano_refuses_trees_deeper_than_its_webhook_allows() {
 
 #[test]
 fn kai_splits_a_leaf_whose_contracts_protect_differently() {
-    let model = compile_text(
+    let model = inputs::model(
         "cluster c gpus=10 gpu-type=h100 {\n    kubernetes kai\n}\n\
          contract debug min-runtime=\"0s\"\ncontract batch min-runtime=\"1h\" default=#true\n\
          project a share=1\n",
@@ -302,7 +260,7 @@ proptest! {
 
     #[test]
     fn quotas_of_children_never_exceed_their_parent(text in random_tree()) {
-        let model = compile_text(&text);
+        let model = inputs::model(&text);
         for target in targets() {
             let files = target.emit(&model);
             prop_assert_eq!(target.validate(&model, &files), vec![], "{}", target.name());

@@ -2,17 +2,11 @@
 //! dump and planning against it shows no changes, plans and scripts come in Slurm's order,
 //! and snapshots of the examples.
 
-use std::path::Path;
+mod inputs;
 
-use allot_compiler::normalize::Model;
-use allot_compiler::{MemoryLoader, compile};
 use allot_targets::Target;
 use allot_targets::slurm::{Slurm, import, plan, tree};
-
-fn model(text: &str) -> Model {
-    let compilation = compile(&MemoryLoader::new([("allot.kdl", text)]), "allot.kdl");
-    compilation.model.unwrap_or_else(|| panic!("{:?}", compilation.diagnostics))
-}
+use inputs::model;
 
 const BUDGETS: &str = r#"cluster main gpus=64 gpu-type=h100 gpus-per-node=8 {
     slurm cluster=lab partition=gpu
@@ -167,30 +161,15 @@ fn account_names_must_be_unique_in_a_slurm_cluster() {
 #[test]
 fn examples_with_a_slurm_binding_match_their_snapshots() {
     let mut settings = insta::Settings::clone_current();
-    settings.set_snapshot_path("../../snapshots");
     settings.set_prepend_module_to_snapshot(false);
     let _guard = settings.bind_to_scope();
     for name in ["published-case", "university-hpc"] {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples").join(name);
-        let mut loader = MemoryLoader::default();
-        let mut stack = vec![dir.clone()];
-        while let Some(folder) = stack.pop() {
-            for entry in std::fs::read_dir(&folder).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    stack.push(path);
-                } else if path.extension().is_some_and(|e| e == "kdl") {
-                    let relative = path.strip_prefix(&dir).unwrap().to_string_lossy().replace('\\', "/");
-                    loader.files.insert(relative, std::fs::read(&path).unwrap());
-                }
-            }
-        }
-        let model = compile(&loader, "allot.kdl").model.unwrap();
+        let model = inputs::example(name);
         let files = Slurm.emit(&model);
         assert_eq!(Slurm.validate(&model, &files), vec![], "{name}");
         for file in &files {
             insta::assert_snapshot!(format!("slurm-{name}-{}", file.path), &file.contents);
         }
-        insta::assert_snapshot!(format!("slurm-{name}-FIDELITY.md"), Slurm.fidelity(&model));
+        insta::assert_snapshot!(format!("slurm-{name}-FIDELITY.md"), Slurm.fidelity(&model).to_markdown());
     }
 }

@@ -2,30 +2,19 @@
 //! validator and the model (round trip), snapshots of every example with a YARN binding,
 //! and the sums of random trees.
 
+mod inputs;
+
 use std::path::{Path, PathBuf};
 
-use allot_compiler::normalize::{Model, Project};
+use allot_compiler::ir::{CapacityMode, Model, Project};
 use allot_compiler::{MemoryLoader, compile};
 use allot_targets::Target;
 use allot_targets::yarn::{Yarn, capacity_rules, fair_rules, validate_resource_types, xml};
 use proptest::prelude::*;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// Hadoop's fixtures, from the shared reference folder (`ALLOT_SHARED_DIR` overrides
-/// `../shared`); `None` when absent, unless `ALLOT_REQUIRE_SHARED` is set (CI sets it).
+/// Hadoop's fixtures, from the shared reference folder.
 fn fixtures() -> Option<PathBuf> {
-    let shared =
-        std::env::var_os("ALLOT_SHARED_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("../shared"));
-    let dir = shared.join("yarn-fixtures");
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    assert!(std::env::var_os("ALLOT_REQUIRE_SHARED").is_none(), "no YARN fixtures at {}", dir.display());
-    eprintln!("skipped: no YARN fixtures at {} (set ALLOT_SHARED_DIR)", dir.display());
-    None
+    inputs::shared("yarn-fixtures", "YARN fixtures")
 }
 
 fn read(path: &Path) -> String {
@@ -143,37 +132,8 @@ fn the_rules_catch_what_the_resourcemanager_refuses() {
     assert_eq!(fair_rules::validate("<configuration/>").len(), 1);
 }
 
-/// Compiles an example folder from disk.
-fn model_of(dir: &Path) -> Model {
-    let mut loader = MemoryLoader::default();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(folder) = stack.pop() {
-        for entry in std::fs::read_dir(&folder).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "kdl") {
-                let relative = path.strip_prefix(dir).unwrap().to_string_lossy().replace('\\', "/");
-                loader.files.insert(relative, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    let compilation = compile(&loader, "allot.kdl");
-    compilation.model.unwrap_or_else(|| panic!("{}: {:?}", dir.display(), compilation.diagnostics))
-}
-
 fn yarn_examples() -> Vec<(String, Model)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(root().join("examples")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.join("allot.kdl").exists() {
-            let model = model_of(&path);
-            if model.clusters.iter().any(|c| c.bindings.yarn.is_some()) {
-                out.push((path.file_name().unwrap().to_string_lossy().into_owned(), model));
-            }
-        }
-    }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
+    let out = inputs::examples(|m| m.clusters.iter().any(|c| c.bindings.yarn.is_some()));
     assert!(!out.is_empty(), "no example has a YARN binding");
     out
 }
@@ -181,7 +141,6 @@ fn yarn_examples() -> Vec<(String, Model)> {
 #[test]
 fn examples_build_validate_and_match_their_snapshots() {
     let mut settings = insta::Settings::clone_current();
-    settings.set_snapshot_path("../../snapshots");
     settings.set_prepend_module_to_snapshot(false);
     let _guard = settings.bind_to_scope();
     for (name, model) in yarn_examples() {
@@ -191,7 +150,7 @@ fn examples_build_validate_and_match_their_snapshots() {
         for file in &files {
             insta::assert_snapshot!(format!("yarn-{name}-{}", file.path.replace('/', "-")), &file.contents);
         }
-        insta::assert_snapshot!(format!("yarn-{name}-FIDELITY.md"), Yarn.fidelity(&model));
+        insta::assert_snapshot!(format!("yarn-{name}-FIDELITY.md"), Yarn.fidelity(&model).to_markdown());
     }
 }
 
@@ -235,7 +194,7 @@ fn emitted_files_round_trip_to_the_model() {
                 model.clusters.iter().find(|c| c.name == cluster).unwrap().bindings.yarn.as_ref().unwrap();
             if file.path.ends_with("/capacity-scheduler.xml") {
                 let hierarchy = capacity_rules::hierarchy(&capacity_rules::read(&file.contents).unwrap());
-                if binding.capacity_mode == "percent" {
+                if binding.capacity_mode == CapacityMode::Percent {
                     compare(&hierarchy, &top, cluster);
                 } else {
                     compare_gpus(&hierarchy, &top, cluster);

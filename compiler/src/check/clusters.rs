@@ -1,7 +1,7 @@
 //! Clusters: at least one, and whole nodes.
 
+use crate::ast::Budget;
 use crate::diagnostic::{Code, Diagnostic};
-use crate::model::Budget;
 
 pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
     if budget.clusters.is_empty() {

@@ -1,7 +1,7 @@
 //! Contracts: exactly one default, and a minimum runtime within the maximum.
 
+use crate::ast::Budget;
 use crate::diagnostic::{Code, Diagnostic};
-use crate::model::Budget;
 
 pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
     let defaults: Vec<_> = budget.contracts.iter().filter(|c| c.is_default()).collect();

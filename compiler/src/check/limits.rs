@@ -1,7 +1,7 @@
 //! Limits: a project's max GPUs fit a cluster it may use and its ancestors' caps.
 
+use crate::ast::{Budget, Project, walk};
 use crate::diagnostic::{Code, Diagnostic};
-use crate::model::{Budget, Project, walk};
 
 pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
     walk(&budget.projects, &mut |ancestors, project| {

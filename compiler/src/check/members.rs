@@ -3,8 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::ast::{Budget, Member, walk};
 use crate::diagnostic::{Code, Diagnostic};
-use crate::model::{Budget, Member, walk};
 
 pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
     // Each user's memberships, one per project (a project is known by its name's span).

@@ -5,12 +5,12 @@ mod clusters;
 mod contracts;
 mod limits;
 mod members;
-pub mod names;
+mod names;
 mod references;
 mod shares;
 
+use crate::ast::Budget;
 use crate::diagnostic::Diagnostic;
-use crate::model::Budget;
 
 pub fn check(budget: &Budget) -> Vec<Diagnostic> {
     let mut diagnostics = Vec::new();

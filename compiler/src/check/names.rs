@@ -1,17 +1,13 @@
-//! Names every target can carry, and no two siblings (clusters, contracts) alike. Member
-//! names (users, groups, namespaces) must be usable by the targets that carry them.
-//!
-//! The rule is the intersection of the targets' rules: Slurm lower-cases account names,
-//! Kubernetes needs DNS-1123 labels (queue names travel in pod labels, at most 63
-//! characters), YARN splits queue paths on `.` and reserves `root`.
+//! Names: clusters, contracts, projects and namespaces portable by the rules of
+//! [`crate::names`], none called `root`, user and group names usable, and no two siblings
+//! (clusters, contracts) alike.
 
 use std::collections::BTreeMap;
 
+use crate::ast::{Budget, Project, walk};
 use crate::diagnostic::{Code, Diagnostic};
-use crate::model::{Budget, Project, walk};
+use crate::names::{portable_form, unportable, unusable_account_member};
 use crate::source::Spanned;
-
-pub const MAX_NAME_LEN: usize = 63;
 
 pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
     for cluster in &budget.clusters {
@@ -47,46 +43,6 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
     });
 }
 
-/// Why a name is not portable, if it is not.
-pub fn unportable(name: &str) -> Option<&'static str> {
-    if name.is_empty() {
-        return Some("it is empty");
-    }
-    if name.len() > MAX_NAME_LEN {
-        return Some("Kubernetes label values are at most 63 characters");
-    }
-    if name.chars().any(|c| c.is_ascii_uppercase()) {
-        return Some("Slurm lower-cases names and Kubernetes names are lower case");
-    }
-    if name.contains('.') {
-        return Some("YARN reads `.` as a queue path separator");
-    }
-    if !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
-        return Some("Kubernetes names (DNS-1123 labels) allow only `a-z`, `0-9` and `-`");
-    }
-    if name.starts_with('-') || name.ends_with('-') {
-        return Some("Kubernetes names must start and end with a letter or digit");
-    }
-    None
-}
-
-/// A portable name close to `name`.
-pub fn portable_form(name: &str) -> String {
-    let mapped: String = name
-        .to_lowercase()
-        .chars()
-        .map(|c| if c.is_ascii_lowercase() || c.is_ascii_digit() { c } else { '-' })
-        .collect();
-    let mut out = String::new();
-    for c in mapped.chars() {
-        if !(c == '-' && (out.is_empty() || out.ends_with('-'))) {
-            out.push(c);
-        }
-    }
-    out.truncate(MAX_NAME_LEN);
-    out.trim_end_matches('-').to_string()
-}
-
 fn portable(name: &Spanned<String>, what: &str, out: &mut Vec<Diagnostic>) {
     if name.value == "root" {
         out.push(
@@ -111,19 +67,6 @@ fn unportable_diagnostic(name: &Spanned<String>, what: &str, why: &str) -> Diagn
         .help(help)
 }
 
-/// Why a user or group name cannot reach Slurm's association files, if it cannot.
-fn unusable_account_member(name: &str) -> Option<&'static str> {
-    if name.is_empty() {
-        Some("it is empty")
-    } else if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        Some("it contains blanks")
-    } else if name.chars().any(|c| matches!(c, ':' | ',' | '\'' | '"' | '=' | '#' | '\\')) {
-        Some("Slurm's files separate fields with `:`, `,`, `=` and quotes")
-    } else {
-        None
-    }
-}
-
 fn unique<'a>(names: impl Iterator<Item = &'a Spanned<String>>, what: &str, out: &mut Vec<Diagnostic>) {
     let mut seen: BTreeMap<&str, &Spanned<String>> = BTreeMap::new();
     for name in names {
@@ -137,22 +80,5 @@ fn unique<'a>(names: impl Iterator<Item = &'a Spanned<String>>, what: &str, out:
         } else {
             seen.insert(&name.value, name);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn portable_names() {
-        for ok in ["a", "olmo", "team-7", "a1-b2", &"x".repeat(63)] {
-            assert_eq!(unportable(ok), None, "{ok}");
-        }
-        for bad in ["", "Olmo", "a.b", "a_b", "-a", "a-", "é", &"x".repeat(64)] {
-            assert!(unportable(bad).is_some(), "{bad}");
-        }
-        assert_eq!(portable_form("Vision.Team"), "vision-team");
-        assert_eq!(portable_form("nlp__group_"), "nlp-group");
     }
 }

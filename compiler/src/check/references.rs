@@ -1,7 +1,7 @@
 //! References: every cluster and contract named by a project or an expectation exists.
 
+use crate::ast::{Budget, walk};
 use crate::diagnostic::{Code, Diagnostic, did_you_mean};
-use crate::model::{Budget, walk};
 use crate::source::Spanned;
 
 pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {

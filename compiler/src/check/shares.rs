@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::ast::{Budget, Project, Share, walk};
 use crate::diagnostic::{Code, Diagnostic};
-use crate::model::{Budget, Project, Share, walk};
 use crate::source::{Span, Spanned};
 
 pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {

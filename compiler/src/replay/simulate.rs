@@ -31,7 +31,7 @@ use std::sync::Arc;
 use super::audit::{AuditError, ClusterBook, Resolver, Waits, audit};
 use super::entitlement::NodeId;
 use super::trace::{Job, TraceError};
-use crate::normalize::Model;
+use crate::ir::Model;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policy {

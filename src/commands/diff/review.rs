@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal;
 
 use allot_compiler::diff::{Change, Diff, Kind, Standing};
-use allot_compiler::normalize::Model;
+use allot_compiler::ir::Model;
 use clap::ValueEnum;
 use serde_json::{Value, json};
 
@@ -40,7 +40,7 @@ pub fn native(old: &Model, new: &Model) -> Vec<NativeDiff> {
             let mut files: BTreeMap<String, String> =
                 target.emit(m).into_iter().map(|f| (f.path, f.contents)).collect();
             if !files.is_empty() {
-                files.insert("FIDELITY.md".into(), target.fidelity(m));
+                files.insert("FIDELITY.md".into(), target.fidelity(m).to_markdown());
             }
             files
         };

@@ -6,10 +6,13 @@
 
 use std::collections::BTreeSet;
 
-use allot_compiler::normalize::{Contract, Model, Project, apportion};
+use allot_compiler::ir::{Contract, KubernetesScheduler, Model, Project, WorkRule};
+use allot_compiler::normalize::apportion;
+use allot_compiler::units::format_duration;
 use serde_json::{Value, json};
 
 use super::{Node, UNBUDGETED, bound, check_names, go_duration, object, tree, weight, yaml};
+use crate::fidelity::{Report, Row};
 use crate::{OutputFile, Target, Violation};
 
 pub struct Kai;
@@ -23,13 +26,13 @@ impl Target for Kai {
 
     fn emit(&self, model: &Model) -> Vec<OutputFile> {
         let mut files = Vec::new();
-        for (cluster, _) in bound(model, "kai") {
+        for (cluster, _) in bound(model, KubernetesScheduler::Kai) {
             let nodes = tree(model, &cluster.name);
             let mut queues = Vec::new();
             for node in nodes.iter().flat_map(|n| n.flatten()) {
                 queues.extend(node_queues(model, node));
             }
-            if model.policy.unbudgeted == "preemptible" {
+            if model.policy.unbudgeted == WorkRule::Preemptible {
                 queues.push(queue(UNBUDGETED, None, "work outside any budget", 0, 0, -1, None));
             }
             files.push(OutputFile { path: format!("{}/queues.yaml", cluster.name), contents: yaml(&queues) });
@@ -43,7 +46,7 @@ impl Target for Kai {
 
     fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation> {
         let mut violations = Vec::new();
-        for (cluster, _) in bound(model, "kai") {
+        for (cluster, _) in bound(model, KubernetesScheduler::Kai) {
             let nodes = tree(model, &cluster.name);
             let extra: Vec<(String, &Project)> = nodes
                 .iter()
@@ -57,7 +60,7 @@ impl Target for Kai {
         violations
     }
 
-    fn fidelity(&self, model: &Model) -> String {
+    fn fidelity(&self, model: &Model) -> Report {
         fidelity(model)
     }
 }
@@ -121,7 +124,7 @@ fn node_queues(model: &Model, node: &Node<'_>) -> Vec<Value> {
     let a = node.allocation;
     let limit = match a.max_gpus {
         Some(max) => max.max(a.guaranteed_gpus) as i64,
-        None if model.policy.overflow == "deny" => a.guaranteed_gpus as i64,
+        None if model.policy.overflow == WorkRule::Deny => a.guaranteed_gpus as i64,
         None => -1,
     };
     let split = if node.is_leaf() { contract_queues(model, node) } else { Vec::new() };
@@ -172,7 +175,7 @@ fn scheduling_shard(model: &Model) -> Value {
             "kValue": 1.0,
             "usageDBConfig": {
                 "clientType": "prometheus",
-                "usageParams": { "windowSize": crate::duration(model.policy.window_seconds), "windowType": "sliding" },
+                "usageParams": { "windowSize": format_duration(model.policy.window_seconds), "windowType": "sliding" },
             },
             "minRuntime": { "preemptMinRuntime": go_duration(default), "reclaimMinRuntime": go_duration(default) },
             "plugins": { "minruntime": { "arguments": { "reclaimResolveMethod": "queue" } } },
@@ -214,31 +217,42 @@ fn webhook_rules(queues: &[Value]) -> Vec<String> {
     problems
 }
 
-fn fidelity(model: &Model) -> String {
-    let mut out = String::from(
-        "# KAI Scheduler: what the budgets lose\n\n| policy | on KAI | fidelity |\n|---|---|---|\n",
-    );
-    out.push_str(&format!(
-        "| fair share over a {} window | SchedulingShard `windowSize` {} (sliding, Prometheus usage); history only reduces over-quota shares | approximated |\n",
-        crate::duration(model.policy.window_seconds),
-        crate::duration(model.policy.window_seconds)
-    ));
-    out.push_str("| shares | GPU `quota` = guaranteed GPUs (whole), `overQuotaWeight` = the share | exact to one GPU |\n");
-    out.push_str("| unallocated shares | not given to any queue: over-quota for every queue | exact |\n");
-    out.push_str(&format!(
-        "| unbudgeted work ({}) | {} | exact |\n",
-        model.policy.unbudgeted,
-        if model.policy.unbudgeted == "preemptible" {
-            "queue `root-unbudgeted`, quota 0, weight 0: only over-quota, preemptible"
-        } else {
-            "no queue takes it"
-        }
-    ));
-    out.push_str("| work beyond a budget | over-quota, for preemptible workloads only; `limit` from max GPUs | exact |\n");
-    out.push_str("| minimum runtime per contract | `preemptMinRuntime`/`reclaimMinRuntime` per queue; a leaf whose contracts differ gets one queue per contract, sharing its quota evenly | approximated |\n");
-    out.push_str("| maximum runtime | not expressible on a queue | lost |\n");
-    out.push_str("| resumable | no field | lost |\n");
-    out.push_str("| max GPUs per job | not expressible on a queue | lost |\n");
-    out.push_str("| members | jobs name their queue (`kai.scheduler/queue`); namespaces, users and groups do not bind to queues | lost |\n");
-    out
+fn fidelity(model: &Model) -> Report {
+    let window = format_duration(model.policy.window_seconds);
+    let rows = vec![
+        Row::approximated(
+            format!("fair share over a {window} window"),
+            format!(
+                "SchedulingShard `windowSize` {window} (sliding, Prometheus usage); history only reduces over-quota shares"
+            ),
+        ),
+        Row::exact("shares", "GPU `quota` = guaranteed GPUs (whole), `overQuotaWeight` = the share")
+            .qualified("to one GPU"),
+        Row::exact("unallocated shares", "not given to any queue: over-quota for every queue"),
+        Row::exact(
+            format!("unbudgeted work ({})", model.policy.unbudgeted.as_str()),
+            match model.policy.unbudgeted {
+                WorkRule::Preemptible => {
+                    "queue `root-unbudgeted`, quota 0, weight 0: only over-quota, preemptible"
+                }
+                WorkRule::Deny => "no queue takes it",
+            },
+        ),
+        Row::exact(
+            "work beyond a budget",
+            "over-quota, for preemptible workloads only; `limit` from max GPUs",
+        ),
+        Row::approximated(
+            "minimum runtime per contract",
+            "`preemptMinRuntime`/`reclaimMinRuntime` per queue; a leaf whose contracts differ gets one queue per contract, sharing its quota evenly",
+        ),
+        Row::lost("maximum runtime", "not expressible on a queue"),
+        Row::lost("resumable", "no field"),
+        Row::lost("max GPUs per job", "not expressible on a queue"),
+        Row::lost(
+            "members",
+            "jobs name their queue (`kai.scheduler/queue`); namespaces, users and groups do not bind to queues",
+        ),
+    ];
+    Report { scheduler: "KAI Scheduler", short_name: "KAI", rows, notes: Vec::new() }
 }

@@ -4,10 +4,12 @@
 //! LocalQueue per member namespace, a WorkloadPriorityClass per contract, and the
 //! controller `Configuration` fragment that turns fair sharing on.
 
-use allot_compiler::normalize::{Cluster, KubernetesBinding, Model};
+use allot_compiler::ir::{Cluster, KubernetesBinding, KubernetesScheduler, Model, WorkRule};
+use allot_compiler::units::format_duration;
 use serde_json::{Value, json};
 
 use super::{Node, UNBUDGETED, bound, check_names, go_duration, object, quantity, tree, weight, yaml};
+use crate::fidelity::{Note, Report, Row};
 use crate::{OutputFile, Target, Violation};
 
 pub struct Kueue;
@@ -22,7 +24,7 @@ impl Target for Kueue {
 
     fn emit(&self, model: &Model) -> Vec<OutputFile> {
         let mut files = Vec::new();
-        for (cluster, binding) in bound(model, "kueue") {
+        for (cluster, binding) in bound(model, KubernetesScheduler::Kueue) {
             let nodes = tree(model, &cluster.name);
             let mut file = |name: &str, objects: Vec<Value>| {
                 if !objects.is_empty() {
@@ -44,7 +46,7 @@ impl Target for Kueue {
 
     fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation> {
         let mut violations = Vec::new();
-        for (cluster, _) in bound(model, "kueue") {
+        for (cluster, _) in bound(model, KubernetesScheduler::Kueue) {
             let path = format!("{}/clusterqueues.yaml", cluster.name);
             violations.extend(check_names(&path, &tree(model, &cluster.name), &[]));
         }
@@ -56,7 +58,7 @@ impl Target for Kueue {
         violations
     }
 
-    fn fidelity(&self, model: &Model) -> String {
+    fn fidelity(&self, model: &Model) -> Report {
         fidelity(model)
     }
 }
@@ -84,7 +86,7 @@ fn borrowing_limit(model: &Model, node: &Node<'_>) -> Option<u64> {
     let guaranteed = node.allocation.guaranteed_gpus;
     match node.allocation.max_gpus {
         Some(max) => Some(max.saturating_sub(guaranteed)),
-        None if model.policy.overflow == "deny" => Some(0),
+        None if model.policy.overflow == WorkRule::Deny => Some(0),
         None => None,
     }
 }
@@ -125,7 +127,7 @@ fn cluster_queues(model: &Model, binding: &KubernetesBinding, nodes: &[Node<'_>]
         });
         out.push(object(API, "ClusterQueue", &node.name, spec));
     }
-    if model.policy.unbudgeted == "preemptible" {
+    if model.policy.unbudgeted == WorkRule::Preemptible {
         // Everything it runs is borrowed, so it is reclaimed first; weight 0 loses every tie.
         let spec = json!({
             "cohortName": ROOT,
@@ -245,45 +247,72 @@ fn parse_quantity(q: &str) -> Option<f64> {
     }
 }
 
-fn fidelity(model: &Model) -> String {
-    let mut out =
-        String::from("# Kueue: what the budgets lose\n\n| policy | on Kueue | fidelity |\n|---|---|---|\n");
-    out.push_str(&format!(
-        "| fair share over a {} window | Fair Sharing compares current borrowing, not usage history | lost |\n",
-        crate::duration(model.policy.window_seconds)
-    ));
-    out.push_str("| shares | `nominalQuota` = guaranteed GPUs (whole, largest remainder), `fairSharing.weight` = the share | exact to one GPU |\n");
-    out.push_str("| unallocated shares | `nominalQuota` of the parent's Cohort: a pool every member borrows from | exact |\n");
-    out.push_str(&format!(
-        "| unbudgeted work ({}) | {} | exact |\n",
-        model.policy.unbudgeted,
-        if model.policy.unbudgeted == "preemptible" {
-            "ClusterQueue `root-unbudgeted`: quota 0 (all borrowed, reclaimed first), weight 0, any namespace"
-        } else {
-            "no ClusterQueue takes it"
-        }
-    ));
-    out.push_str(&format!(
-        "| work beyond a budget ({}) | borrowing from the cohort{}; `reclaimWithinCohort: Any` takes guarantees back | exact |\n",
-        model.policy.overflow,
-        if model.policy.overflow == "deny" { ", forbidden (`borrowingLimit: 0`)" } else { ", capped by `borrowingLimit` where max GPUs are set" }
-    ));
-    out.push_str("| minimum runtime per contract | no field: each contract is a WorkloadPriorityClass valued by its minimum runtime in minutes, which protects only against preemption inside a ClusterQueue | approximated |\n");
-    out.push_str("| maximum runtime | not set on queues; jobs may carry `kueue.x-k8s.io/max-exec-time-seconds` | lost on the queues |\n");
-    out.push_str(
-        "| resumable | evicted workloads are requeued; keeping progress is the job's own | lost |\n",
-    );
-    out.push_str("| max GPUs per job | not expressible on a queue | lost |\n");
-    out.push_str("| members | namespaces: `namespaceSelector` and a LocalQueue per namespace; users and groups do not apply | exact for namespaces |\n\n");
-    out.push_str("## Contracts as priority classes\n\n| contract | minimum runtime | WorkloadPriorityClass value |\n|---|---|---|\n");
-    for c in &model.contracts {
-        out.push_str(&format!(
-            "| {} | {} | {} |\n",
-            c.name,
-            go_duration(c.min_runtime_seconds),
-            c.min_runtime_seconds / 60
-        ));
+fn fidelity(model: &Model) -> Report {
+    let rows = vec![
+        Row::lost(
+            format!("fair share over a {} window", format_duration(model.policy.window_seconds)),
+            "Fair Sharing compares current borrowing, not usage history",
+        ),
+        Row::exact(
+            "shares",
+            "`nominalQuota` = guaranteed GPUs (whole, largest remainder), `fairSharing.weight` = the share",
+        )
+        .qualified("to one GPU"),
+        Row::exact(
+            "unallocated shares",
+            "`nominalQuota` of the parent's Cohort: a pool every member borrows from",
+        ),
+        Row::exact(
+            format!("unbudgeted work ({})", model.policy.unbudgeted.as_str()),
+            match model.policy.unbudgeted {
+                WorkRule::Preemptible => {
+                    "ClusterQueue `root-unbudgeted`: quota 0 (all borrowed, reclaimed first), weight 0, any namespace"
+                }
+                WorkRule::Deny => "no ClusterQueue takes it",
+            },
+        ),
+        Row::exact(
+            format!("work beyond a budget ({})", model.policy.overflow.as_str()),
+            format!(
+                "borrowing from the cohort{}; `reclaimWithinCohort: Any` takes guarantees back",
+                match model.policy.overflow {
+                    WorkRule::Preemptible => ", capped by `borrowingLimit` where max GPUs are set",
+                    WorkRule::Deny => ", forbidden (`borrowingLimit: 0`)",
+                }
+            ),
+        ),
+        Row::approximated(
+            "minimum runtime per contract",
+            "no field: each contract is a WorkloadPriorityClass valued by its minimum runtime in minutes, which protects only against preemption inside a ClusterQueue",
+        ),
+        Row::lost(
+            "maximum runtime",
+            "not set on queues; jobs may carry `kueue.x-k8s.io/max-exec-time-seconds`",
+        )
+        .qualified("on the queues"),
+        Row::lost("resumable", "evicted workloads are requeued; keeping progress is the job's own"),
+        Row::lost("max GPUs per job", "not expressible on a queue"),
+        Row::exact(
+            "members",
+            "namespaces: `namespaceSelector` and a LocalQueue per namespace; users and groups do not apply",
+        )
+        .qualified("for namespaces"),
+    ];
+    let classes = model
+        .contracts
+        .iter()
+        .map(|c| {
+            vec![c.name.clone(), go_duration(c.min_runtime_seconds), (c.min_runtime_seconds / 60).to_string()]
+        })
+        .collect();
+    Report {
+        scheduler: "Kueue",
+        short_name: "Kueue",
+        rows,
+        notes: vec![
+            Note::Heading("Contracts as priority classes".into()),
+            Note::table(&["contract", "minimum runtime", "WorkloadPriorityClass value"], classes),
+            Note::Paragraph("Jobs select their queue with the label `kueue.x-k8s.io/queue-name: <project>` and their contract with `kueue.x-k8s.io/priority-class: <contract>`.".into()),
+        ],
     }
-    out.push_str("\nJobs select their queue with the label `kueue.x-k8s.io/queue-name: <project>` and their contract with `kueue.x-k8s.io/priority-class: <contract>`.\n");
-    out
 }

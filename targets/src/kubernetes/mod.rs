@@ -10,7 +10,9 @@ pub mod yunikorn;
 
 use std::collections::BTreeMap;
 
-use allot_compiler::normalize::{Allocation, Cluster, KubernetesBinding, Location, Model, Project};
+use allot_compiler::ir::{
+    Allocation, Cluster, KubernetesBinding, KubernetesScheduler, Location, Model, Project,
+};
 use serde_json::Value;
 
 use crate::{OutputFile, Violation};
@@ -24,12 +26,12 @@ pub const MAX_NAME: usize = 63;
 pub const UNBUDGETED: &str = "root-unbudgeted";
 
 /// The clusters bound to one Kubernetes scheduler.
-pub fn bound<'m>(model: &'m Model, scheduler: &str) -> Vec<(&'m Cluster, &'m KubernetesBinding)> {
+pub fn bound(model: &Model, scheduler: KubernetesScheduler) -> Vec<(&Cluster, &KubernetesBinding)> {
     model
         .clusters
         .iter()
         .filter_map(|c| c.bindings.kubernetes.as_ref().map(|k| (c, k)))
-        .filter(|(_, k)| k.schedulers.iter().any(|s| s == scheduler))
+        .filter(|(_, k)| k.schedulers.contains(&scheduler))
         .collect()
 }
 

@@ -3,10 +3,12 @@
 //! `capability` from max GPUs; the contracts' minimum runtimes become the pod annotation
 //! the `cdp` plugin reads, documented in the fidelity report since a queue cannot hold them.
 
-use allot_compiler::normalize::Model;
+use allot_compiler::ir::{KubernetesScheduler, Model, WorkRule};
+use allot_compiler::units::format_duration;
 use serde_json::{Value, json};
 
 use super::{Node, UNBUDGETED, bound, check_names, go_duration, object, tree, yaml};
+use crate::fidelity::{Note, Report, Row};
 use crate::{OutputFile, Target, Violation};
 
 pub struct Volcano;
@@ -22,7 +24,7 @@ impl Target for Volcano {
 
     fn emit(&self, model: &Model) -> Vec<OutputFile> {
         let mut files = Vec::new();
-        for (cluster, binding) in bound(model, "volcano") {
+        for (cluster, binding) in bound(model, KubernetesScheduler::Volcano) {
             let nodes = tree(model, &cluster.name);
             let gpus = |n: u64| json!({ binding.resource.as_str(): n.to_string() });
             let mut queues: Vec<Value> = nodes
@@ -40,7 +42,7 @@ impl Target for Volcano {
                     object(API, "Queue", &node.name, spec)
                 })
                 .collect();
-            if model.policy.unbudgeted == "preemptible" {
+            if model.policy.unbudgeted == WorkRule::Preemptible {
                 let spec = json!({ "parent": "root", "deserved": gpus(0), "reclaimable": true });
                 queues.push(object(API, "Queue", UNBUDGETED, spec));
             }
@@ -55,7 +57,7 @@ impl Target for Volcano {
 
     fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation> {
         let mut violations = Vec::new();
-        for (cluster, _) in bound(model, "volcano") {
+        for (cluster, _) in bound(model, KubernetesScheduler::Volcano) {
             let path = format!("{}/queues.yaml", cluster.name);
             let nodes = tree(model, &cluster.name);
             violations.extend(check_names(&path, &nodes, &[]));
@@ -76,7 +78,7 @@ impl Target for Volcano {
         violations
     }
 
-    fn fidelity(&self, model: &Model) -> String {
+    fn fidelity(&self, model: &Model) -> Report {
         fidelity(model)
     }
 }
@@ -86,7 +88,7 @@ fn capability(model: &Model, node: &Node<'_>) -> Option<u64> {
     let guaranteed = node.allocation.guaranteed_gpus;
     match node.allocation.max_gpus {
         Some(max) => Some(max.max(guaranteed)),
-        None if model.policy.overflow == "deny" => Some(guaranteed),
+        None if model.policy.overflow == WorkRule::Deny => Some(guaranteed),
         None => None,
     }
 }
@@ -135,42 +137,57 @@ fn webhook_rules(queues: &[Value]) -> Vec<String> {
     problems
 }
 
-fn fidelity(model: &Model) -> String {
-    let mut out = String::from(
-        "# Volcano: what the budgets lose\n\n| policy | on Volcano | fidelity |\n|---|---|---|\n",
-    );
-    out.push_str(&format!(
-        "| fair share over a {} window | the capacity plugin shares by current allocation | lost |\n",
-        crate::duration(model.policy.window_seconds)
-    ));
-    out.push_str("| shares | `deserved` = guaranteed GPUs (whole); idle `deserved` is lent and reclaimed (`reclaimable: true`); no `guarantee`, which would reserve GPUs even when idle | exact to one GPU |\n");
-    out.push_str("| weights for idle GPUs | not with hierarchical queues (the `weight` of the proportion plugin is flat) | lost |\n");
-    out.push_str(&format!(
-        "| unbudgeted work ({}) | {} | exact |\n",
-        model.policy.unbudgeted,
-        if model.policy.unbudgeted == "preemptible" {
-            "queue `root-unbudgeted` with `deserved` 0: all it runs is reclaimable"
-        } else {
-            "no queue takes it"
-        }
-    ));
-    out.push_str(
-        "| work beyond a budget | above `deserved`, reclaimable; `capability` from max GPUs | exact |\n",
-    );
-    out.push_str("| minimum runtime per contract | per pod: annotation `volcano.sh/cooldown-time` read by the `cdp` plugin (enabled in the ConfigMap); a queue cannot hold it | approximated: jobs must carry the annotation |\n");
-    out.push_str("| maximum runtime | not expressible on a queue | lost |\n");
-    out.push_str("| resumable | no field | lost |\n");
-    out.push_str("| max GPUs per job | not expressible on a queue | lost |\n");
-    out.push_str(
-        "| members | jobs name their queue; namespaces, users and groups do not bind to queues | lost |\n\n",
-    );
-    out.push_str("## Contract annotations\n\nJobs set `scheduling.volcano.sh/queue-name` (pods) or `spec.queue` (Volcano Jobs) to their project, and per contract:\n\n| contract | pod annotation |\n|---|---|\n");
-    for c in &model.contracts {
-        out.push_str(&format!(
-            "| {} | `volcano.sh/cooldown-time: \"{}\"` |\n",
-            c.name,
-            go_duration(c.min_runtime_seconds)
-        ));
+fn fidelity(model: &Model) -> Report {
+    let rows = vec![
+        Row::lost(
+            format!("fair share over a {} window", format_duration(model.policy.window_seconds)),
+            "the capacity plugin shares by current allocation",
+        ),
+        Row::exact(
+            "shares",
+            "`deserved` = guaranteed GPUs (whole); idle `deserved` is lent and reclaimed (`reclaimable: true`); no `guarantee`, which would reserve GPUs even when idle",
+        )
+        .qualified("to one GPU"),
+        Row::lost(
+            "weights for idle GPUs",
+            "not with hierarchical queues (the `weight` of the proportion plugin is flat)",
+        ),
+        Row::exact(
+            format!("unbudgeted work ({})", model.policy.unbudgeted.as_str()),
+            match model.policy.unbudgeted {
+                WorkRule::Preemptible => "queue `root-unbudgeted` with `deserved` 0: all it runs is reclaimable",
+                WorkRule::Deny => "no queue takes it",
+            },
+        ),
+        Row::exact("work beyond a budget", "above `deserved`, reclaimable; `capability` from max GPUs"),
+        Row::approximated(
+            "minimum runtime per contract",
+            "per pod: annotation `volcano.sh/cooldown-time` read by the `cdp` plugin (enabled in the ConfigMap); a queue cannot hold it",
+        )
+        .caveat("jobs must carry the annotation"),
+        Row::lost("maximum runtime", "not expressible on a queue"),
+        Row::lost("resumable", "no field"),
+        Row::lost("max GPUs per job", "not expressible on a queue"),
+        Row::lost("members", "jobs name their queue; namespaces, users and groups do not bind to queues"),
+    ];
+    let annotations = model
+        .contracts
+        .iter()
+        .map(|c| {
+            vec![
+                c.name.clone(),
+                format!("`volcano.sh/cooldown-time: \"{}\"`", go_duration(c.min_runtime_seconds)),
+            ]
+        })
+        .collect();
+    Report {
+        scheduler: "Volcano",
+        short_name: "Volcano",
+        rows,
+        notes: vec![
+            Note::Heading("Contract annotations".into()),
+            Note::Paragraph("Jobs set `scheduling.volcano.sh/queue-name` (pods) or `spec.queue` (Volcano Jobs) to their project, and per contract:".into()),
+            Note::table(&["contract", "pod annotation"], annotations),
+        ],
     }
-    out
 }

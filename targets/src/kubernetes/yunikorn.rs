@@ -2,10 +2,12 @@
 //! the project tree as nested queues under `root`, `guaranteed` = guaranteed GPUs, `max`
 //! from max GPUs, fair application sorting in leaves, submit ACLs from members.
 
-use allot_compiler::normalize::Model;
+use allot_compiler::ir::{KubernetesScheduler, Model, WorkRule};
+use allot_compiler::units::format_duration;
 use serde_json::{Value, json};
 
 use super::{Node, bound, tree, yaml};
+use crate::fidelity::{Note, Report, Row};
 use crate::{OutputFile, Target, Violation};
 
 pub struct YuniKorn;
@@ -20,12 +22,12 @@ impl Target for YuniKorn {
 
     fn emit(&self, model: &Model) -> Vec<OutputFile> {
         let mut files = Vec::new();
-        for (cluster, binding) in bound(model, "yunikorn") {
+        for (cluster, binding) in bound(model, KubernetesScheduler::Yunikorn) {
             let nodes = tree(model, &cluster.name);
             let gpus = |n: u64| json!({ binding.resource.as_str(): n.to_string() });
             let mut queues: Vec<Value> = nodes.iter().map(|n| queue(model, n, &gpus)).collect();
             let mut placement = vec![json!({ "name": "provided", "create": false })];
-            if model.policy.unbudgeted == "preemptible" {
+            if model.policy.unbudgeted == WorkRule::Preemptible {
                 queues.push(json!({
                     "name": UNBUDGETED,
                     "submitacl": "*",
@@ -73,7 +75,7 @@ impl Target for YuniKorn {
         violations
     }
 
-    fn fidelity(&self, model: &Model) -> String {
+    fn fidelity(&self, model: &Model) -> Report {
         fidelity(model)
     }
 }
@@ -83,7 +85,7 @@ fn queue(model: &Model, node: &Node<'_>, gpus: &dyn Fn(u64) -> Value) -> Value {
     let mut resources = json!({ "guaranteed": gpus(a.guaranteed_gpus) });
     let max = match a.max_gpus {
         Some(max) => Some(max.max(a.guaranteed_gpus)),
-        None if model.policy.overflow == "deny" => Some(a.guaranteed_gpus),
+        None if model.policy.overflow == WorkRule::Deny => Some(a.guaranteed_gpus),
         None => None,
     };
     if let Some(max) = max {
@@ -170,34 +172,44 @@ fn check_queue(queue: &Value, path: &str, problems: &mut Vec<String>) {
     }
 }
 
-fn fidelity(model: &Model) -> String {
-    let mut out = String::from(
-        "# YuniKorn: what the budgets lose\n\n| policy | on YuniKorn | fidelity |\n|---|---|---|\n",
-    );
-    out.push_str(&format!(
-        "| fair share over a {} window | fairness uses current allocation | lost |\n",
-        crate::duration(model.policy.window_seconds)
-    ));
-    out.push_str("| shares | `guaranteed` = guaranteed GPUs (whole); parents sort children by allocated/guaranteed, so it is also the weight | exact to one GPU |\n");
-    out.push_str(&format!(
-        "| unbudgeted work ({}) | {} | exact |\n",
-        model.policy.unbudgeted,
-        if model.policy.unbudgeted == "preemptible" {
-            "queue `root._unbudgeted` (guaranteed the top-level rest), the fallback placement"
-        } else {
-            "placement only into the queue a job names"
-        }
-    ));
-    out.push_str(
-        "| work beyond a budget | usage above `guaranteed`, preemptible; `max` from max GPUs | exact |\n",
-    );
-    out.push_str(
-        "| minimum runtime per contract | none: YuniKorn preempts the newest allocations first | lost |\n",
-    );
-    out.push_str("| maximum runtime | not expressible on a queue | lost |\n");
-    out.push_str("| resumable | no field | lost |\n");
-    out.push_str("| max GPUs per job | not expressible on a queue | lost |\n");
-    out.push_str("| members | `submitacl` of each leaf from users and groups (`*` when none); namespaces do not apply | exact for users and groups |\n");
-    out.push_str("\nJobs name their queue with the label `yunikorn.apache.org/queue: root.<project path with dots>`.\n");
-    out
+fn fidelity(model: &Model) -> Report {
+    let rows = vec![
+        Row::lost(
+            format!("fair share over a {} window", format_duration(model.policy.window_seconds)),
+            "fairness uses current allocation",
+        ),
+        Row::exact(
+            "shares",
+            "`guaranteed` = guaranteed GPUs (whole); parents sort children by allocated/guaranteed, so it is also the weight",
+        )
+        .qualified("to one GPU"),
+        Row::exact(
+            format!("unbudgeted work ({})", model.policy.unbudgeted.as_str()),
+            match model.policy.unbudgeted {
+                WorkRule::Preemptible => {
+                    "queue `root._unbudgeted` (guaranteed the top-level rest), the fallback placement"
+                }
+                WorkRule::Deny => "placement only into the queue a job names",
+            },
+        ),
+        Row::exact("work beyond a budget", "usage above `guaranteed`, preemptible; `max` from max GPUs"),
+        Row::lost("minimum runtime per contract", "none: YuniKorn preempts the newest allocations first"),
+        Row::lost("maximum runtime", "not expressible on a queue"),
+        Row::lost("resumable", "no field"),
+        Row::lost("max GPUs per job", "not expressible on a queue"),
+        Row::exact(
+            "members",
+            "`submitacl` of each leaf from users and groups (`*` when none); namespaces do not apply",
+        )
+        .qualified("for users and groups"),
+    ];
+    Report {
+        scheduler: "YuniKorn",
+        short_name: "YuniKorn",
+        rows,
+        notes: vec![Note::Paragraph(
+            "Jobs name their queue with the label `yunikorn.apache.org/queue: root.<project path with dots>`."
+                .into(),
+        )],
+    }
 }

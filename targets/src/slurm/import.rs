@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use allot_compiler::check::names::unportable;
+use allot_compiler::names::unportable;
 
 use super::tree::{PARENT_FAIRSHARE, PREEMPTIBLE_QOS, Tree, User};
 

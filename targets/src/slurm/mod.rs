@@ -9,9 +9,11 @@ pub mod tree;
 
 use std::collections::BTreeMap;
 
-use allot_compiler::normalize::{Contract, Model};
+use allot_compiler::ir::{Contract, Model};
+use allot_compiler::units::format_duration;
 
 use self::tree::{PREEMPTIBLE_QOS, Tree, desired, flat_file, slurm_clusters};
+use crate::fidelity::{Note, Report, Row};
 use crate::{OutputFile, Target, Violation};
 
 pub struct Slurm;
@@ -63,7 +65,7 @@ impl Target for Slurm {
         violations
     }
 
-    fn fidelity(&self, model: &Model) -> String {
+    fn fidelity(&self, model: &Model) -> Report {
         fidelity(model)
     }
 }
@@ -157,7 +159,7 @@ fn slurm_conf(model: &Model, cluster: &str, tree: &Tree) -> String {
     out.push_str("\n# Fair Tree (the default multifactor algorithm: PriorityFlags without NO_FAIR_TREE)\nPriorityType=priority/multifactor\n");
     out.push_str(&format!(
         "# A {} sliding window, as exponential decay of the same total weight\nPriorityDecayHalfLife={}\nPriorityCalcPeriod=5\n",
-        crate::duration(model.policy.window_seconds),
+        format_duration(model.policy.window_seconds),
         slurm_duration(half_life)
     ));
     out.push_str("PriorityWeightFairshare=100000\n# FIFO inside a budget\nPriorityWeightAge=1000\nPriorityMaxAge=7-0\n");
@@ -188,49 +190,74 @@ fn slurm_conf(model: &Model, cluster: &str, tree: &Tree) -> String {
 /// Whether the project at `path` may use allot cluster `cluster` (`None`: no such project).
 fn model_project_on(model: &Model, path: &str, cluster: &str) -> Option<bool> {
     fn find<'m>(
-        projects: &'m [allot_compiler::normalize::Project],
+        projects: &'m [allot_compiler::ir::Project],
         path: &str,
-    ) -> Option<&'m allot_compiler::normalize::Project> {
+    ) -> Option<&'m allot_compiler::ir::Project> {
         projects.iter().find_map(|p| if p.path == path { Some(p) } else { find(&p.children, path) })
     }
     find(&model.projects, path).map(|p| p.clusters.contains_key(cluster))
 }
 
-fn fidelity(model: &Model) -> String {
+fn fidelity(model: &Model) -> Report {
     let window = model.policy.window_seconds;
     let h = half_life(window) as f64;
     let weight_at = |age: f64| 0.5f64.powf(age / h);
-    let mut out =
-        String::from("# Slurm: what the budgets lose\n\n| policy | on Slurm | fidelity |\n|---|---|---|\n");
-    out.push_str(&format!(
-        "| fair share over a {} window | Fair Tree over usage decayed with `PriorityDecayHalfLife={}` (window × ln 2): the same total weight as the window; usage {} old still weighs {:.2}, {} old {:.2}, and {:.0}% of the weight lies beyond the window | approximated |\n",
-        crate::duration(window),
-        slurm_duration(half_life(window)),
-        crate::duration(window),
-        weight_at(window as f64),
-        crate::duration(2 * window),
-        weight_at(2.0 * window as f64),
-        // The share of all decayed weight older than the window is the weight at its edge.
-        100.0 * weight_at(window as f64)
-    ));
-    out.push_str("| shares | `Fairshare` integers in the siblings' ratios; Slurm normalises them among siblings, so percentages that leave part of a parent unallocated are scaled up (Fair Tree compares siblings only, so their order is the same) | exact ratios |\n");
-    out.push_str("| guaranteed GPUs | no floor: Fair Tree orders jobs by usage against share; GPUs are not reserved | approximated |\n");
-    out.push_str("| max GPUs of a project | `GrpTRES=gres/gpu=N` on its account (running jobs, overflow included) | exact |\n");
-    out.push_str("| minimum runtime per contract | `PreemptExemptTime` of the contract's QOS | exact |\n");
-    out.push_str("| resumable | `PreemptMode=requeue` (not resumable: `cancel`) | exact |\n");
-    out.push_str(
-        "| maximum runtime, max GPUs per job | `MaxWall`, `MaxTRESPerJob=gres/gpu=N` of the QOS | exact |\n",
-    );
-    out.push_str(&format!(
-        "| work beyond a budget, unbudgeted work | QOS `{PREEMPTIBLE_QOS}`, which every contract's QOS may preempt; Slurm does not preempt by fair share, so only work submitted under `{PREEMPTIBLE_QOS}` is preemptible | approximated |\n"
-    ));
-    out.push_str("| clusters of one Slurm cluster | one association tree per Slurm cluster: shares come from the first allot cluster bound to it where a project appears; restrictions become `AllowAccounts` on partitions | approximated when shares differ per partition |\n");
-    out.push_str("| members | users: user associations with a default account; groups and namespaces do not apply | exact for users |\n\n");
-    out.push_str("## Contracts as QOS\n\n| contract | QOS settings |\n|---|---|\n");
-    for c in &model.contracts {
-        out.push_str(&format!("| {} | `{}` |\n", c.name, qos_settings(c)));
+    let rows = vec![
+        Row::approximated(
+            format!("fair share over a {} window", format_duration(window)),
+            format!(
+                "Fair Tree over usage decayed with `PriorityDecayHalfLife={}` (window × ln 2): the same total weight as the window; usage {} old still weighs {:.2}, {} old {:.2}, and {:.0}% of the weight lies beyond the window",
+                slurm_duration(half_life(window)),
+                format_duration(window),
+                weight_at(window as f64),
+                format_duration(2 * window),
+                weight_at(2.0 * window as f64),
+                // The share of all decayed weight older than the window is the weight at its edge.
+                100.0 * weight_at(window as f64)
+            ),
+        ),
+        Row::exact(
+            "shares",
+            "`Fairshare` integers in the siblings' ratios; Slurm normalises them among siblings, so percentages that leave part of a parent unallocated are scaled up (Fair Tree compares siblings only, so their order is the same)",
+        )
+        .qualified("ratios"),
+        Row::approximated(
+            "guaranteed GPUs",
+            "no floor: Fair Tree orders jobs by usage against share; GPUs are not reserved",
+        ),
+        Row::exact(
+            "max GPUs of a project",
+            "`GrpTRES=gres/gpu=N` on its account (running jobs, overflow included)",
+        ),
+        Row::exact("minimum runtime per contract", "`PreemptExemptTime` of the contract's QOS"),
+        Row::exact("resumable", "`PreemptMode=requeue` (not resumable: `cancel`)"),
+        Row::exact("maximum runtime, max GPUs per job", "`MaxWall`, `MaxTRESPerJob=gres/gpu=N` of the QOS"),
+        Row::approximated(
+            "work beyond a budget, unbudgeted work",
+            format!("QOS `{PREEMPTIBLE_QOS}`, which every contract's QOS may preempt; Slurm does not preempt by fair share, so only work submitted under `{PREEMPTIBLE_QOS}` is preemptible"),
+        ),
+        Row::approximated(
+            "clusters of one Slurm cluster",
+            "one association tree per Slurm cluster: shares come from the first allot cluster bound to it where a project appears; restrictions become `AllowAccounts` on partitions",
+        )
+        .qualified("when shares differ per partition"),
+        Row::exact(
+            "members",
+            "users: user associations with a default account; groups and namespaces do not apply",
+        )
+        .qualified("for users"),
+    ];
+    let qos =
+        model.contracts.iter().map(|c| vec![c.name.clone(), format!("`{}`", qos_settings(c))]).collect();
+    Report {
+        scheduler: "Slurm",
+        short_name: "Slurm",
+        rows,
+        notes: vec![
+            Note::Heading("Contracts as QOS".into()),
+            Note::table(&["contract", "QOS settings"], qos),
+        ],
     }
-    out
 }
 
 #[cfg(test)]

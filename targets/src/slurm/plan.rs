@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use allot_compiler::normalize::Location;
+use allot_compiler::ir::Location;
 use serde_json::{Value, json};
 
 use super::tree::{Account, PARENT_FAIRSHARE, Tree, User};

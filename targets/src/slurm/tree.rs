@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use allot_compiler::normalize::{Location, Model, Project, ShareSpec};
+use allot_compiler::ir::{Location, Model, Project, ShareSpec, WorkRule};
 
 /// `Fairshare=parent` as the dump writes it.
 pub const PARENT_FAIRSHARE: u64 = 2_147_483_647;
@@ -89,7 +89,7 @@ pub fn desired(model: &Model, cluster: &str) -> Tree {
         .filter(|c| c.bindings.slurm.as_ref().is_some_and(|s| s.cluster == cluster))
         .map(|c| c.name.as_str())
         .collect();
-    let preemptible = model.policy.overflow == "preemptible" || model.policy.unbudgeted == "preemptible";
+    let preemptible = [model.policy.overflow, model.policy.unbudgeted].contains(&WorkRule::Preemptible);
     let default_contract = model.contracts.iter().find(|c| c.default).map(|c| c.name.clone());
     let mut tree = Tree { cluster: cluster.to_string(), accounts: Vec::new(), users: Vec::new() };
     add(&mut tree, &model.projects, "root", None, &bound, preemptible, default_contract.as_deref());
@@ -249,17 +249,35 @@ pub fn flat_file(tree: &Tree, comment: &str) -> String {
     out
 }
 
-/// Why a dump could not be read, with its line.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Why a dump could not be read, with the line of the record.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {problem}")]
 pub struct ParseError {
     pub line: usize,
-    pub message: String,
+    pub problem: DumpProblem,
 }
 
-impl std::fmt::Display for ParseError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "line {}: {}", self.line, self.message)
-    }
+/// What is wrong with a record of a dump.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DumpProblem {
+    #[error("a quote is not closed")]
+    UnclosedQuote,
+    #[error("empty record")]
+    EmptyRecord,
+    #[error("`{0}` is not `Kind - 'name'`")]
+    NotARecord(String),
+    #[error("option `{0}` has no `=`")]
+    OptionWithoutValue(String),
+    #[error("{key}={value} is not a number")]
+    NotANumber { key: String, value: String },
+    #[error("an account before the Cluster line")]
+    AccountBeforeCluster,
+    #[error("a user before the Cluster line")]
+    UserBeforeCluster,
+    #[error("unknown record kind `{0}`")]
+    UnknownKind(String),
+    #[error("no `Cluster - 'name'` line: not a sacctmgr dump")]
+    NoCluster,
 }
 
 /// Reads a `sacctmgr dump` (or a flat file): names and values lower-cased as Slurm stores
@@ -285,23 +303,26 @@ pub fn parse(text: &str) -> Result<Tree, ParseError> {
         if record.is_empty() {
             continue;
         }
-        let error = |message: String| ParseError { line: first_line, message };
+        let error = |problem: DumpProblem| ParseError { line: first_line, problem };
         let fields = split_fields(record).map_err(error)?;
-        let (head, options) = fields.split_first().ok_or_else(|| error("empty record".into()))?;
+        let (head, options) = fields.split_first().ok_or_else(|| error(DumpProblem::EmptyRecord))?;
         let (kind, name) =
-            head.split_once(" - ").ok_or_else(|| error(format!("`{head}` is not `Kind - 'name'`")))?;
+            head.split_once(" - ").ok_or_else(|| error(DumpProblem::NotARecord(head.clone())))?;
         let name = unquote(name.trim()).to_lowercase();
         let mut values = BTreeMap::new();
         for option in options {
-            let (key, value) =
-                option.split_once('=').ok_or_else(|| error(format!("option `{option}` has no `=`")))?;
+            let (key, value) = option
+                .split_once('=')
+                .ok_or_else(|| error(DumpProblem::OptionWithoutValue(option.clone())))?;
             values.insert(key.trim().to_lowercase(), unquote(value.trim()).to_lowercase());
         }
         let number = |values: &BTreeMap<String, String>, key: &str| -> Result<Option<u64>, ParseError> {
             match values.get(key).map(String::as_str) {
                 None => Ok(None),
                 Some("parent") => Ok(Some(PARENT_FAIRSHARE)),
-                Some(v) => v.parse().map(Some).map_err(|_| error(format!("{key}={v} is not a number"))),
+                Some(v) => v.parse().map(Some).map_err(|_| {
+                    error(DumpProblem::NotANumber { key: key.to_string(), value: v.to_string() })
+                }),
             }
         };
         match kind.trim().to_lowercase().as_str() {
@@ -312,7 +333,7 @@ pub fn parse(text: &str) -> Result<Tree, ParseError> {
             "parent" => parent = name,
             "account" | "project" => {
                 if tree.cluster.is_empty() {
-                    return Err(error("an account before the Cluster line".into()));
+                    return Err(error(DumpProblem::AccountBeforeCluster));
                 }
                 let qos = values.get("qos").map(|q| qos_list(q)).unwrap_or_default();
                 let grp_gpus = values.get("grptres").and_then(|t| gpu_count(t));
@@ -342,7 +363,7 @@ pub fn parse(text: &str) -> Result<Tree, ParseError> {
             }
             "user" => {
                 if tree.cluster.is_empty() {
-                    return Err(error("a user before the Cluster line".into()));
+                    return Err(error(DumpProblem::UserBeforeCluster));
                 }
                 let other = values
                     .iter()
@@ -358,14 +379,11 @@ pub fn parse(text: &str) -> Result<Tree, ParseError> {
                     source: None,
                 });
             }
-            other => return Err(error(format!("unknown record kind `{other}`"))),
+            other => return Err(error(DumpProblem::UnknownKind(other.to_string()))),
         }
     }
     if tree.cluster.is_empty() {
-        return Err(ParseError {
-            line: 1,
-            message: "no `Cluster - 'name'` line: not a sacctmgr dump".into(),
-        });
+        return Err(ParseError { line: 1, problem: DumpProblem::NoCluster });
     }
     sort_parents_first(&mut tree);
     inherit_qos(&mut tree, &cluster_qos);
@@ -458,7 +476,7 @@ fn strip_comment(line: &str) -> String {
 }
 
 /// Splits a record on `:` outside quotes.
-fn split_fields(record: &str) -> Result<Vec<String>, String> {
+fn split_fields(record: &str) -> Result<Vec<String>, DumpProblem> {
     let mut fields = Vec::new();
     let mut field = String::new();
     let mut quote = None;
@@ -477,7 +495,7 @@ fn split_fields(record: &str) -> Result<Vec<String>, String> {
         }
     }
     if quote.is_some() {
-        return Err("a quote is not closed".into());
+        return Err(DumpProblem::UnclosedQuote);
     }
     fields.push(field);
     Ok(fields.into_iter().map(|f| f.trim().to_string()).filter(|f| !f.is_empty()).collect())

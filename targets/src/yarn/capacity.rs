@@ -1,7 +1,7 @@
 //! `capacity-scheduler.xml` and its `yarn-site.xml` fragment: the queue tree as Capacity
 //! Scheduler properties, percent (children sum to exactly 100.000) or absolute (whole GPUs).
 
-use allot_compiler::normalize::{Cluster, Model, YarnBinding};
+use allot_compiler::ir::{CapacityMode, Cluster, Model, WorkRule, YarnBinding};
 
 use super::queues::{Kind, Queue, WHOLE};
 use super::xml;
@@ -19,9 +19,9 @@ pub fn scheduler_xml(
 ) -> (String, Vec<String>) {
     let mut writer = Properties { list: Vec::new(), notes: Vec::new() };
     writer.set("resource-calculator", DOMINANT_RESOURCE_CALCULATOR.into());
-    let absolute = binding.capacity_mode == "absolute";
+    let absolute = binding.capacity_mode == CapacityMode::Absolute;
     let resources = Resources::of(cluster, binding);
-    let elastic = model.policy.overflow == "preemptible";
+    let elastic = model.policy.overflow == WorkRule::Preemptible;
     writer.queue(root, &resources, absolute, elastic, Bounds::ROOT);
     let comment =
         format!("allot: Capacity Scheduler queues of cluster {}; do not edit by hand", cluster.name);

@@ -39,7 +39,7 @@ pub struct ParsedQueue {
 }
 
 /// The properties of a capacity-scheduler.xml, last value winning as in Hadoop.
-pub fn read(text: &str) -> Result<BTreeMap<String, String>, String> {
+pub fn read(text: &str) -> Result<BTreeMap<String, String>, xml::Error> {
     let root = xml::parse(text)?;
     Ok(xml::properties(&root)?.into_iter().collect())
 }
@@ -78,7 +78,7 @@ fn child_names(properties: &BTreeMap<String, String>, path: &str) -> Vec<String>
 pub fn validate(text: &str, unique_leaf_names: bool) -> Vec<String> {
     let properties = match read(text) {
         Ok(properties) => properties,
-        Err(error) => return vec![error],
+        Err(error) => return vec![error.to_string()],
     };
     let mut problems = Vec::new();
     let flag = |path: &str, key: &str| {
@@ -272,37 +272,59 @@ fn check_maximum(path: &str, capacity: Option<String>, maximum: Option<String>, 
     }
 }
 
+/// Why a capacity is refused, in the ResourceManager's words where it has them.
+#[derive(Debug, thiserror::Error)]
+enum CapacityError {
+    #[error("`{0}` is not an absolute resource vector")]
+    NotAVector(String),
+    #[error("`{0}` is not name=value")]
+    NotAPair(String),
+    #[error("`{0}` is not a whole number")]
+    NotWhole(String),
+    #[error("R8: `{0}`: absolute capacities must give memory")]
+    NoMemory(String),
+    #[error("`{0}` is not a weight")]
+    NotAWeight(String),
+    #[error("R3: Illegal weight={0}. Acceptable values: [0, 10000]")]
+    WeightOutOfRange(f64),
+    #[error("`{0}` is not a capacity")]
+    NotACapacity(String),
+    #[error("R2: Illegal capacity of {0}")]
+    PercentOutOfRange(f64),
+}
+
 /// `12.5` (percent), `2.0w` (weight), `[memory=1024,vcores=2,yarn.io/gpu=1]` (absolute).
-fn parse_capacity(text: &str) -> Result<Capacity, String> {
+fn parse_capacity(text: &str) -> Result<Capacity, CapacityError> {
     let text = text.trim();
     if let Some(inner) = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
         let ok_chars = inner.chars().all(|c| c.is_alphanumeric() || "._,-= /".contains(c));
         if inner.is_empty() || !ok_chars {
-            return Err(format!("`{text}` is not an absolute resource vector"));
+            return Err(CapacityError::NotAVector(text.to_string()));
         }
         let mut values = BTreeMap::new();
         for pair in inner.split(',') {
-            let (key, value) = pair.split_once('=').ok_or_else(|| format!("`{pair}` is not name=value"))?;
-            let value: u64 = value.trim().parse().map_err(|_| format!("`{value}` is not a whole number"))?;
+            let (key, value) =
+                pair.split_once('=').ok_or_else(|| CapacityError::NotAPair(pair.to_string()))?;
+            let value: u64 = value.trim().parse().map_err(|_| CapacityError::NotWhole(value.to_string()))?;
             values.insert(key.trim().to_string(), value);
         }
         if !values.contains_key("memory") && !values.contains_key("memory-mb") {
-            return Err(format!("R8: `{text}`: absolute capacities must give memory"));
+            return Err(CapacityError::NoMemory(text.to_string()));
         }
         return Ok(Capacity::Absolute(values));
     }
     if let Some(weight) = text.strip_suffix('w') {
-        let w: f64 = weight.parse().map_err(|_| format!("`{text}` is not a weight"))?;
+        let w: f64 = weight.parse().map_err(|_| CapacityError::NotAWeight(text.to_string()))?;
         return if (0.0..=10000.0).contains(&w) || w == -1.0 {
             Ok(Capacity::Weight(w))
         } else {
-            Err(format!("R3: Illegal weight={w}. Acceptable values: [0, 10000]"))
+            Err(CapacityError::WeightOutOfRange(w))
         };
     }
-    let p: f64 = text.parse().map_err(|_| format!("`{text}` is not a capacity"))?;
+    let p: f64 = text.parse().map_err(|_| CapacityError::NotACapacity(text.to_string()))?;
     if (0.0..=100.0).contains(&p) || p == -1.0 {
         Ok(Capacity::Percent(p))
     } else {
-        Err(format!("R2: Illegal capacity of {p}"))
+        Err(CapacityError::PercentOutOfRange(p))
     }
 }

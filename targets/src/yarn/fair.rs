@@ -1,7 +1,7 @@
 //! `fair-scheduler.xml` and its `yarn-site.xml` fragment: the queue tree as Fair
 //! Scheduler queues, weighted by share, `drf` everywhere so that GPUs count.
 
-use allot_compiler::normalize::{Model, YarnBinding};
+use allot_compiler::ir::{Model, WorkRule, YarnBinding};
 
 use super::capacity::{submitters, thousandths};
 use super::queues::{Kind, Queue, UNBUDGETED};
@@ -11,10 +11,10 @@ use super::xml::{self, Element};
 pub const PREEMPTION_TIMEOUT_SECONDS: u64 = 60;
 
 pub fn scheduler_xml(model: &Model, cluster: &str, binding: &YarnBinding, root: &Queue) -> String {
-    let elastic = model.policy.overflow == "preemptible";
+    let elastic = model.policy.overflow == WorkRule::Preemptible;
     let placement = Element::new("queuePlacementPolicy")
         .child(Element::new("rule").attribute("name", "specified").attribute("create", "false"));
-    let placement = if model.policy.unbudgeted == "preemptible" {
+    let placement = if model.policy.unbudgeted == WorkRule::Preemptible {
         placement.child(
             Element::new("rule")
                 .attribute("name", "default")

@@ -9,7 +9,7 @@ const MAX_DEPTH: usize = 64;
 pub fn validate(text: &str) -> Vec<String> {
     let root = match xml::parse(text) {
         Ok(root) => root,
-        Err(error) => return vec![error],
+        Err(error) => return vec![error.to_string()],
     };
     if root.name != "allocations" {
         return vec!["Bad fair scheduler config file: top-level element not <allocations>".into()];
@@ -127,34 +127,54 @@ fn resource(text: &str, what: &str, problems: &mut Vec<String>) {
     }
 }
 
-fn parse_resource(text: &str) -> Result<(), String> {
+/// Why a resource string is refused.
+#[derive(Debug, thiserror::Error)]
+enum ResourceError {
+    #[error("empty")]
+    Empty,
+    #[error("`{0}` is not an amount")]
+    NotAnAmount(String),
+    #[error("`{0}` is negative")]
+    Negative(String),
+    #[error("`{0}` is not name=value")]
+    NotAPair(String),
+    #[error("`{0}` has no resource name")]
+    Unnamed(String),
+    #[error("percentages and amounts are mixed")]
+    Mixed,
+    #[error("`{0}` names no resource")]
+    NoResource(String),
+}
+
+fn parse_resource(text: &str) -> Result<(), ResourceError> {
     let text = text.trim();
     if text.is_empty() {
-        return Err("empty".into());
+        return Err(ResourceError::Empty);
     }
-    let amount = |value: &str| -> Result<bool, String> {
+    let amount = |value: &str| -> Result<bool, ResourceError> {
         let value = value.trim();
         let (number, percent) = match value.strip_suffix('%') {
             Some(n) => (n.trim(), true),
             None => (value.trim_end_matches(|c: char| c.is_ascii_alphabetic()).trim(), false),
         };
-        let n: f64 = number.parse().map_err(|_| format!("`{value}` is not an amount"))?;
+        let n: f64 = number.parse().map_err(|_| ResourceError::NotAnAmount(value.to_string()))?;
         if n < 0.0 {
-            return Err(format!("`{value}` is negative"));
+            return Err(ResourceError::Negative(value.to_string()));
         }
         Ok(percent)
     };
     if text.contains('=') {
         let mut kinds = Vec::new();
         for pair in text.split(',') {
-            let (name, value) = pair.split_once('=').ok_or_else(|| format!("`{pair}` is not name=value"))?;
+            let (name, value) =
+                pair.split_once('=').ok_or_else(|| ResourceError::NotAPair(pair.to_string()))?;
             if name.trim().is_empty() {
-                return Err(format!("`{pair}` has no resource name"));
+                return Err(ResourceError::Unnamed(pair.to_string()));
             }
             kinds.push(amount(value)?);
         }
         if kinds.contains(&true) && kinds.contains(&false) {
-            return Err("percentages and amounts are mixed".into());
+            return Err(ResourceError::Mixed);
         }
         return Ok(());
     }
@@ -162,7 +182,7 @@ fn parse_resource(text: &str) -> Result<(), String> {
         let part = part.trim();
         let known = ["mb", "vcores", "cpu", "memory"].iter().any(|u| part.ends_with(u));
         if !known && !part.ends_with('%') {
-            return Err(format!("`{part}` names no resource"));
+            return Err(ResourceError::NoResource(part.to_string()));
         }
         let number = part.trim_end_matches(|c: char| c.is_ascii_alphabetic()).trim();
         amount(number)?;

@@ -10,8 +10,10 @@ pub mod fair_rules;
 pub mod queues;
 pub mod xml;
 
-use allot_compiler::normalize::{Cluster, Model, YarnBinding};
+use allot_compiler::ir::{CapacityMode, Cluster, Model, WorkRule, YarnBinding, YarnScheduler};
+use allot_compiler::units::format_duration;
 
+use crate::fidelity::{Note, Report, Row};
 use crate::{OutputFile, Target, Violation};
 
 pub struct Yarn;
@@ -41,11 +43,11 @@ impl Target for Yarn {
             let mut file = |name: &str, contents: String| {
                 files.push(OutputFile { path: format!("{}/{name}", cluster.name), contents })
             };
-            if binding.schedulers.iter().any(|s| s == "capacity") {
+            if binding.schedulers.contains(&YarnScheduler::Capacity) {
                 file("capacity-scheduler.xml", capacity::scheduler_xml(model, cluster, binding, &root).0);
                 file("yarn-site.capacity.xml", capacity::yarn_site(kill_wait_ms(model), &binding.resource));
             }
-            if binding.schedulers.iter().any(|s| s == "fair") {
+            if binding.schedulers.contains(&YarnScheduler::Fair) {
                 file("fair-scheduler.xml", fair::scheduler_xml(model, &cluster.name, binding, &root));
                 file("yarn-site.fair.xml", fair::yarn_site(kill_wait_ms(model), &binding.resource));
             }
@@ -65,6 +67,7 @@ impl Target for Yarn {
                     .and_then(|root| xml::properties(&root))
                     .err()
                     .into_iter()
+                    .map(|error| error.to_string())
                     .collect(),
             };
             violations.extend(problems.into_iter().map(|message| Violation::new(&file.path, message)));
@@ -72,7 +75,7 @@ impl Target for Yarn {
         violations
     }
 
-    fn fidelity(&self, model: &Model) -> String {
+    fn fidelity(&self, model: &Model) -> Report {
         fidelity(model)
     }
 }
@@ -90,7 +93,7 @@ fn resource_types(resource: &str) -> String {
 pub fn validate_resource_types(text: &str) -> Vec<String> {
     let properties = match xml::parse(text).and_then(|root| xml::properties(&root)) {
         Ok(properties) => properties,
-        Err(error) => return vec![error],
+        Err(error) => return vec![error.to_string()],
     };
     let valid = |name: &str| {
         let (prefix, short) = name.rsplit_once('/').unwrap_or(("", name));
@@ -113,92 +116,120 @@ pub fn validate_resource_types(text: &str) -> Vec<String> {
 }
 
 /// What the budgets lose on YARN, with this model's numbers.
-fn fidelity(model: &Model) -> String {
-    let hours = |s: u64| crate::duration(s);
-    let window = hours(model.policy.window_seconds);
+fn fidelity(model: &Model) -> Report {
     let kill_wait = kill_wait_ms(model) / 1000;
-    let mut out = String::from("# YARN: what the budgets lose\n\n");
-    out.push_str("| policy | on YARN | fidelity |\n|---|---|---|\n");
-    out.push_str(&format!(
-        "| fair share over a {window} window | guarantees and fair shares are instantaneous: no usage history | lost |\n"
-    ));
-    out.push_str(
-        "| shares | Capacity Scheduler: percentages of the parent with 3 decimals summing to 100.000 (absolute mode: whole GPUs); Fair Scheduler: the same numbers as weights | exact to 0.001 percentage point |\n"
-    );
-    out.push_str("| unallocated shares | a `_unallocated_*` queue nobody may submit to, whose capacity others borrow | exact |\n");
-    out.push_str(&format!(
-        "| unbudgeted work ({}) | {} | exact |\n",
-        model.policy.unbudgeted,
-        if model.policy.unbudgeted == "preemptible" {
-            "queue `_unbudgeted`, guaranteed the top-level rest, may use every idle GPU, preemptible"
-        } else {
-            "no queue takes it: the placement policy rejects applications that name no queue"
-        }
-    ));
-    out.push_str(&format!(
-        "| work beyond a budget ({}) | {} | exact |\n",
-        model.policy.overflow,
-        if model.policy.overflow == "preemptible" {
-            "`maximum-capacity` 100% (or the project's max GPUs): borrowed capacity is reclaimed by preemption"
-        } else {
-            "`maximum-capacity` equals the guarantee: no borrowing"
-        }
-    ));
-    out.push_str(&format!(
-        "| minimum runtime per contract | one global kill wait: `max_wait_before_kill` / `waitTimeBeforeKill` = {} (the default contract's) | approximated |\n",
-        hours(kill_wait)
-    ));
-    out.push_str("| resumable | preempted containers are killed; only the application's own retry brings them back | lost |\n");
-    out.push_str("| maximum runtime | Capacity Scheduler: `maximum-application-lifetime` of each leaf = the longest its contracts allow; Fair Scheduler: none | approximated |\n");
-    out.push_str(
-        "| max GPUs per job | not expressible: a queue limits containers, not applications | lost |\n",
-    );
-    out.push_str("| members | `acl_submit_applications` / `aclSubmitApps` of each leaf (users and groups; `yarn.acl.enable=true`); namespaces do not apply | exact |\n\n");
+    let rows = vec![
+        Row::lost(
+            format!("fair share over a {} window", format_duration(model.policy.window_seconds)),
+            "guarantees and fair shares are instantaneous: no usage history",
+        ),
+        Row::exact(
+            "shares",
+            "Capacity Scheduler: percentages of the parent with 3 decimals summing to 100.000 (absolute mode: whole GPUs); Fair Scheduler: the same numbers as weights",
+        )
+        .qualified("to 0.001 percentage point"),
+        Row::exact(
+            "unallocated shares",
+            "a `_unallocated_*` queue nobody may submit to, whose capacity others borrow",
+        ),
+        Row::exact(
+            format!("unbudgeted work ({})", model.policy.unbudgeted.as_str()),
+            match model.policy.unbudgeted {
+                WorkRule::Preemptible => {
+                    "queue `_unbudgeted`, guaranteed the top-level rest, may use every idle GPU, preemptible"
+                }
+                WorkRule::Deny => {
+                    "no queue takes it: the placement policy rejects applications that name no queue"
+                }
+            },
+        ),
+        Row::exact(
+            format!("work beyond a budget ({})", model.policy.overflow.as_str()),
+            match model.policy.overflow {
+                WorkRule::Preemptible => {
+                    "`maximum-capacity` 100% (or the project's max GPUs): borrowed capacity is reclaimed by preemption"
+                }
+                WorkRule::Deny => "`maximum-capacity` equals the guarantee: no borrowing",
+            },
+        ),
+        Row::approximated(
+            "minimum runtime per contract",
+            format!(
+                "one global kill wait: `max_wait_before_kill` / `waitTimeBeforeKill` = {} (the default contract's)",
+                format_duration(kill_wait)
+            ),
+        ),
+        Row::lost(
+            "resumable",
+            "preempted containers are killed; only the application's own retry brings them back",
+        ),
+        Row::approximated(
+            "maximum runtime",
+            "Capacity Scheduler: `maximum-application-lifetime` of each leaf = the longest its contracts allow; Fair Scheduler: none",
+        ),
+        Row::lost("max GPUs per job", "not expressible: a queue limits containers, not applications"),
+        Row::exact(
+            "members",
+            "`acl_submit_applications` / `aclSubmitApps` of each leaf (users and groups; `yarn.acl.enable=true`); namespaces do not apply",
+        ),
+    ];
 
-    out.push_str(
-        "## Minimum runtime per contract\n\n| contract | wanted | on YARN | effect |\n|---|---|---|---|\n",
-    );
-    for contract in &model.contracts {
-        let wanted = contract.min_runtime_seconds;
-        let effect = match wanted.cmp(&kill_wait) {
-            std::cmp::Ordering::Less => "protected longer than asked: reclaim from it waits",
-            std::cmp::Ordering::Equal => "as asked",
-            std::cmp::Ordering::Greater => "protected for less than asked",
-        };
-        out.push_str(&format!(
-            "| {} | {} | {} | {effect} |\n",
-            contract.name,
-            hours(wanted),
-            hours(kill_wait)
-        ));
-    }
+    let runtimes = model
+        .contracts
+        .iter()
+        .map(|contract| {
+            let wanted = contract.min_runtime_seconds;
+            let effect = match wanted.cmp(&kill_wait) {
+                std::cmp::Ordering::Less => "protected longer than asked: reclaim from it waits",
+                std::cmp::Ordering::Equal => "as asked",
+                std::cmp::Ordering::Greater => "protected for less than asked",
+            };
+            vec![
+                contract.name.clone(),
+                format_duration(wanted),
+                format_duration(kill_wait),
+                effect.to_string(),
+            ]
+        })
+        .collect();
+    let mut notes = vec![
+        Note::Heading("Minimum runtime per contract".into()),
+        Note::table(&["contract", "wanted", "on YARN", "effect"], runtimes),
+    ];
 
     for (cluster, binding) in bound(model) {
         let root = queues::tree(model, &cluster.name);
-        out.push_str(&format!(
-            "\n## Cluster `{}` ({} GPUs, {} mode)\n\n",
-            cluster.name, cluster.gpus, binding.capacity_mode
-        ));
-        if binding.schedulers.iter().any(|s| s == "capacity") {
-            let (_, notes) = capacity::scheduler_xml(model, cluster, binding, &root);
-            for note in notes {
-                out.push_str(&format!("- {note}.\n"));
-            }
+        notes.push(Note::Heading(format!(
+            "Cluster `{}` ({} GPUs, {} mode)",
+            cluster.name,
+            cluster.gpus,
+            binding.capacity_mode.as_str()
+        )));
+        let mut items = Vec::new();
+        if binding.schedulers.contains(&YarnScheduler::Capacity) {
+            let (_, raised) = capacity::scheduler_xml(model, cluster, binding, &root);
+            items.extend(raised.into_iter().map(|note| format!("{note}.")));
         }
         let leaves: Vec<&queues::Queue> = root.descendants().into_iter().filter(|q| q.is_leaf()).collect();
         let mut names: Vec<&str> = leaves.iter().map(|q| q.name.as_str()).collect();
         names.sort();
         names.dedup();
         if names.len() < leaves.len() {
-            out.push_str("- Some leaf queues share a name: ResourceManagers before 3.4 refuse that; 3.4 needs their full paths.\n");
-        }
-        if binding.capacity_mode == "percent" {
-            out.push_str(
-                "- Percent mode gives each queue the same percentage of memory and vcores as of GPUs.\n",
+            items.push(
+                "Some leaf queues share a name: ResourceManagers before 3.4 refuse that; 3.4 needs their full paths."
+                    .into(),
             );
-        } else {
-            out.push_str("- Absolute mode pins whole GPUs (and memory, vcores in proportion): rebuild when nodes change.\n");
         }
+        let mode = match binding.capacity_mode {
+            CapacityMode::Percent => {
+                "Percent mode gives each queue the same percentage of memory and vcores as of GPUs."
+            }
+            CapacityMode::Absolute => {
+                "Absolute mode pins whole GPUs (and memory, vcores in proportion): rebuild when nodes change."
+            }
+        };
+        items.push(mode.into());
+        notes.push(Note::List(items));
     }
-    out
+    Report { scheduler: "YARN", short_name: "YARN", rows, notes }
 }

@@ -2,7 +2,8 @@
 //! the queues allot adds where a parent's shares leave capacity unallocated, and for
 //! unbudgeted work. Both the Capacity and the Fair Scheduler files are written from it.
 
-use allot_compiler::normalize::{Allocation, Model, Project, apportion};
+use allot_compiler::ir::{Allocation, Model, Project, WorkRule};
+use allot_compiler::normalize::apportion;
 
 /// The queues allot adds start with `_`, which no project name (a DNS-1123 label) has.
 pub const UNBUDGETED: &str = "_unbudgeted";
@@ -72,7 +73,7 @@ impl Queue {
 /// The `root` queue of `cluster`, which must be in the model.
 pub fn tree(model: &Model, cluster: &str) -> Queue {
     let gpus = model.clusters.iter().find(|c| c.name == cluster).map_or(0, |c| c.gpus);
-    let unbudgeted = model.policy.unbudgeted == "preemptible";
+    let unbudgeted = model.policy.unbudgeted == WorkRule::Preemptible;
     let mut root = Queue {
         name: "root".into(),
         path: "root".into(),

@@ -71,16 +71,40 @@ fn write_element(writer: &mut Writer<Vec<u8>>, element: &Element) -> std::io::Re
     Ok(())
 }
 
+/// Why a document is not one this module reads.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("not well-formed XML at byte {position}: {error}")]
+    Malformed { position: u64, error: quick_xml::Error },
+    #[error("a closing tag without an opening one")]
+    UnopenedClose,
+    #[error("unknown entity &{name}; at byte {position}")]
+    UnknownEntity { name: String, position: u64 },
+    #[error("the document ends inside an element")]
+    Unclosed,
+    #[error("no root element")]
+    NoRoot,
+    #[error("more than one root element")]
+    SecondRoot,
+    #[error("bad attribute: {0}")]
+    Attribute(quick_xml::events::attributes::AttrError),
+    #[error("bad attribute value: {0}")]
+    AttributeValue(quick_xml::Error),
+    #[error("the root element is <{0}>, not <configuration>")]
+    NotConfiguration(String),
+    #[error("a <property> without <name>")]
+    UnnamedProperty,
+}
+
 /// Parses a document into its root element, or says what is wrong and where.
-pub fn parse(text: &str) -> Result<Element, String> {
+pub fn parse(text: &str) -> Result<Element, Error> {
     let mut reader = quick_xml::Reader::from_str(text);
     reader.config_mut().check_end_names = true;
     let mut stack: Vec<Element> = Vec::new();
     let mut root = None;
     loop {
         let position = reader.buffer_position();
-        let event =
-            reader.read_event().map_err(|e| format!("not well-formed XML at byte {position}: {e}"))?;
+        let event = reader.read_event().map_err(|error| Error::Malformed { position, error })?;
         match event {
             Event::Start(start) => stack.push(open(&start)?),
             Event::Empty(start) => {
@@ -88,7 +112,7 @@ pub fn parse(text: &str) -> Result<Element, String> {
                 close(element, &mut stack, &mut root)?;
             }
             Event::End(_) => {
-                let element = stack.pop().ok_or("a closing tag without an opening one")?;
+                let element = stack.pop().ok_or(Error::UnopenedClose)?;
                 close(element, &mut stack, &mut root)?;
             }
             Event::Text(t) => {
@@ -114,7 +138,7 @@ pub fn parse(text: &str) -> Result<Element, String> {
                         "gt" => ">",
                         "quot" => "\"",
                         "apos" => "'",
-                        _ => return Err(format!("unknown entity &{name}; at byte {position}")),
+                        _ => return Err(Error::UnknownEntity { name: name.to_string(), position }),
                     });
                 }
             }
@@ -123,29 +147,28 @@ pub fn parse(text: &str) -> Result<Element, String> {
         }
     }
     if !stack.is_empty() {
-        return Err("the document ends inside an element".into());
+        return Err(Error::Unclosed);
     }
-    root.ok_or_else(|| "no root element".into())
+    root.ok_or(Error::NoRoot)
 }
 
-fn open(start: &quick_xml::events::BytesStart) -> Result<Element, String> {
+fn open(start: &quick_xml::events::BytesStart) -> Result<Element, Error> {
     let mut element = Element::new(start.name().as_ref());
     for attribute in start.attributes() {
-        let attribute = attribute.map_err(|e| format!("bad attribute: {e}"))?;
+        let attribute = attribute.map_err(Error::Attribute)?;
         let key = attribute.key.as_ref().to_string();
-        let value = attribute
-            .normalized_value(quick_xml::XmlVersion::Implicit1_0)
-            .map_err(|e| format!("bad attribute value: {e}"))?;
+        let value =
+            attribute.normalized_value(quick_xml::XmlVersion::Implicit1_0).map_err(Error::AttributeValue)?;
         element.attributes.push((key, value.into_owned()));
     }
     Ok(element)
 }
 
-fn close(element: Element, stack: &mut [Element], root: &mut Option<Element>) -> Result<(), String> {
+fn close(element: Element, stack: &mut [Element], root: &mut Option<Element>) -> Result<(), Error> {
     match stack.last_mut() {
         Some(parent) => parent.children.push(element),
         None if root.is_none() => *root = Some(element),
-        None => return Err("more than one root element".into()),
+        None => return Err(Error::SecondRoot),
     }
     Ok(())
 }
@@ -161,13 +184,13 @@ pub fn configuration(properties: &[(String, String)]) -> Element {
 
 /// The name/value pairs of a `<configuration>`, names trimmed as Hadoop does; values as
 /// written (an ACL of one blank means "nobody").
-pub fn properties(root: &Element) -> Result<Vec<(String, String)>, String> {
+pub fn properties(root: &Element) -> Result<Vec<(String, String)>, Error> {
     if root.name != "configuration" {
-        return Err(format!("the root element is <{}>, not <configuration>", root.name));
+        return Err(Error::NotConfiguration(root.name.clone()));
     }
     let mut out = Vec::new();
     for property in root.children.iter().filter(|c| c.name == "property") {
-        let name = property.child_text("name").ok_or("a <property> without <name>")?;
+        let name = property.child_text("name").ok_or(Error::UnnamedProperty)?;
         let value = property.child_text("value").unwrap_or("");
         out.push((name.trim().to_string(), value.to_string()));
     }

@@ -1,9 +1,16 @@
-//! The model: the budget repository as lowered from KDL, every field with its span.
+//! The abstract syntax tree: the budget repository as lowered from KDL, every field with
+//! its span, includes followed.
 //!
 //! Produced by `lower`, read by `check` and `normalize`. Values a file failed to give are
-//! `None` here; `check` has reported them, and `normalize` only runs on a clean model.
+//! `None` here; `check` has reported them, and `normalize` only runs on a clean tree. The
+//! closed sets of words the language knows ([`WorkRule`], the schedulers, [`CapacityMode`])
+//! are defined here once; the normalised model ([`crate::ir`]) carries them on, serialised
+//! as the files write them.
+
+use serde::Serialize;
 
 use crate::source::{Span, Spanned};
+use crate::units::Seconds;
 
 #[derive(Clone, Debug, Default)]
 pub struct Budget {
@@ -15,9 +22,6 @@ pub struct Budget {
     /// Where the entry file starts, for problems of the whole repository.
     pub origin: Option<Span>,
 }
-
-/// Seconds.
-pub type Seconds = u64;
 
 /// A percentage, 0 to 100.
 #[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
@@ -68,7 +72,8 @@ pub struct SlurmBinding {
     pub span: Span,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum KubernetesScheduler {
     Kueue,
     Kai,
@@ -98,7 +103,8 @@ pub struct KubernetesBinding {
     pub span: Span,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum YarnScheduler {
     Capacity,
     Fair,
@@ -115,10 +121,22 @@ impl YarnScheduler {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum CapacityMode {
     Percent,
     Absolute,
+}
+
+impl CapacityMode {
+    pub const ALL: [CapacityMode; 2] = [Self::Percent, Self::Absolute];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Percent => "percent",
+            Self::Absolute => "absolute",
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -133,12 +151,24 @@ pub struct YarnBinding {
 }
 
 /// What happens to work outside a budget, or beyond one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum WorkRule {
     /// Runs on idle GPUs and may be preempted.
     Preemptible,
     /// Is not admitted.
     Deny,
+}
+
+impl WorkRule {
+    pub const ALL: [WorkRule; 2] = [Self::Preemptible, Self::Deny];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Preemptible => "preemptible",
+            Self::Deny => "deny",
+        }
+    }
 }
 
 pub const DEFAULT_WINDOW: Seconds = 7 * 24 * 3600;

@@ -1,0 +1,233 @@
+//! The intermediate representation: the normalised budget of one repository, the
+//! [`Model`] that `normalize` makes of a checked [`crate::ast`] tree and that every target,
+//! the diff and the verifier read. Names and numbers only, no spans: a [`Location`] says
+//! where each item was written.
+//!
+//! This is also the JSON `allot export` writes; its schema ([`json_schema`]) is
+//! `schema/allot.schema.json`.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+pub use crate::ast::{CapacityMode, KubernetesScheduler, WorkRule, YarnScheduler};
+
+/// The normalised budget of one repository.
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub struct Model {
+    pub clusters: Vec<Cluster>,
+    pub policy: Policy,
+    pub contracts: Vec<Contract>,
+    /// The top-level projects, each with its subtree.
+    pub projects: Vec<Project>,
+    pub expectations: Expectations,
+}
+
+impl Model {
+    /// Every project by path, with its parent.
+    pub fn projects_by_path(&self) -> BTreeMap<String, (&Project, Option<&Project>)> {
+        fn go<'m>(
+            projects: &'m [Project],
+            parent: Option<&'m Project>,
+            out: &mut BTreeMap<String, (&'m Project, Option<&'m Project>)>,
+        ) {
+            for p in projects {
+                out.insert(p.path.clone(), (p, parent));
+                go(&p.children, Some(p), out);
+            }
+        }
+        let mut out = BTreeMap::new();
+        go(&self.projects, None, &mut out);
+        out
+    }
+}
+
+/// A pool of GPUs.
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct Cluster {
+    pub name: String,
+    pub gpus: u64,
+    pub gpu_type: String,
+    pub gpus_per_node: u64,
+    /// GPUs no top-level project is guaranteed: they run preemptible work.
+    pub unallocated_gpus: u64,
+    pub bindings: Bindings,
+    pub source: Location,
+}
+
+/// The targets a cluster is bound to; absent: not emitted for that target.
+#[derive(Clone, Debug, Default, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct Bindings {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<SlurmBinding>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<KubernetesBinding>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub yarn: Option<YarnBinding>,
+}
+
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct SlurmBinding {
+    pub cluster: String,
+    pub partition: String,
+}
+
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct KubernetesBinding {
+    /// Some of `kueue`, `kai`, `volcano`, `yunikorn`, in that order.
+    #[schemars(with = "Vec<String>")]
+    pub schedulers: Vec<KubernetesScheduler>,
+    pub flavor: String,
+    pub resource: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_label: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct YarnBinding {
+    /// Some of `capacity`, `fair`, in that order.
+    #[schemars(with = "Vec<String>")]
+    pub schedulers: Vec<YarnScheduler>,
+    pub resource: String,
+    /// `percent` or `absolute`.
+    #[schemars(with = "String")]
+    pub capacity_mode: CapacityMode,
+    /// Memory of one node, in MiB (required in absolute mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_memory_mb: Option<u64>,
+    /// Vcores of one node (required in absolute mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_vcores: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct Policy {
+    /// The fair-share window, in seconds.
+    pub window_seconds: u64,
+    /// `preemptible` or `deny`: work outside any budget.
+    #[schemars(with = "String")]
+    pub unbudgeted: WorkRule,
+    /// `preemptible` or `deny`: work beyond a budget.
+    #[schemars(with = "String")]
+    pub overflow: WorkRule,
+    pub overcommit: bool,
+}
+
+/// A job class.
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct Contract {
+    pub name: String,
+    /// The protected window, in seconds.
+    pub min_runtime_seconds: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_runtime_seconds: Option<u64>,
+    pub resumable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_gpus: Option<u64>,
+    pub default: bool,
+    pub source: Location,
+}
+
+/// A share as written: a percentage of the parent or a weight among siblings.
+#[derive(Clone, Copy, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum ShareSpec {
+    Percent(f64),
+    Weight(f64),
+}
+
+/// A project and its subtree.
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct Project {
+    pub name: String,
+    /// Names from the top, joined by `/`.
+    pub path: String,
+    pub share: ShareSpec,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_gpus: Option<u64>,
+    pub users: Vec<User>,
+    pub groups: Vec<String>,
+    pub namespaces: Vec<String>,
+    pub owners: Vec<String>,
+    /// The contracts its jobs may use: its own `contracts`, else its parent's.
+    pub contracts: Vec<String>,
+    /// Its allocation on each cluster it may use, by cluster name.
+    pub clusters: BTreeMap<String, Allocation>,
+    pub source: Location,
+    pub children: Vec<Project>,
+}
+
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct User {
+    pub name: String,
+    /// This project is the user's default.
+    pub default: bool,
+}
+
+/// A project's part of one cluster.
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct Allocation {
+    /// The share as written on this cluster (an `on` override, or the project's own).
+    pub share: ShareSpec,
+    /// Its fraction of its parent, 0 to 1.
+    pub normalized_share: f64,
+    /// Its fraction of the cluster: the product of normalised shares along its path.
+    pub effective_share: f64,
+    pub guaranteed_gpus: u64,
+    /// Of `guaranteed_gpus`, what no child is guaranteed (0 for a leaf).
+    pub unallocated_gpus: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_gpus: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct Expectations {
+    /// Every budget receives at least this fraction (0 to 1) of its entitled GPU-hours.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivered_per_budget: Option<f64>,
+    /// All budgets together receive at least this fraction of their entitled GPU-hours.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivered_overall: Option<f64>,
+    pub waits: Vec<WaitExpectation>,
+}
+
+/// The longest wait, in seconds, at some percentiles of one contract's jobs.
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct WaitExpectation {
+    pub contract: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50_seconds: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p90_seconds: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_seconds: Option<u64>,
+}
+
+/// Where something was written.
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub struct Location {
+    /// The file's path inside the repository.
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+}
+
+/// The JSON Schema of [`Model`], as `allot schema` prints it.
+pub fn json_schema() -> serde_json::Value {
+    schemars::schema_for!(Model).to_value()
+}

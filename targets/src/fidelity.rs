@@ -1,0 +1,142 @@
+//! Fidelity reports: what of the policy a scheduler carries, approximates or loses. Each
+//! target builds a [`Report`] from the model (rows for the aspects of the policy, then
+//! notes such as per-contract tables); [`Report::to_markdown`] renders it as the
+//! `FIDELITY.md` that `allot build` writes beside the target's files and prints.
+
+/// How faithfully a scheduler carries one aspect of the policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fidelity {
+    Exact,
+    Approximated,
+    Lost,
+}
+
+impl Fidelity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fidelity::Exact => "exact",
+            Fidelity::Approximated => "approximated",
+            Fidelity::Lost => "lost",
+        }
+    }
+}
+
+/// One aspect of the policy on the scheduler.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// The aspect, as the policy names it: `shares`, `minimum runtime per contract`.
+    pub aspect: String,
+    /// The scheduler's native form of it.
+    pub native: String,
+    pub fidelity: Fidelity,
+    /// How far the fidelity holds: exact *to one GPU*, lost *on the queues*.
+    pub qualifier: Option<String>,
+    /// What it takes: approximated: *jobs must carry the annotation*.
+    pub caveat: Option<String>,
+}
+
+impl Row {
+    pub fn exact(aspect: impl Into<String>, native: impl Into<String>) -> Row {
+        Row::new(aspect, native, Fidelity::Exact)
+    }
+
+    pub fn approximated(aspect: impl Into<String>, native: impl Into<String>) -> Row {
+        Row::new(aspect, native, Fidelity::Approximated)
+    }
+
+    pub fn lost(aspect: impl Into<String>, native: impl Into<String>) -> Row {
+        Row::new(aspect, native, Fidelity::Lost)
+    }
+
+    fn new(aspect: impl Into<String>, native: impl Into<String>, fidelity: Fidelity) -> Row {
+        Row { aspect: aspect.into(), native: native.into(), fidelity, qualifier: None, caveat: None }
+    }
+
+    pub fn qualified(self, qualifier: impl Into<String>) -> Row {
+        Row { qualifier: Some(qualifier.into()), ..self }
+    }
+
+    pub fn caveat(self, caveat: impl Into<String>) -> Row {
+        Row { caveat: Some(caveat.into()), ..self }
+    }
+
+    /// `exact`, `exact to one GPU`, `approximated: jobs must carry the annotation`.
+    fn fidelity_text(&self) -> String {
+        let mut text = self.fidelity.as_str().to_string();
+        if let Some(qualifier) = &self.qualifier {
+            text.push_str(&format!(" {qualifier}"));
+        }
+        if let Some(caveat) = &self.caveat {
+            text.push_str(&format!(": {caveat}"));
+        }
+        text
+    }
+}
+
+/// Markdown after the table of rows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Note {
+    /// A second-level heading.
+    Heading(String),
+    Paragraph(String),
+    Table {
+        header: Vec<String>,
+        rows: Vec<Vec<String>>,
+    },
+    List(Vec<String>),
+}
+
+impl Note {
+    pub fn table(header: &[&str], rows: Vec<Vec<String>>) -> Note {
+        Note::Table { header: header.iter().map(|h| h.to_string()).collect(), rows }
+    }
+}
+
+/// What a scheduler makes of the policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// The scheduler as the title names it: `KAI Scheduler`.
+    pub scheduler: &'static str,
+    /// Its short name, for the table's column: `on KAI`.
+    pub short_name: &'static str,
+    pub rows: Vec<Row>,
+    /// In order, each after a blank line.
+    pub notes: Vec<Note>,
+}
+
+impl Report {
+    /// The report as `FIDELITY.md`: a title, the table of rows, the notes.
+    pub fn to_markdown(&self) -> String {
+        let mut out = format!("# {}: what the budgets lose\n\n", self.scheduler);
+        let header = ["policy".to_string(), format!("on {}", self.short_name), "fidelity".to_string()];
+        let rows: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|row| vec![row.aspect.clone(), row.native.clone(), row.fidelity_text()])
+            .collect();
+        table(&mut out, &header, &rows);
+        for note in &self.notes {
+            out.push('\n');
+            match note {
+                Note::Heading(heading) => out.push_str(&format!("## {heading}\n")),
+                Note::Paragraph(text) => out.push_str(&format!("{text}\n")),
+                Note::Table { header, rows } => table(&mut out, header, rows),
+                Note::List(items) => {
+                    for item in items {
+                        out.push_str(&format!("- {item}\n"));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+fn table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
+    let line = |cells: &[String]| format!("| {} |\n", cells.join(" | "));
+    out.push_str(&line(header));
+    out.push_str(&format!("|{}\n", "---|".repeat(header.len())));
+    for row in rows {
+        out.push_str(&line(row));
+    }
+}
