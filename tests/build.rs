@@ -1,30 +1,12 @@
 //! `allot build` end to end: what it writes, that it writes the same bytes again, and
 //! that a failed run leaves the previous outputs as they were.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 mod common;
 
+use allot_compiler::test_support::files_under as tree;
 use common::allot;
-
-/// Every file under `dir`, by relative path.
-fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(folder) = stack.pop() {
-        for entry in std::fs::read_dir(&folder).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let relative = path.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
-                out.insert(relative, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    out
-}
 
 #[test]
 fn build_writes_every_file_and_the_same_bytes_again() {

@@ -8,10 +8,10 @@
 //! `ALLOT_REQUIRE_SLURM` is set, when it fails.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-use allot_compiler::compile;
+use allot_compiler::test_support::model_of;
 use allot_targets::slurm::tree;
 
 mod common;
@@ -63,19 +63,6 @@ impl Slurm {
 impl Drop for Slurm {
     fn drop(&mut self) {
         let _ = run("scripts/slurm.sh", &["stop"], &[]);
-    }
-}
-
-fn model_of(dir: &Path) -> allot_compiler::ir::Model {
-    let loader = FsLoader(dir.to_path_buf());
-    compile(&loader, "allot.kdl").model.expect("a valid example")
-}
-
-struct FsLoader(PathBuf);
-
-impl allot_compiler::Loader for FsLoader {
-    fn load(&self, path: &str) -> Result<Vec<u8>, allot_compiler::source::LoadError> {
-        std::fs::read(self.0.join(path)).map_err(|e| allot_compiler::source::LoadError::Other(e.to_string()))
     }
 }
 

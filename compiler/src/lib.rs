@@ -23,6 +23,8 @@ pub mod owners;
 pub mod replay;
 pub mod source;
 pub mod syntax;
+#[cfg(feature = "test-support")]
+pub mod test_support;
 pub mod units;
 
 pub use diagnostic::{Code, Diagnostic, Severity};

@@ -7,6 +7,7 @@ mod inputs;
 use std::collections::BTreeMap;
 
 use allot_compiler::ir::Model;
+use allot_compiler::test_support::model;
 use allot_targets::kubernetes::{kai::Kai, kueue::Kueue, volcano::Volcano, yunikorn::YuniKorn};
 use allot_targets::{OutputFile, Target};
 use proptest::prelude::*;
@@ -187,7 +188,7 @@ fn examples_pass_the_webhook_rules_and_match_their_snapshots() {
 
 #[test]
 fn names_that_collide_after_flattening_point_at_both_projects() {
-    let model = inputs::model(
+    let model = model(
         "cluster c gpus=8 gpu-type=h100 {\n    kubernetes kueue kai volcano\n}\ncontract b min-runtime=\"1h\" default=#true\n\
          project a share=1 {\n    project b share=1\n}\nproject a-b share=1\n",
     );
@@ -206,7 +207,7 @@ fn volcano_refuses_trees_deeper_than_its_webhook_allows() {
         text.push_str(&format!("{}project p{depth} share=1 {{\n", "    ".repeat(depth)));
     }
     text.push_str(&"}\n".repeat(5));
-    let model = inputs::model(&text);
+    let model = model(&text);
     let violations = Volcano.validate(&model, &Volcano.emit(&model));
     assert!(
         violations.iter().any(|v| v.message.contains("p0/p1/p2/p3/p4") && v.locations[0].line == 9),
@@ -216,7 +217,7 @@ fn volcano_refuses_trees_deeper_than_its_webhook_allows() {
 
 #[test]
 fn kai_splits_a_leaf_whose_contracts_protect_differently() {
-    let model = inputs::model(
+    let model = model(
         "cluster c gpus=10 gpu-type=h100 {\n    kubernetes kai\n}\n\
          contract debug min-runtime=\"0s\"\ncontract batch min-runtime=\"1h\" default=#true\n\
          project a share=1\n",
@@ -260,7 +261,7 @@ proptest! {
 
     #[test]
     fn quotas_of_children_never_exceed_their_parent(text in random_tree()) {
-        let model = inputs::model(&text);
+        let model = model(&text);
         for target in targets() {
             let files = target.emit(&model);
             prop_assert_eq!(target.validate(&model, &files), vec![], "{}", target.name());

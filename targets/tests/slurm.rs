@@ -4,9 +4,9 @@
 
 mod inputs;
 
+use allot_compiler::test_support::model;
 use allot_targets::Target;
 use allot_targets::slurm::{Slurm, import, plan, tree};
-use inputs::model;
 
 const BUDGETS: &str = r#"cluster main gpus=64 gpu-type=h100 gpus-per-node=8 {
     slurm cluster=lab partition=gpu

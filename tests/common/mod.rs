@@ -1,5 +1,6 @@
 //! What the command-line tests share: the repository's root, running `allot` and `git`,
-//! snapshot settings and the shared reference material.
+//! snapshot settings and the shared reference material. Budgets compiled in the test itself
+//! come from allot-compiler's `test-support`.
 #![allow(dead_code)] // each test file uses its own part
 
 use std::path::{Path, PathBuf};
@@ -54,17 +55,8 @@ pub fn snapshots() -> insta::internals::SettingsBindDropGuard {
     settings.bind_to_scope()
 }
 
-/// The ITP trace's folder in the shared reference material (`ALLOT_SHARED_DIR`, or
-/// `../shared`); `None`, said on stderr, when it is absent and not required
-/// (`ALLOT_REQUIRE_SHARED`).
+/// The ITP trace's folder in the shared reference material; `None`, said on stderr, when
+/// it is absent and not required (see [`allot_compiler::test_support::shared`]).
 pub fn itp_trace() -> Option<PathBuf> {
-    let shared =
-        std::env::var_os("ALLOT_SHARED_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("../shared"));
-    let trace = shared.join("traces/itp-2021");
-    if trace.is_dir() {
-        return Some(trace);
-    }
-    assert!(std::env::var_os("ALLOT_REQUIRE_SHARED").is_none(), "no ITP trace at {}", trace.display());
-    eprintln!("skipped: no ITP trace at {}", trace.display());
-    None
+    allot_compiler::test_support::shared(&root(), "traces/itp-2021", "ITP trace")
 }
