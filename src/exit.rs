@@ -44,6 +44,9 @@ pub enum Error {
     /// Reading or writing failed; a closed standard output ends the program quietly.
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// A git revision of the budgets that cannot be read.
+    #[error(transparent)]
+    Git(#[from] crate::git_loader::GitError),
     /// A failure explained in words (a file that does not parse, an unknown revision...).
     #[error("{0}")]
     Failed(String),

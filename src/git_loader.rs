@@ -5,6 +5,23 @@ use std::path::{Path, PathBuf};
 
 use allot_compiler::source::{LoadError, Loader};
 
+/// Why a git revision of the budgets cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("{0}: no such folder")]
+    NoFolder(String),
+    #[error("{folder} is not inside a git repository: {message}")]
+    NotInRepository { folder: String, message: String },
+    #[error("the repository has no working tree")]
+    Bare,
+    #[error("{folder} is outside its repository")]
+    Outside { folder: String },
+    #[error("{0}")]
+    Io(String),
+    #[error("unknown revision `{0}`")]
+    UnknownRevision(String),
+}
+
 /// A budget repository folder inside a git repository.
 pub struct GitRepo {
     repo: git2::Repository,
@@ -16,7 +33,7 @@ pub struct GitRepo {
 
 impl GitRepo {
     /// The git repository holding PATH (a budget folder or a budget file).
-    pub fn discover(path: &Path) -> Result<GitRepo, String> {
+    pub fn discover(path: &Path) -> Result<GitRepo, GitError> {
         let (folder, entry) = if path.is_file() {
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             (path.parent().map(Path::to_path_buf).unwrap_or_default(), name)
@@ -25,31 +42,27 @@ impl GitRepo {
         };
         let folder = if folder.as_os_str().is_empty() { PathBuf::from(".") } else { folder };
         if !folder.is_dir() {
-            return Err(format!("{}: no such folder", folder.display()));
+            return Err(GitError::NoFolder(folder.display().to_string()));
         }
+        let shown = || folder.display().to_string();
         let repo = git2::Repository::discover(&folder)
-            .map_err(|e| format!("{} is not inside a git repository: {}", folder.display(), e.message()))?;
-        let root = repo
-            .workdir()
-            .ok_or("the repository has no working tree")?
-            .canonicalize()
-            .map_err(|e| e.to_string())?;
-        let absolute = folder.canonicalize().map_err(|e| format!("{}: {e}", folder.display()))?;
-        let relative = absolute
-            .strip_prefix(&root)
-            .map_err(|_| format!("{} is outside its repository", folder.display()))?;
+            .map_err(|e| GitError::NotInRepository { folder: shown(), message: e.message().to_string() })?;
+        let root =
+            repo.workdir().ok_or(GitError::Bare)?.canonicalize().map_err(|e| GitError::Io(e.to_string()))?;
+        let absolute = folder.canonicalize().map_err(|e| GitError::Io(format!("{}: {e}", shown())))?;
+        let relative = absolute.strip_prefix(&root).map_err(|_| GitError::Outside { folder: shown() })?;
         let prefix =
             relative.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
         Ok(GitRepo { repo, prefix, entry })
     }
 
     /// The loader of revision `rev` (a branch, tag, commit or `HEAD~1`).
-    pub fn at(&self, rev: &str) -> Result<GitLoader<'_>, String> {
+    pub fn at(&self, rev: &str) -> Result<GitLoader<'_>, GitError> {
         let commit = self
             .repo
             .revparse_single(rev)
             .and_then(|o| o.peel_to_commit())
-            .map_err(|_| format!("unknown revision `{rev}`"))?;
+            .map_err(|_| GitError::UnknownRevision(rev.to_string()))?;
         Ok(GitLoader { git: self, rev: rev.to_string(), tree: commit.tree_id() })
     }
 

@@ -38,7 +38,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args, format: Format) -> Outcome {
-    let git = GitRepo::discover(&args.repository.path).map_err(Error::Failed)?;
+    let git = GitRepo::discover(&args.repository.path)?;
     let (Some(old), Some(new)) = (
         budgets::revision(&git, &args.repository.path, Some(&args.against), format)?,
         budgets::revision(&git, &args.repository.path, args.head.as_deref(), format)?,

@@ -73,7 +73,7 @@ fn simulate(args: SimulateArgs, format: Format) -> Outcome {
     let base = match &args.against {
         None => None,
         Some(rev) => {
-            let git = GitRepo::discover(&args.repository.path).map_err(Error::Failed)?;
+            let git = GitRepo::discover(&args.repository.path)?;
             let Some(base) = budgets::revision(&git, &args.repository.path, Some(rev), format)? else {
                 return Ok(Exit::Problems);
             };
