@@ -9,9 +9,10 @@ use std::process::ExitCode;
 
 use allot_compiler::normalize::Model;
 use allot_compiler::replay::audit::{Audit, BudgetFigures, Span, Waits, audit};
-use allot_compiler::replay::fair_tree::{Association, FairTree, Shares};
 use allot_compiler::replay::trace::{Format, Merged, Reader};
+use allot_targets::slurm::fair_tree::FairTree;
 use allot_targets::slurm::tree;
+use allot_targets::slurm::usage::Usage;
 use clap::ValueEnum;
 use serde_json::{Value, json};
 
@@ -402,47 +403,27 @@ fn association_tree(path: &Path, model: Option<&Model>) -> Result<tree::Tree, St
     tree::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-pub fn run_fairshare(tree_path: &Path, model: Option<&Model>, usage: &Path) -> std::io::Result<ExitCode> {
+pub fn run_fairshare(
+    tree_path: &Path,
+    model: Option<&Model>,
+    usage_path: &Path,
+) -> std::io::Result<ExitCode> {
     let tree = match association_tree(tree_path, model) {
         Ok(tree) => tree,
         Err(message) => return Ok(fail(message)),
     };
-    let usage_text = match std::fs::read_to_string(usage) {
-        Ok(text) => text,
-        Err(e) => return Ok(fail(format!("{}: {e}", usage.display()))),
+    let usage = match std::fs::read_to_string(usage_path) {
+        Ok(text) => match Usage::parse(&text) {
+            Ok(usage) => usage,
+            Err(e) => return Ok(fail(format!("{} {e}", usage_path.display()))),
+        },
+        Err(e) => return Ok(fail(format!("{}: {e}", usage_path.display()))),
     };
-    let mut used: std::collections::BTreeMap<(String, String), f64> = std::collections::BTreeMap::new();
-    for (i, line) in usage_text.lines().enumerate() {
-        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
-        if i == 0 && fields.first() == Some(&"account") || line.trim().is_empty() {
-            continue;
-        }
-        let (Some(account), Some(user), Some(raw)) = (fields.first(), fields.get(1), fields.get(2)) else {
-            return Ok(fail(format!("{} line {}: expected account,user,raw_usage", usage.display(), i + 1)));
-        };
-        let Ok(raw) = raw.parse::<f64>() else {
-            return Ok(fail(format!("{} line {}: `{raw}` is not a number", usage.display(), i + 1)));
-        };
-        *used.entry((account.to_lowercase(), user.to_lowercase())).or_default() += raw;
-    }
-    let shares = |fairshare: u64| Shares::from_raw(u32::try_from(fairshare).unwrap_or(u32::MAX));
-    let mut associations: Vec<Association> = tree
-        .accounts
-        .iter()
-        .map(|a| {
-            let own = used.get(&(a.name.clone(), String::new())).copied().unwrap_or(0.0);
-            Association::account(&a.name, &a.parent, shares(a.fairshare)).with_usage(own)
-        })
-        .collect();
-    for u in &tree.users {
-        let own = used.get(&(u.account.clone(), u.name.clone())).copied().unwrap_or(0.0);
-        associations.push(Association::user(&u.name, &u.account, shares(u.fairshare)).with_usage(own));
-    }
-    match FairTree::compute(&associations) {
+    match FairTree::compute(&usage.associations(&tree)) {
         Ok(fair_tree) => {
             crate::print(&fair_tree.to_sshare_parsable())?;
             Ok(ExitCode::SUCCESS)
         }
-        Err(e) => Ok(fail(format!("{e:?}"))),
+        Err(e) => Ok(fail(e.to_string())),
     }
 }
