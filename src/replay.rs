@@ -1,6 +1,6 @@
 //! `allot replay audit` and `allot fairshare`: the verifier's command line. Reads traces and
-//! usage from disk, runs the compiler's replay arithmetic, renders the figures and turns the
-//! budgets' expectations into the exit code.
+//! usage from disk, runs the verifier (allot-verify) or Slurm's Fair Tree (allot-targets),
+//! renders the figures and turns the budgets' expectations into the exit code.
 
 use std::fs::File;
 use std::io::BufReader;
@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use allot_compiler::normalize::Model;
-use allot_compiler::replay::audit::{Audit, BudgetFigures, Span, Waits, audit};
-use allot_compiler::replay::trace::{Format, Merged, Reader};
 use allot_targets::slurm::fair_tree::FairTree;
 use allot_targets::slurm::tree;
 use allot_targets::slurm::usage::Usage;
+use allot_verify::audit::{Audit, BudgetFigures, Span, Waits, audit};
+use allot_verify::trace::{Format, Merged, Reader};
 use clap::ValueEnum;
 use serde_json::{Value, json};
 

@@ -7,9 +7,9 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use allot_compiler::normalize::Model;
-use allot_compiler::replay::audit::Waits;
-use allot_compiler::replay::report;
-use allot_compiler::replay::simulate::{Policy, SHORT_JOB, Simulation, simulate};
+use allot_verify::audit::Waits;
+use allot_verify::report;
+use allot_verify::simulate::{Policy, SHORT_JOB, Simulation, simulate};
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
@@ -83,7 +83,7 @@ pub fn simulate_all<'s, 'm>(
     scenarios.iter().map(|scenario| Ok((scenario, simulated(scenario, input)?))).collect()
 }
 
-fn audits<'r>(runs: &'r Runs<'_, '_>) -> Vec<(&'r str, &'r allot_compiler::replay::audit::Audit)> {
+fn audits<'r>(runs: &'r Runs<'_, '_>) -> Vec<(&'r str, &'r allot_verify::audit::Audit)> {
     runs.iter().map(|(s, sim)| (s.label.as_str(), &sim.audit)).collect()
 }
 

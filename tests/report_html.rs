@@ -1,4 +1,4 @@
-//! The HTML report of `allot_compiler::replay::report`, made from real audits of a week of
+//! The HTML report of `allot_verify::report`, made from real audits of a week of
 //! jobs scheduled two ways ("budget policy": fair share by budget; "priority baseline":
 //! first come, first served), is checked as text (one SVG per chart with its title, no
 //! remote reference, names escaped, the same bytes twice) and then rendered by a real
@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use allot_compiler::replay::audit::{Audit, audit};
-use allot_compiler::replay::report::{html, markdown_charts};
-use allot_compiler::replay::trace::{Format, Reader};
 use allot_compiler::{MemoryLoader, compile};
+use allot_verify::audit::{Audit, audit};
+use allot_verify::report::{html, markdown_charts};
+use allot_verify::trace::{Format, Reader};
 
 const GPUS: u32 = 16;
 const BUDGETS: &str = "cluster gpu gpus=16 gpu-type=h100 gpus-per-node=8\n\

@@ -11,7 +11,6 @@ pub mod format;
 pub mod lower;
 pub mod model;
 pub mod normalize;
-pub mod replay;
 pub mod source;
 pub mod syntax;
 

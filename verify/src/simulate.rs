@@ -1,6 +1,6 @@
 //! The simulator: replays a trace's submissions (not its recorded starts) on each cluster's
 //! nodes under a scheduling policy, then measures the simulated schedule with the
-//! [`audit`](super::audit), so a simulated run and a recorded one report the same figures.
+//! [`audit`](crate::audit), so a simulated run and a recorded one report the same figures.
 //!
 //! The loop is event-driven: submissions (from the trace, in order), job ends and the ends
 //! of minimum-runtime protection. After each instant's events every cluster runs one
@@ -28,10 +28,10 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
 
-use super::audit::{AuditError, ClusterBook, Resolver, Waits, audit};
-use super::entitlement::NodeId;
-use super::trace::{Job, TraceError};
-use crate::normalize::Model;
+use crate::audit::{AuditError, ClusterBook, Resolver, Waits, audit};
+use crate::entitlement::NodeId;
+use crate::trace::{Job, TraceError};
+use allot_compiler::normalize::Model;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policy {
@@ -44,7 +44,7 @@ pub enum Policy {
 /// A simulated run: the audit of its schedule and what the schedule cost.
 #[derive(Debug)]
 pub struct Simulation {
-    pub audit: super::audit::Audit,
+    pub audit: crate::audit::Audit,
     pub preemptions: u64,
     /// GPU-hours of work redone because non-resumable jobs restarted.
     pub lost_gpu_hours: f64,

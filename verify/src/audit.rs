@@ -10,9 +10,9 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
-use super::entitlement::{Change, EntitlementError, Event, Hierarchy, Ledger, Node, NodeId};
-use super::trace::{Job, TraceError};
-use crate::normalize::{Model, Project};
+use crate::entitlement::{Change, EntitlementError, Event, Hierarchy, Ledger, Node, NodeId};
+use crate::trace::{Job, TraceError};
+use allot_compiler::normalize::{Model, Project};
 
 /// Figures of one budget (or of everything) over a span.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -168,7 +168,10 @@ pub(crate) struct ClusterBook {
 const UNBUDGETED: &str = "(unbudgeted)";
 
 impl ClusterBook {
-    pub(crate) fn new(model: &Model, cluster: &crate::normalize::Cluster) -> Result<ClusterBook, AuditError> {
+    pub(crate) fn new(
+        model: &Model,
+        cluster: &allot_compiler::normalize::Cluster,
+    ) -> Result<ClusterBook, AuditError> {
         let mut nodes = Vec::new();
         let mut paths = Vec::new();
         fn add(

@@ -14,7 +14,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::audit::{Audit, BudgetFigures, Span};
+use crate::audit::{Audit, BudgetFigures, Span};
 
 /// The width of every chart, in pixels (the page scales them down when narrower).
 const CHART_WIDTH: u32 = 1160;
@@ -1164,9 +1164,9 @@ fn markdown_text(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::audit::{ClusterFigures, audit};
-    use crate::replay::trace::{Format, Reader};
-    use crate::{MemoryLoader, compile};
+    use crate::audit::{ClusterFigures, audit};
+    use crate::trace::{Format, Reader};
+    use allot_compiler::{MemoryLoader, compile};
 
     const BUDGETS: &str = "cluster c gpus=10 gpu-type=h100 gpus-per-node=10\n\
         contract batch min-runtime=\"1h\" default=#true\ncontract debug min-runtime=\"0s\"\n\

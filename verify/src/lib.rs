@@ -1,4 +1,4 @@
-//! The verifier, free of I/O: [`trace`] reads job traces, [`entitlement`] divides a
+//! allot-verify: the verifier. [`trace`] reads job traces, [`entitlement`] divides a
 //! cluster's GPUs among the budgets that have demand by hierarchical weighted max-min fair
 //! share, [`audit`] measures a trace against the budgets, [`simulate`] replays its
 //! submissions under a policy, and [`report`] draws the figures.

@@ -1,6 +1,6 @@
 //! The entitlement water-filling against hand-checked cases, over time, and its invariants.
 
-use allot_compiler::replay::entitlement::{
+use allot_verify::entitlement::{
     Change, EntitlementError, Event, Hierarchy, Ledger, Node, NodeId, integrate,
 };
 use proptest::prelude::*;
