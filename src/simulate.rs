@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use allot_compiler::normalize::Model;
-use allot_verify::audit::Waits;
+use allot_verify::figures::Waits;
 use allot_verify::report;
 use allot_verify::simulate::{Policy, SHORT_JOB, Simulation, simulate};
 use clap::ValueEnum;
@@ -83,7 +83,7 @@ pub fn simulate_all<'s, 'm>(
     scenarios.iter().map(|scenario| Ok((scenario, simulated(scenario, input)?))).collect()
 }
 
-fn audits<'r>(runs: &'r Runs<'_, '_>) -> Vec<(&'r str, &'r allot_verify::audit::Audit)> {
+fn audits<'r>(runs: &'r Runs<'_, '_>) -> Vec<(&'r str, &'r allot_verify::figures::Audit)> {
     runs.iter().map(|(s, sim)| (s.label.as_str(), &sim.audit)).collect()
 }
 

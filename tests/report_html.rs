@@ -15,7 +15,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use allot_compiler::{MemoryLoader, compile};
-use allot_verify::audit::{Audit, audit};
+use allot_verify::audit::audit;
+use allot_verify::figures::Audit;
 use allot_verify::report::{html, markdown_charts};
 use allot_verify::trace::{Format, Reader};
 

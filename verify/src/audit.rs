@@ -10,272 +10,28 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
-use crate::entitlement::{Change, EntitlementError, Event, Hierarchy, Ledger, Node, NodeId};
+use allot_compiler::normalize::Model;
+
+use crate::budgets::{Assignment, Budgets, ClusterBudgets, JobError};
+use crate::entitlement::{Change, EntitlementError, Event, Ledger, NodeId};
+use crate::figures::{Audit, BudgetFigures, ClusterFigures, ContractFigures, Span, Waits};
 use crate::trace::{Job, TraceError};
-use allot_compiler::normalize::{Model, Project};
 
-/// Figures of one budget (or of everything) over a span.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct BudgetFigures {
-    /// The project's path; `(unbudgeted)` for jobs no budget covers.
-    pub project: String,
-    pub cluster: String,
-    pub used_gpu_hours: f64,
-    pub entitled_gpu_hours: f64,
-    pub delivered_gpu_hours: f64,
-    pub waits: Waits,
-}
-
-impl BudgetFigures {
-    /// Delivered over entitled GPU-hours; `None` when nothing was entitled.
-    pub fn delivered_ratio(&self) -> Option<f64> {
-        (self.entitled_gpu_hours > 0.0).then(|| self.delivered_gpu_hours / self.entitled_gpu_hours)
-    }
-}
-
-/// Waits of a set of jobs, in seconds, for exact nearest-rank percentiles.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Waits(Vec<u32>);
-
-impl Waits {
-    pub(crate) fn push(&mut self, seconds: i64) {
-        self.0.push(seconds.clamp(0, u32::MAX as i64) as u32);
-    }
-
-    pub fn jobs(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Every wait, in seconds, in the order the jobs were recorded (for histograms).
-    pub fn values(&self) -> &[u32] {
-        &self.0
-    }
-
-    /// The nearest-rank percentile: the smallest wait that `p`% of the jobs do not exceed.
-    pub fn percentile(&self, p: f64) -> Option<u64> {
-        if self.0.is_empty() {
-            return None;
-        }
-        let mut sorted = self.0.clone();
-        sorted.sort_unstable();
-        let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
-        sorted.get(rank.min(sorted.len()) - 1).map(|&w| u64::from(w))
-    }
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ContractFigures {
-    pub contract: String,
-    pub waits: Waits,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ClusterFigures {
-    pub cluster: String,
-    pub gpus: u64,
-    pub used_gpu_hours: f64,
-}
-
-/// Figures between two instants.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Span {
-    pub start: i64,
-    pub end: i64,
-    pub budgets: Vec<BudgetFigures>,
-    pub contracts: Vec<ContractFigures>,
-    pub clusters: Vec<ClusterFigures>,
-}
-
-impl Span {
-    /// Delivered over entitled GPU-hours of all leaf budgets together.
-    pub fn overall_ratio(&self, leaves: &[String]) -> Option<f64> {
-        let leaf = |b: &&BudgetFigures| leaves.contains(&b.project);
-        let entitled: f64 = self.budgets.iter().filter(leaf).map(|b| b.entitled_gpu_hours).sum();
-        let delivered: f64 = self.budgets.iter().filter(leaf).map(|b| b.delivered_gpu_hours).sum();
-        (entitled > 0.0).then(|| delivered / entitled)
-    }
-
-    /// Used GPU-hours over GPU-hours available, per cluster.
-    pub fn utilisation(&self, cluster: &ClusterFigures) -> f64 {
-        let hours = (self.end - self.start) as f64 / 3600.0;
-        if hours <= 0.0 || cluster.gpus == 0 {
-            0.0
-        } else {
-            cluster.used_gpu_hours / (hours * cluster.gpus as f64)
-        }
-    }
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Audit {
-    pub whole: Span,
-    pub windows: Vec<Span>,
-    /// Leaf budgets' paths (for the overall ratio and the per-budget expectation).
-    pub leaves: Vec<String>,
-    pub jobs: usize,
-    pub skipped_rows: usize,
-}
-
-#[derive(Debug, PartialEq)]
+/// Why a trace cannot be audited (or simulated).
+#[derive(Debug, PartialEq, thiserror::Error)]
 pub enum AuditError {
+    #[error(transparent)]
     Trace(TraceError),
-    /// A job the budgets cannot place, with why.
-    Job {
-        id: String,
-        message: String,
-    },
-    NotSorted {
-        id: String,
-        submit: i64,
-        previous: i64,
-    },
-    Arithmetic(String),
-}
-
-impl std::fmt::Display for AuditError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            AuditError::Trace(e) => write!(f, "{e}"),
-            AuditError::Job { id, message } => write!(f, "job {id}: {message}"),
-            AuditError::NotSorted { id, submit, previous } => {
-                write!(
-                    f,
-                    "job {id} is submitted at {submit}, before the previous job ({previous}): the trace must be in submit order"
-                )
-            }
-            AuditError::Arithmetic(m) => write!(f, "{m}"),
-        }
-    }
-}
-
-impl From<EntitlementError> for AuditError {
-    fn from(e: EntitlementError) -> Self {
-        AuditError::Arithmetic(format!("{e:?}"))
-    }
-}
-
-/// One cluster's budgets as an entitlement hierarchy.
-pub(crate) struct ClusterBook {
-    pub(crate) name: String,
-    pub(crate) gpus: u64,
-    pub(crate) hierarchy: Hierarchy,
-    /// Project path of each node.
-    pub(crate) paths: Vec<String>,
-    /// The node of an unbudgeted pseudo-budget: a leaf with no share.
-    pub(crate) unbudgeted: NodeId,
-}
-
-const UNBUDGETED: &str = "(unbudgeted)";
-
-impl ClusterBook {
-    pub(crate) fn new(
-        model: &Model,
-        cluster: &allot_compiler::normalize::Cluster,
-    ) -> Result<ClusterBook, AuditError> {
-        let mut nodes = Vec::new();
-        let mut paths = Vec::new();
-        fn add(
-            projects: &[Project],
-            cluster: &str,
-            parent: Option<NodeId>,
-            nodes: &mut Vec<Node>,
-            paths: &mut Vec<String>,
-        ) {
-            for p in projects {
-                let Some(a) = p.clusters.get(cluster) else { continue };
-                let id = NodeId(nodes.len());
-                let mut node = Node::new(&p.path, parent, a.normalized_share.max(1e-12));
-                if let Some(cap) = a.max_gpus {
-                    node = node.with_cap(cap as f64);
-                }
-                nodes.push(node);
-                paths.push(p.path.clone());
-                add(&p.children, cluster, Some(id), nodes, paths);
-            }
-        }
-        add(&model.projects, &cluster.name, None, &mut nodes, &mut paths);
-        // Work outside any budget has demand but no share: it is entitled to nothing.
-        let unbudgeted = NodeId(nodes.len());
-        nodes.push(Node::new(UNBUDGETED, None, 1e-12).with_cap(0.0));
-        paths.push(UNBUDGETED.into());
-        Ok(ClusterBook {
-            name: cluster.name.clone(),
-            gpus: cluster.gpus,
-            hierarchy: Hierarchy::new(nodes)?,
-            paths,
-            unbudgeted,
-        })
-    }
-}
-
-/// Where a job's project and cluster lead.
-pub(crate) struct Resolver<'m> {
-    model: &'m Model,
-    by_path: BTreeMap<&'m str, &'m Project>,
-    by_name: BTreeMap<&'m str, Vec<&'m Project>>,
-    defaults: BTreeMap<&'m str, &'m Project>,
-}
-
-impl<'m> Resolver<'m> {
-    pub(crate) fn new(model: &'m Model) -> Resolver<'m> {
-        let mut resolver =
-            Resolver { model, by_path: BTreeMap::new(), by_name: BTreeMap::new(), defaults: BTreeMap::new() };
-        fn walk<'m>(projects: &'m [Project], r: &mut Resolver<'m>) {
-            for p in projects {
-                r.by_path.insert(&p.path, p);
-                r.by_name.entry(&p.name).or_default().push(p);
-                for u in &p.users {
-                    if u.default || !r.defaults.contains_key(u.name.as_str()) {
-                        r.defaults.insert(&u.name, p);
-                    }
-                }
-                walk(&p.children, r);
-            }
-        }
-        walk(&model.projects, &mut resolver);
-        resolver
-    }
-
-    /// The leaf project of a job, `None` when no budget covers it.
-    pub(crate) fn project(&self, job: &Job) -> Option<&'m Project> {
-        let named = if job.project.is_empty() {
-            self.defaults.get(job.user.as_str()).copied()
-        } else {
-            self.by_path.get(job.project.as_str()).copied().or_else(|| {
-                match self.by_name.get(job.project.as_str()).map(Vec::as_slice) {
-                    Some([only]) => Some(*only),
-                    _ => None,
-                }
-            })
-        };
-        named.filter(|p| p.children.is_empty())
-    }
-
-    /// The index of the job's cluster among the model's.
-    pub(crate) fn cluster(&self, job: &Job) -> Result<usize, String> {
-        let clusters = &self.model.clusters;
-        if job.cluster.is_empty() {
-            return if clusters.len() == 1 {
-                Ok(0)
-            } else {
-                Err("names no cluster, and the budgets have several".into())
-            };
-        }
-        clusters
-            .iter()
-            .position(|c| {
-                c.name == job.cluster || c.bindings.slurm.as_ref().is_some_and(|s| s.cluster == job.cluster)
-            })
-            .ok_or_else(|| format!("cluster `{}` is not in the budgets", job.cluster))
-    }
-
-    pub(crate) fn contract(&self, job: &Job) -> String {
-        if self.model.contracts.iter().any(|c| c.name == job.contract) {
-            job.contract.clone()
-        } else {
-            self.model.contracts.iter().find(|c| c.default).map_or_else(String::new, |c| c.name.clone())
-        }
-    }
+    /// A job the budgets cannot place.
+    #[error("job {id}: {error}")]
+    Job { id: String, error: JobError },
+    #[error(
+        "job {id} is submitted at {submit}, before the previous job ({previous}): the trace must be in submit order"
+    )]
+    NotSorted { id: String, submit: i64, previous: i64 },
+    /// Entitlement arithmetic that the budgets' numbers break.
+    #[error(transparent)]
+    Entitlement(#[from] EntitlementError),
 }
 
 /// A future change to one cluster's ledger.
@@ -298,11 +54,10 @@ pub fn audit(
     window: u64,
     skip_bad_rows: bool,
 ) -> Result<Audit, AuditError> {
-    let books: Vec<ClusterBook> =
-        model.clusters.iter().map(|c| ClusterBook::new(model, c)).collect::<Result<_, _>>()?;
+    let budgets = Budgets::new(model)?;
+    let clusters = &budgets.clusters;
     let mut ledgers: Vec<Ledger<'_>> =
-        books.iter().map(|b| Ledger::new(&b.hierarchy, b.gpus as f64)).collect::<Result<_, _>>()?;
-    let resolver = Resolver::new(model);
+        clusters.iter().map(|b| Ledger::new(&b.hierarchy, b.gpus as f64)).collect::<Result<_, _>>()?;
     let mut pending: BinaryHeap<Reverse<Pending>> = BinaryHeap::new();
     let window = window.max(1) as i64;
     let mut state = Progress::default();
@@ -324,15 +79,12 @@ pub fn audit(
         }
         state.last_submit = Some(job.submit);
         let origin = *state.origin.get_or_insert(job.submit.div_euclid(window) * window);
-        flush(&mut pending, &mut ledgers, job.submit, &books, &mut state, &mut audit, window)?;
-        let cluster =
-            resolver.cluster(&job).map_err(|message| AuditError::Job { id: job.id.clone(), message })?;
-        let book = &books[cluster];
-        let node =
-            resolver.project(&job).and_then(|p| book.hierarchy.find(&p.path)).unwrap_or(book.unbudgeted);
+        flush(&mut pending, &mut ledgers, job.submit, clusters, &mut state, &mut audit, window)?;
+        let Assignment { cluster, node } =
+            budgets.assign(&job).map_err(|error| AuditError::Job { id: job.id.clone(), error })?;
         let gpus = f64::from(job.gpus);
         state.window_start.get_or_insert(origin);
-        state.ensure_window(job.submit, window, &books, &mut ledgers, &mut audit)?;
+        state.ensure_window(job.submit, window, clusters, &mut ledgers, &mut audit)?;
         ledgers[cluster].apply(&Event { at: job.submit as f64, change: Change::Demand { node, gpus } })?;
         if let Some(start) = job.start {
             pending.push(Reverse(Pending {
@@ -345,8 +97,8 @@ pub fn audit(
             }));
             if !job.requeued {
                 let wait = start - job.submit;
-                let contract = resolver.contract(&job);
-                state.record_wait(&book.paths[node.0], &book.name, &contract, wait);
+                let ClusterBudgets { name, paths, .. } = &clusters[cluster];
+                state.record_wait(&paths[node.0], name, budgets.contract(&job), wait);
             }
         }
         // A job without an end holds its demand (and use) to the end of the trace.
@@ -357,16 +109,16 @@ pub fn audit(
         audit.jobs += 1;
     }
     let last = pending.iter().map(|Reverse(p)| p.at).max().or(state.last_submit).unwrap_or(0);
-    flush(&mut pending, &mut ledgers, i64::MAX - 1, &books, &mut state, &mut audit, window)?;
+    flush(&mut pending, &mut ledgers, i64::MAX - 1, clusters, &mut state, &mut audit, window)?;
     let end = last.max(state.last_event);
-    state.ensure_window(end, window, &books, &mut ledgers, &mut audit)?;
+    state.ensure_window(end, window, clusters, &mut ledgers, &mut audit)?;
     for ledger in ledgers.iter_mut() {
         ledger.advance_to(end as f64)?;
     }
-    state.close_window(end, &books, &ledgers, &mut audit);
+    state.close_window(end, clusters, &ledgers, &mut audit);
     let origin = state.origin.unwrap_or(0);
-    audit.whole = totals(origin, end, &books, &ledgers, &state.all_waits);
-    audit.leaves = books
+    audit.whole = totals(origin, end, clusters, &ledgers, &state.all_waits);
+    audit.leaves = clusters
         .iter()
         .flat_map(|b| {
             (0..b.paths.len())
@@ -411,12 +163,12 @@ impl Progress {
         &mut self,
         at: i64,
         window: i64,
-        books: &[ClusterBook],
+        clusters: &[ClusterBudgets],
         ledgers: &mut [Ledger<'_>],
         audit: &mut Audit,
     ) -> Result<(), AuditError> {
         if self.at_window_start.is_empty() {
-            self.at_window_start = books.iter().map(|b| vec![(0.0, 0.0, 0.0); b.paths.len()]).collect();
+            self.at_window_start = clusters.iter().map(|b| vec![(0.0, 0.0, 0.0); b.paths.len()]).collect();
         }
         while let Some(start) = self.window_start
             && at >= start + window
@@ -425,20 +177,26 @@ impl Progress {
             for ledger in ledgers.iter_mut() {
                 ledger.advance_to(end as f64)?;
             }
-            self.close_window(end, books, ledgers, audit);
+            self.close_window(end, clusters, ledgers, audit);
         }
         Ok(())
     }
 
-    fn close_window(&mut self, end: i64, books: &[ClusterBook], ledgers: &[Ledger<'_>], audit: &mut Audit) {
+    fn close_window(
+        &mut self,
+        end: i64,
+        clusters: &[ClusterBudgets],
+        ledgers: &[Ledger<'_>],
+        audit: &mut Audit,
+    ) {
         let Some(start) = self.window_start else { return };
         if end <= start {
             return;
         }
         let mut span = Span { start, end, ..Span::default() };
-        for (c, (book, ledger)) in books.iter().zip(ledgers).enumerate() {
+        for (c, (cluster, ledger)) in clusters.iter().zip(ledgers).enumerate() {
             let mut cluster_used = 0.0;
-            for (i, path) in book.paths.iter().enumerate() {
+            for (i, path) in cluster.paths.iter().enumerate() {
                 let id = NodeId(i);
                 let now = (
                     ledger.used_gpu_hours(id),
@@ -447,14 +205,17 @@ impl Progress {
                 );
                 let before =
                     self.at_window_start.get(c).and_then(|v| v.get(i)).copied().unwrap_or((0.0, 0.0, 0.0));
-                if book.hierarchy.node(id).is_some_and(|n| n.parent.is_none()) {
+                if cluster.hierarchy.node(id).is_some_and(|n| n.parent.is_none()) {
                     cluster_used += now.0 - before.0;
                 }
-                let waits =
-                    self.window_waits.budgets.remove(&(path.clone(), book.name.clone())).unwrap_or_default();
+                let waits = self
+                    .window_waits
+                    .budgets
+                    .remove(&(path.clone(), cluster.name.clone()))
+                    .unwrap_or_default();
                 let figures = BudgetFigures {
                     project: path.clone(),
-                    cluster: book.name.clone(),
+                    cluster: cluster.name.clone(),
                     used_gpu_hours: now.0 - before.0,
                     entitled_gpu_hours: now.1 - before.1,
                     delivered_gpu_hours: now.2 - before.2,
@@ -471,8 +232,8 @@ impl Progress {
                 }
             }
             span.clusters.push(ClusterFigures {
-                cluster: book.name.clone(),
-                gpus: book.gpus,
+                cluster: cluster.name.clone(),
+                gpus: cluster.gpus,
                 used_gpu_hours: cluster_used,
             });
         }
@@ -491,7 +252,7 @@ fn flush(
     pending: &mut BinaryHeap<Reverse<Pending>>,
     ledgers: &mut [Ledger<'_>],
     until: i64,
-    books: &[ClusterBook],
+    clusters: &[ClusterBudgets],
     state: &mut Progress,
     audit: &mut Audit,
     window: i64,
@@ -501,7 +262,7 @@ fn flush(
             break;
         }
         pending.pop();
-        state.ensure_window(next.at, window, books, ledgers, audit)?;
+        state.ensure_window(next.at, window, clusters, ledgers, audit)?;
         let node = NodeId(next.node);
         let gpus = f64::from(next.gpus);
         let ledger = &mut ledgers[next.cluster];
@@ -519,28 +280,34 @@ fn flush(
     Ok(())
 }
 
-fn totals(start: i64, end: i64, books: &[ClusterBook], ledgers: &[Ledger<'_>], waits: &WaitBook) -> Span {
+fn totals(
+    start: i64,
+    end: i64,
+    clusters: &[ClusterBudgets],
+    ledgers: &[Ledger<'_>],
+    waits: &WaitBook,
+) -> Span {
     let mut span = Span { start, end, ..Span::default() };
-    for (book, ledger) in books.iter().zip(ledgers) {
+    for (cluster, ledger) in clusters.iter().zip(ledgers) {
         let mut cluster_used = 0.0;
-        for (i, path) in book.paths.iter().enumerate() {
+        for (i, path) in cluster.paths.iter().enumerate() {
             let id = NodeId(i);
             let figures = BudgetFigures {
                 project: path.clone(),
-                cluster: book.name.clone(),
+                cluster: cluster.name.clone(),
                 used_gpu_hours: ledger.used_gpu_hours(id),
                 entitled_gpu_hours: ledger.entitled_gpu_hours(id),
                 delivered_gpu_hours: ledger.delivered_gpu_hours(id),
-                waits: waits.budgets.get(&(path.clone(), book.name.clone())).cloned().unwrap_or_default(),
+                waits: waits.budgets.get(&(path.clone(), cluster.name.clone())).cloned().unwrap_or_default(),
             };
-            if book.hierarchy.node(id).is_some_and(|n| n.parent.is_none()) {
+            if cluster.hierarchy.node(id).is_some_and(|n| n.parent.is_none()) {
                 cluster_used += figures.used_gpu_hours;
             }
             span.budgets.push(figures);
         }
         span.clusters.push(ClusterFigures {
-            cluster: book.name.clone(),
-            gpus: book.gpus,
+            cluster: cluster.name.clone(),
+            gpus: cluster.gpus,
             used_gpu_hours: cluster_used,
         });
     }

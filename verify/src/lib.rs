@@ -1,10 +1,13 @@
-//! allot-verify: the verifier. [`trace`] reads job traces, [`entitlement`] divides a
-//! cluster's GPUs among the budgets that have demand by hierarchical weighted max-min fair
-//! share, [`audit`] measures a trace against the budgets, [`simulate`] replays its
-//! submissions under a policy, and [`report`] draws the figures.
+//! allot-verify: the verifier. [`trace`] reads job traces; [`budgets`] places each job on
+//! its cluster, budget and contract, each cluster's budgets an [`entitlement`] hierarchy
+//! that divides its GPUs among the budgets with demand; [`audit`] measures a trace against
+//! the budgets and [`simulate`] replays its submissions under a policy, both into
+//! [`figures`]; and [`report`] draws them.
 
 pub mod audit;
+pub mod budgets;
 pub mod entitlement;
+pub mod figures;
 pub mod report;
 pub mod simulate;
 pub mod trace;

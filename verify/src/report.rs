@@ -14,7 +14,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::audit::{Audit, BudgetFigures, Span};
+use crate::figures::{Audit, BudgetFigures, Span};
 
 /// The width of every chart, in pixels (the page scales them down when narrower).
 const CHART_WIDTH: u32 = 1160;
@@ -1164,7 +1164,8 @@ fn markdown_text(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::{ClusterFigures, audit};
+    use crate::audit::audit;
+    use crate::figures::ClusterFigures;
     use crate::trace::{Format, Reader};
     use allot_compiler::{MemoryLoader, compile};
 

@@ -16,12 +16,15 @@ fn run(
     trace: &str,
     window: u64,
     skip: bool,
-) -> Result<allot_verify::audit::Audit, AuditError> {
+) -> Result<allot_verify::figures::Audit, AuditError> {
     let mut reader = Reader::new(trace.as_bytes(), Format::Csv, "").unwrap();
     audit(model, std::iter::from_fn(move || reader.next_job()), window, skip)
 }
 
-fn figures<'a>(span: &'a allot_verify::audit::Span, project: &str) -> &'a allot_verify::audit::BudgetFigures {
+fn figures<'a>(
+    span: &'a allot_verify::figures::Span,
+    project: &str,
+) -> &'a allot_verify::figures::BudgetFigures {
     span.budgets.iter().find(|b| b.project == project).unwrap()
 }
 
