@@ -527,7 +527,7 @@ fn diff(
         review::DiffFormat::Human => {
             let mut text = review::human(&diff, &natives, &git.prefix);
             if let (Some(runs), Some(trace)) = (&runs, replay_trace) {
-                text.push_str(&format!("\n{}:\n{}", replayed(trace), simulate::side_by_side(runs, false)));
+                text.push_str(&format!("\n{}:\n{}", replayed(trace), simulate::side_by_side(runs)));
             }
             text
         }
@@ -588,15 +588,6 @@ fn pretty(value: &impl serde::Serialize) -> std::io::Result<String> {
     let mut text = serde_json::to_string_pretty(value)?;
     text.push('\n');
     Ok(text)
-}
-
-/// `0s`, `45s`, `3m20s`, `2h05m`: a wait, briefly.
-pub(crate) fn seconds_text(seconds: u64) -> String {
-    match seconds {
-        s if s < 60 => format!("{s}s"),
-        s if s < 3600 => format!("{}m{:02}s", s / 60, s % 60),
-        s => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
-    }
 }
 
 /// Writes to standard output; a closed pipe ends the program quietly (see `main`).

@@ -1,6 +1,6 @@
 //! `allot replay audit` and `allot fairshare`: the verifier's command line. Reads traces and
 //! usage from disk, runs the verifier (allot-verify) or Slurm's Fair Tree (allot-targets),
-//! renders the figures and turns the budgets' expectations into the exit code.
+//! prints what they render and turns the budgets' expectations into the exit code.
 
 use std::fs::File;
 use std::io::BufReader;
@@ -12,10 +12,9 @@ use allot_targets::slurm::fair_tree::FairTree;
 use allot_targets::slurm::tree;
 use allot_targets::slurm::usage::Usage;
 use allot_verify::audit::audit;
-use allot_verify::figures::{Audit, BudgetFigures, Span, Waits};
 use allot_verify::trace::{Format, Merged, Reader};
+use allot_verify::{expectations, render};
 use clap::ValueEnum;
-use serde_json::{Value, json};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum TraceFormat {
@@ -119,12 +118,12 @@ pub fn run_audit(
         Ok(result) => result,
         Err(error) => return Ok(fail(format!("{}: {error}", input.trace.display()))),
     };
-    let verdicts = expectations(model, &result);
+    let verdicts = expectations::check(model, &result);
     let text = match format {
-        ReportFormat::Human => human(&result, &verdicts),
-        ReportFormat::Markdown => markdown(&result, &verdicts),
+        ReportFormat::Human => render::audit::text(&result, &verdicts),
+        ReportFormat::Markdown => render::audit::markdown(&result, &verdicts),
         ReportFormat::Json => {
-            format!("{}\n", serde_json::to_string_pretty(&json_report(&result, &verdicts))?)
+            format!("{}\n", serde_json::to_string_pretty(&render::audit::json(&result, &verdicts))?)
         }
     };
     crate::print(&text)?;
@@ -134,255 +133,6 @@ pub fn run_audit(
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// One expectation of the budgets, checked.
-pub struct Verdict {
-    pub expectation: String,
-    pub subject: String,
-    pub value: f64,
-    pub threshold: f64,
-    pub met: bool,
-}
-
-pub(crate) fn expectations(model: &Model, audit: &Audit) -> Vec<Verdict> {
-    let mut out = Vec::new();
-    let e = &model.expectations;
-    if let Some(threshold) = e.delivered_per_budget {
-        for b in audit.whole.budgets.iter().filter(|b| audit.leaves.contains(&b.project)) {
-            if let Some(ratio) = b.delivered_ratio() {
-                out.push(Verdict {
-                    expectation: "delivered per budget".into(),
-                    subject: format!("{} on {}", b.project, b.cluster),
-                    value: ratio,
-                    threshold,
-                    met: ratio + 1e-12 >= threshold,
-                });
-            }
-        }
-    }
-    if let (Some(threshold), Some(ratio)) = (e.delivered_overall, audit.whole.overall_ratio(&audit.leaves)) {
-        out.push(Verdict {
-            expectation: "delivered overall".into(),
-            subject: "all budgets".into(),
-            value: ratio,
-            threshold,
-            met: ratio + 1e-12 >= threshold,
-        });
-    }
-    for wait in &e.waits {
-        let Some(contract) = audit.whole.contracts.iter().find(|c| c.contract == wait.contract) else {
-            continue;
-        };
-        for (p, limit) in [(50.0, wait.p50_seconds), (90.0, wait.p90_seconds), (99.0, wait.p99_seconds)] {
-            if let (Some(limit), Some(value)) = (limit, contract.waits.percentile(p)) {
-                out.push(Verdict {
-                    expectation: format!("p{p} wait"),
-                    subject: format!("contract {}", wait.contract),
-                    value: value as f64,
-                    threshold: limit as f64,
-                    met: value <= limit,
-                });
-            }
-        }
-    }
-    out
-}
-
-pub(crate) fn hours(h: f64) -> String {
-    format!("{h:.1}")
-}
-
-pub(crate) fn ratio(r: Option<f64>) -> String {
-    r.map_or("-".into(), |r| format!("{:.1}%", r * 100.0))
-}
-
-pub(crate) fn waits_text(w: &Waits) -> String {
-    let p = |q| w.percentile(q).map_or("-".into(), crate::seconds_text);
-    format!("{} / {} / {}", p(50.0), p(90.0), p(99.0))
-}
-
-/// A budget with nothing to show (no use, no entitlement, no job) is left out of reports.
-fn shown(b: &&BudgetFigures) -> bool {
-    b.used_gpu_hours > 0.0 || b.entitled_gpu_hours > 0.0 || b.waits.jobs() > 0
-}
-
-fn budget_row(b: &BudgetFigures) -> String {
-    format!(
-        "  {:<10} {:<34} {:>10} {:>10} {:>10} {:>7}  {}\n",
-        b.cluster,
-        b.project,
-        hours(b.used_gpu_hours),
-        hours(b.entitled_gpu_hours),
-        hours(b.delivered_gpu_hours),
-        ratio(b.delivered_ratio()),
-        waits_text(&b.waits)
-    )
-}
-
-fn human(audit: &Audit, verdicts: &[Verdict]) -> String {
-    let whole = &audit.whole;
-    let mut out = format!(
-        "Audit of {} jobs from {} to {} ({} rows skipped); waits are nearest-rank p50 / p90 / p99\n\n",
-        audit.jobs, whole.start, whole.end, audit.skipped_rows
-    );
-    out.push_str(&format!(
-        "  {:<10} {:<34} {:>10} {:>10} {:>10} {:>7}  {}\n",
-        "CLUSTER", "BUDGET", "USED GPUh", "ENTITLED", "DELIVERED", "RATIO", "WAIT"
-    ));
-    for b in whole.budgets.iter().filter(shown) {
-        out.push_str(&budget_row(b));
-    }
-    out.push_str("\nContracts:\n");
-    for c in &whole.contracts {
-        out.push_str(&format!(
-            "  {:<16} {:>8} jobs  wait {}\n",
-            c.contract,
-            c.waits.jobs(),
-            waits_text(&c.waits)
-        ));
-    }
-    out.push_str("\nClusters:\n");
-    for c in &whole.clusters {
-        out.push_str(&format!(
-            "  {:<16} {:>6} GPUs  used {:>10} GPUh  utilisation {:.1}%\n",
-            c.cluster,
-            c.gpus,
-            hours(c.used_gpu_hours),
-            whole.utilisation(c) * 100.0
-        ));
-    }
-    out.push_str(&format!("\nDelivered overall: {}\n", ratio(whole.overall_ratio(&audit.leaves))));
-    if !verdicts.is_empty() {
-        out.push_str("\nExpectations:\n");
-        for v in verdicts {
-            out.push_str(&format!(
-                "  {} {:<22} {:<34} {:.3} against {:.3}\n",
-                if v.met { "ok  " } else { "FAIL" },
-                v.expectation,
-                v.subject,
-                v.value,
-                v.threshold
-            ));
-        }
-    }
-    out
-}
-
-fn markdown(audit: &Audit, verdicts: &[Verdict]) -> String {
-    let whole = &audit.whole;
-    let failed = verdicts.iter().filter(|v| !v.met).count();
-    let mut out = format!(
-        "### allot: audit of {} jobs\n\n**Delivered overall: {}; {} of {} expectations met.**\n\n",
-        audit.jobs,
-        ratio(whole.overall_ratio(&audit.leaves)),
-        verdicts.len() - failed,
-        verdicts.len()
-    );
-    out.push_str("| cluster | budget | used GPU-h | entitled GPU-h | delivered GPU-h | delivered | wait p50 / p90 / p99 |\n|---|---|---:|---:|---:|---:|---|\n");
-    for b in whole.budgets.iter().filter(shown) {
-        out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} |\n",
-            b.cluster,
-            b.project,
-            hours(b.used_gpu_hours),
-            hours(b.entitled_gpu_hours),
-            hours(b.delivered_gpu_hours),
-            ratio(b.delivered_ratio()),
-            waits_text(&b.waits)
-        ));
-    }
-    out.push_str("\n| contract | jobs | wait p50 / p90 / p99 (nearest rank) |\n|---|---:|---|\n");
-    for c in &whole.contracts {
-        out.push_str(&format!("| {} | {} | {} |\n", c.contract, c.waits.jobs(), waits_text(&c.waits)));
-    }
-    if !verdicts.is_empty() {
-        out.push_str("\n| expectation | subject | value | threshold | |\n|---|---|---:|---:|---|\n");
-        for v in verdicts {
-            out.push_str(&format!(
-                "| {} | {} | {:.3} | {:.3} | {} |\n",
-                v.expectation,
-                v.subject,
-                v.value,
-                v.threshold,
-                if v.met { "met" } else { "**not met**" }
-            ));
-        }
-    }
-    out
-}
-
-pub(crate) fn waits_json(w: &Waits) -> (Value, Value, Value) {
-    (json!(w.percentile(50.0)), json!(w.percentile(90.0)), json!(w.percentile(99.0)))
-}
-
-fn span_json(span: &Span) -> (Vec<Value>, Vec<Value>, Vec<Value>) {
-    let budgets = span
-        .budgets
-        .iter()
-        .map(|b| {
-            let (p50, p90, p99) = waits_json(&b.waits);
-            json!({
-                "project": b.project,
-                "cluster": b.cluster,
-                "used_gpu_hours": b.used_gpu_hours,
-                "entitled_gpu_hours": b.entitled_gpu_hours,
-                "delivered_gpu_hours": b.delivered_gpu_hours,
-                "delivered_ratio": b.delivered_ratio(),
-                "jobs": b.waits.jobs(),
-                "wait_p50_s": p50, "wait_p90_s": p90, "wait_p99_s": p99,
-            })
-        })
-        .collect();
-    let contracts = span
-        .contracts
-        .iter()
-        .map(|c| {
-            let (p50, p90, p99) = waits_json(&c.waits);
-            json!({ "contract": c.contract, "jobs": c.waits.jobs(), "wait_p50_s": p50, "wait_p90_s": p90, "wait_p99_s": p99 })
-        })
-        .collect();
-    let clusters = span
-        .clusters
-        .iter()
-        .map(|c| json!({ "cluster": c.cluster, "gpus": c.gpus, "used_gpu_hours": c.used_gpu_hours, "utilisation": span.utilisation(c) }))
-        .collect();
-    (budgets, contracts, clusters)
-}
-
-pub(crate) fn json_report(audit: &Audit, verdicts: &[Verdict]) -> Value {
-    let (budgets, contracts, clusters) = span_json(&audit.whole);
-    let leaves = |f: fn(&BudgetFigures) -> f64| -> f64 {
-        audit.whole.budgets.iter().filter(|b| audit.leaves.contains(&b.project)).map(f).sum()
-    };
-    let windows: Vec<Value> = audit
-        .windows
-        .iter()
-        .map(|w| {
-            let (budgets, contracts, clusters) = span_json(w);
-            json!({ "start": w.start, "end": w.end, "budgets": budgets, "contracts": contracts, "clusters": clusters })
-        })
-        .collect();
-    json!({
-        "percentiles": "nearest-rank",
-        "start": audit.whole.start,
-        "end": audit.whole.end,
-        "budgets": budgets,
-        "contracts": contracts,
-        "clusters": clusters,
-        "totals": {
-            "jobs": audit.jobs,
-            "skipped_rows": audit.skipped_rows,
-            "used_gpu_hours": leaves(|b| b.used_gpu_hours),
-            "entitled_gpu_hours": leaves(|b| b.entitled_gpu_hours),
-            "delivered_gpu_hours": leaves(|b| b.delivered_gpu_hours),
-            "delivered_ratio": audit.whole.overall_ratio(&audit.leaves),
-        },
-        "windows": windows,
-        "expectations": verdicts.iter().map(|v| json!({
-            "expectation": v.expectation, "subject": v.subject, "value": v.value, "threshold": v.threshold, "met": v.met,
-        })).collect::<Vec<_>>(),
-    })
 }
 
 /// The association tree: a `sacctmgr dump`, or the budgets (their first Slurm cluster,

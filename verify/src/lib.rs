@@ -7,7 +7,9 @@
 pub mod audit;
 pub mod budgets;
 pub mod entitlement;
+pub mod expectations;
 pub mod figures;
+pub mod render;
 pub mod report;
 pub mod simulate;
 pub mod trace;

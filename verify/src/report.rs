@@ -15,6 +15,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::figures::{Audit, BudgetFigures, Span};
+use crate::render::wait;
 
 /// The width of every chart, in pixels (the page scales them down when narrower).
 const CHART_WIDTH: u32 = 1160;
@@ -461,15 +462,9 @@ fn percent(ratio: Option<f64>) -> String {
     ratio.map_or_else(|| "—".to_string(), |r| format!("{:.1}%", r * 100.0))
 }
 
-/// A wait: "42s", "12m 05s", "3h 07m", "2d 04h".
+/// A wait, as every output shows it; "—" for none.
 fn duration(seconds: Option<u64>) -> String {
-    let Some(s) = seconds else { return "—".to_string() };
-    match s {
-        0..60 => format!("{s}s"),
-        60..3_600 => format!("{}m {:02}s", s / 60, s % 60),
-        3_600..86_400 => format!("{}h {:02}m", s / 3_600, s % 3_600 / 60),
-        _ => format!("{}d {:02}h", s / 86_400, s % 86_400 / 3_600),
-    }
+    seconds.map_or_else(|| "—".to_string(), wait)
 }
 
 fn run_list(runs: &[(&str, &Audit)]) -> String {

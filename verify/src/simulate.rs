@@ -44,6 +44,16 @@ pub enum Policy {
     Priority,
 }
 
+impl Policy {
+    /// The policy's name in the outputs.
+    pub fn label(self) -> &'static str {
+        match self {
+            Policy::Budget => "budget policy",
+            Policy::Priority => "priority baseline",
+        }
+    }
+}
+
 /// A simulated run: the audit of its schedule and what the schedule cost.
 #[derive(Debug)]
 pub struct Simulation {
