@@ -1,8 +1,10 @@
 //! The audit: what happened in a trace, measured against the budgets. Jobs are replayed
-//! in submit order with their recorded start and end; at every event each cluster's GPUs
-//! are divided among the budgets with demand ([`entitlement`]), and entitled, delivered and
-//! used GPU-hours are integrated exactly, per budget (leaf and inner), per window and over
-//! the whole trace, with wait percentiles per contract and per budget.
+//! in submit order with their recorded start and end, each placed on its cluster and
+//! budget by [`budgets`](crate::budgets); at every event each cluster's GPUs are divided
+//! among the budgets with demand ([`entitlement`](crate::entitlement)), and entitled,
+//! delivered and used GPU-hours are integrated exactly into [`figures`](crate::figures),
+//! per budget (leaf and inner), per window and over the whole trace, with wait percentiles
+//! per contract and per budget.
 //!
 //! Only jobs that have not ended are held (a heap of their coming events), so memory does
 //! not grow with the trace; waits are kept as one number per job for exact percentiles.

@@ -1,7 +1,7 @@
-//! Job traces, read as a stream: allot's own CSV and JSON Lines, Slurm's
-//! `sacct --parsable2` output, and the Microsoft ITP layout. Rows become [`Job`]s one at a
-//! time, so a million-row trace never sits in memory as text; a bad row is an error naming
-//! its line (or, when the caller asks, counted and skipped).
+//! The verifier's input: job traces, read as a stream from any reader (allot's own CSV and
+//! JSON Lines, Slurm's `sacct --parsable2` output, and the Microsoft ITP layout). Rows
+//! become [`Job`]s one at a time, so a million-row trace never sits in memory as text; a
+//! bad row is an error naming its line (or, when the caller asks, counted and skipped).
 
 use std::collections::{BTreeMap, BinaryHeap};
 use std::io::BufRead;

@@ -50,7 +50,7 @@ pub fn text(audit: &Audit, verdicts: &[Verdict]) -> String {
         "Audit of {} jobs from {} to {} ({} rows skipped); waits are nearest-rank p50 / p90 / p99\n\n",
         audit.jobs, whole.start, whole.end, audit.skipped_rows
     );
-    out.push_str(&budgets(whole.budgets.iter().filter(|b| shown(b))).text());
+    out.push_str(&shown_budgets(whole).text());
     out.push_str("\nContracts:\n");
     out.push_str(&contracts(&whole.contracts).text());
     out.push_str("\nClusters:\n");
@@ -75,7 +75,7 @@ pub fn markdown(audit: &Audit, verdicts: &[Verdict]) -> String {
         verdicts.len() - failed,
         verdicts.len()
     );
-    out.push_str(&budgets(whole.budgets.iter().filter(|b| shown(b))).markdown());
+    out.push_str(&shown_budgets(whole).markdown());
     out.push('\n');
     out.push_str(&contracts(&whole.contracts).markdown());
     if !verdicts.is_empty() {
@@ -125,9 +125,14 @@ pub fn json(audit: &Audit, verdicts: &[Verdict]) -> Value {
     })
 }
 
-/// A budget with nothing to show (no use, no entitlement, no job) is left out of reports.
-fn shown(b: &BudgetFigures) -> bool {
-    b.used_gpu_hours > 0.0 || b.entitled_gpu_hours > 0.0 || b.waits.jobs() > 0
+/// The budgets of a span for people: those with nothing to show (no use, no entitlement,
+/// no job) are left out.
+fn shown_budgets(span: &Span) -> Table<'_> {
+    budgets(
+        span.budgets
+            .iter()
+            .filter(|b| b.used_gpu_hours > 0.0 || b.entitled_gpu_hours > 0.0 || b.waits.jobs() > 0),
+    )
 }
 
 fn budgets<'a>(budgets: impl IntoIterator<Item = &'a BudgetFigures>) -> Table<'a> {

@@ -1,7 +1,7 @@
 //! What `allot replay simulate` prints, and `allot diff --replay` adds to a review: the
 //! simulated runs side by side, a row per figure and a column per run, as text or as
-//! Markdown (with the [`report`](crate::report)'s Mermaid charts), or each run in full as
-//! JSON, its audit as [`audit::json`](super::audit::json) gives it.
+//! Markdown (with the [`report`]'s Mermaid charts), or each run in full as JSON, its audit
+//! as [`audit::json`] gives it.
 
 use serde_json::{Map, Value, json};
 

@@ -14,14 +14,14 @@ use crate::figures::Waits;
 
 /// Where a cell sits in its column: numbers to the right, words to the left.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Align {
+enum Align {
     Left,
     Right,
 }
 
 /// How text lays out a column.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Layout<'a> {
+struct Layout<'a> {
     /// What comes before the cell: spaces, or words such as ` GPUs  used `.
     lead: &'a str,
     /// Its title, on a titled table's first line.
@@ -178,19 +178,26 @@ impl<'a> Table<'a> {
 
     /// A line per row, each cell after its column's lead and padded to its width.
     pub(crate) fn text(&self) -> String {
-        let layouts: Vec<(usize, Align, Layout<'a>)> = (self.columns.iter().enumerate())
+        let layouts: Vec<(usize, Align, Layout<'a>)> = self
+            .columns
+            .iter()
+            .enumerate()
             .filter_map(|(i, c)| c.text.map(|layout| (i, c.align, layout)))
             .collect();
-        let rows: Vec<Vec<String>> = (self.rows.iter())
+        let rows: Vec<Vec<String>> = self
+            .rows
+            .iter()
             .map(|row| {
                 layouts.iter().map(|&(i, ..)| row.get(i).map_or_else(String::new, Cell::to_string)).collect()
             })
             .collect();
-        let widths: Vec<usize> = (layouts.iter().enumerate())
+        let widths: Vec<usize> = layouts
+            .iter()
+            .enumerate()
             .map(|(shown, (_, _, layout))| {
                 layout.width.unwrap_or_else(|| {
-                    let cells = rows.iter().filter_map(|row| row.get(shown));
-                    cells.chain([&layout.title.to_string()]).map(|c| c.chars().count()).max().unwrap_or(0)
+                    let cells = rows.iter().filter_map(|row| row.get(shown)).map(|c| c.chars().count());
+                    cells.chain([layout.title.chars().count()]).max().unwrap_or(0)
                 })
             })
             .collect();
@@ -212,26 +219,24 @@ impl<'a> Table<'a> {
             out.push_str(&line(&titles, false));
         }
         for cells in &rows {
-            let marked =
-                self.compared && cells.get(1..).is_some_and(|runs| runs.iter().any(|c| c != &runs[0]));
-            out.push_str(&line(cells, marked));
+            out.push_str(&line(cells, self.compared && runs_differ(cells)));
         }
         out
     }
 
     /// A heading line, an alignment line and a line per row.
     pub(crate) fn markdown(&self) -> String {
-        let shown: Vec<(usize, &Column<'a>)> =
-            self.columns.iter().enumerate().filter(|(_, c)| c.heading.is_some()).collect();
-        let mut out = markdown_line(shown.iter().map(|(_, c)| c.heading.unwrap_or_default().to_string()));
+        let shown: Vec<(usize, Align, &str)> =
+            self.columns.iter().enumerate().filter_map(|(i, c)| c.heading.map(|h| (i, c.align, h))).collect();
+        let mut out = markdown_line(shown.iter().map(|(_, _, heading)| heading.to_string()));
         out.push('|');
-        for (_, column) in &shown {
-            out.push_str(if column.align == Align::Right { "---:|" } else { "---|" });
+        for (_, align, _) in &shown {
+            out.push_str(if *align == Align::Right { "---:|" } else { "---|" });
         }
         out.push('\n');
         for row in &self.rows {
             let cells: Vec<String> =
-                shown.iter().map(|&(i, _)| row.get(i).map_or_else(String::new, Cell::markdown)).collect();
+                shown.iter().map(|&(i, ..)| row.get(i).map_or_else(String::new, Cell::markdown)).collect();
             let first_run = cells.get(1).cloned();
             let marked = cells.into_iter().enumerate().map(|(i, cell)| {
                 if self.compared && i > 0 && Some(&cell) != first_run.as_ref() {
@@ -257,6 +262,14 @@ impl<'a> Table<'a> {
             Value::Object(object)
         });
         Value::Array(objects.collect())
+    }
+}
+
+/// Whether a compared row's runs (its cells after the first) are not all alike.
+fn runs_differ(cells: &[String]) -> bool {
+    match cells.get(1..).and_then(<[String]>::split_first) {
+        Some((first, others)) => others.iter().any(|c| c != first),
+        None => false,
     }
 }
 
