@@ -10,15 +10,17 @@ mod fs_loader;
 mod git_loader;
 mod github;
 mod output;
-mod replay;
-mod simulate;
+mod simulation;
+mod traces;
 
 use std::io::ErrorKind;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{build, check, diff, export, fairshare, fmt, import, owners, plan, schema, tree};
+use crate::commands::{
+    build, check, diff, export, fairshare, fmt, import, owners, plan, replay, schema, tree,
+};
 use crate::exit::{Error, Exit, Outcome};
 
 /// A compiler for GPU budgets.
@@ -57,7 +59,7 @@ enum Command {
     /// The verifier: replay a job trace against the budgets.
     Replay {
         #[command(subcommand)]
-        command: commands::replay::Command,
+        command: replay::Command,
     },
     /// What Slurm's `sshare -l` shows for an association tree and its usage (Fair Tree).
     Fairshare(fairshare::Args),
@@ -91,7 +93,7 @@ fn run(command: Command, format: diagnostics::Format) -> Outcome {
         Command::Owners(args) => owners::run(args, format),
         Command::Plan { target } => plan::run(target, format),
         Command::Import { target } => import::run(target),
-        Command::Replay { command } => commands::replay::run(command, format),
+        Command::Replay { command } => replay::run(command, format),
         Command::Fairshare(args) => fairshare::run(args, format),
         Command::Export(args) => export::run(args, format),
         Command::Schema => schema::run(),

@@ -1,4 +1,4 @@
-//! The HTML report of `allot_compiler::replay::report`, made from real audits of a week of
+//! The HTML report of `allot_verify::report`, made from real audits of a week of
 //! jobs scheduled two ways ("budget policy": fair share by budget; "priority baseline":
 //! first come, first served), is checked as text (one SVG per chart with its title, no
 //! remote reference, names escaped, the same bytes twice) and then rendered by a real
@@ -14,10 +14,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use allot_compiler::replay::audit::{Audit, audit};
-use allot_compiler::replay::report::{html, markdown_charts};
-use allot_compiler::replay::trace::{Format, Reader};
-use allot_compiler::{MemoryLoader, compile};
+use allot_compiler::test_support::model;
+use allot_verify::audit::audit;
+use allot_verify::figures::Audit;
+use allot_verify::report::{html, markdown_charts};
+use allot_verify::trace::{Format, Reader};
 
 mod common;
 
@@ -147,8 +148,7 @@ fn fair_share(job: &Submission, used: &[(String, f64)]) -> f64 {
 }
 
 fn audited(trace: &str) -> Audit {
-    let compilation = compile(&MemoryLoader::new([("allot.kdl", BUDGETS)]), "allot.kdl");
-    let model = compilation.model.unwrap_or_else(|| panic!("{:?}", compilation.diagnostics));
+    let model = model(BUDGETS);
     let mut reader = Reader::new(trace.as_bytes(), Format::Csv, "").unwrap();
     let mut audit = audit(&model, std::iter::from_fn(move || reader.next_job()), DAY as u64, false).unwrap();
     // Budget names cannot hold `<` (they must be portable); a report must escape them anyway.

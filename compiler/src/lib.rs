@@ -20,7 +20,6 @@ pub mod lower;
 pub mod names;
 pub mod normalize;
 pub mod owners;
-pub mod replay;
 pub mod source;
 pub mod syntax;
 #[cfg(feature = "test-support")]

@@ -9,10 +9,11 @@ use std::path::{Path, PathBuf};
 
 use crate::budgets;
 use crate::diagnostics::Format;
-use crate::exit::{Error, Exit, Outcome};
+use crate::exit::{Exit, Outcome};
 use crate::git_loader::GitRepo;
 use crate::output::{json, print};
-use crate::{replay, simulate};
+use crate::simulation::{self, PolicyName, Scenario};
+use crate::traces::TraceInput;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -48,37 +49,35 @@ pub fn run(args: Args, format: Format) -> Outcome {
     let diff = allot_compiler::diff::diff(&old, &new);
     let natives = if args.native { review::native(&old, &new) } else { Vec::new() };
     let head = args.head.as_deref().unwrap_or("working tree");
-    let scenarios = [(args.against.as_str(), &old), (head, &new)].map(|(label, model)| simulate::Scenario {
+    let scenarios = [(args.against.as_str(), &old), (head, &new)].map(|(label, model)| Scenario {
         label: label.into(),
         model,
-        policy: simulate::PolicyName::Budget,
+        policy: PolicyName::Budget,
     });
     let runs = match &args.replay {
         None => None,
-        Some(trace) => {
-            Some(simulate::simulate_all(&scenarios, &replay::TraceInput::at(trace)).map_err(Error::Failed)?)
-        }
+        Some(trace) => Some(simulation::simulate_all(&scenarios, &TraceInput::at(trace))?),
     };
     let replayed = |trace: &Path| format!("Simulated on {} under each revision's budgets", trace.display());
     let text = match args.format {
         review::DiffFormat::Human => {
             let mut text = review::human(&diff, &natives, &git);
             if let (Some(runs), Some(trace)) = (&runs, &args.replay) {
-                text.push_str(&format!("\n{}:\n{}", replayed(trace), simulate::side_by_side(runs, false)));
+                text.push_str(&format!("\n{}:\n{}", replayed(trace), simulation::side_by_side(runs)));
             }
             text
         }
         review::DiffFormat::Markdown => {
             let mut text = review::markdown(&diff, &natives, &git);
             if let (Some(runs), Some(trace)) = (&runs, &args.replay) {
-                text.push_str(&format!("\n### {}\n\n{}", replayed(trace), simulate::markdown(runs)));
+                text.push_str(&format!("\n### {}\n\n{}", replayed(trace), simulation::markdown(runs)));
             }
             text
         }
         review::DiffFormat::Json => {
             let mut value = review::json(&diff, &natives, &git);
             if let Some(runs) = &runs {
-                value["replay"] = simulate::json(runs);
+                value["replay"] = simulation::json(runs);
             }
             json(&value)?
         }

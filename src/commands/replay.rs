@@ -4,11 +4,16 @@
 
 use std::path::PathBuf;
 
+use allot_verify::audit;
+use allot_verify::{expectations, render};
+
 use crate::budgets;
 use crate::diagnostics::Format;
 use crate::exit::{Error, Exit, Outcome};
 use crate::git_loader::GitRepo;
-use crate::{output, replay, simulate};
+use crate::output::{self, json, print};
+use crate::simulation::{self, PolicyName, Scenario};
+use crate::traces::TraceInput;
 
 #[derive(clap::Subcommand)]
 pub enum Command {
@@ -25,7 +30,7 @@ pub struct AuditArgs {
     #[command(flatten)]
     repository: budgets::Repository,
     #[command(flatten)]
-    input: replay::TraceInput,
+    input: TraceInput,
     /// The window of the per-window figures [default: the policy window].
     #[arg(long)]
     window: Option<String>,
@@ -38,10 +43,10 @@ pub struct SimulateArgs {
     #[command(flatten)]
     repository: budgets::Repository,
     #[command(flatten)]
-    input: replay::TraceInput,
+    input: TraceInput,
     /// The policies to run, side by side (e.g. `budget,priority`).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "budget")]
-    policy: Vec<simulate::PolicyName>,
+    policy: Vec<PolicyName>,
     /// Also run the budgets as of this git revision, beside the working tree's.
     #[arg(long)]
     against: Option<String>,
@@ -65,7 +70,22 @@ fn audit(args: AuditArgs, format: Format) -> Outcome {
         other => other.flatten(),
     };
     let Some(model) = args.repository.model(format)? else { return Ok(Exit::Problems) };
-    replay::run_audit(&model, &args.input, window, args.format)
+    let jobs = args.input.jobs()?;
+    let window = window.unwrap_or(model.policy.window_seconds);
+    let result = audit::audit(&model, jobs, window, args.input.skip_bad_rows)
+        .map_err(|e| Error::failed(format!("{}: {e}", args.input.trace.display())))?;
+    let verdicts = expectations::check(&model, &result);
+    print(&match args.format {
+        output::Format::Human => render::audit::text(&result, &verdicts),
+        output::Format::Markdown => render::audit::markdown(&result, &verdicts),
+        output::Format::Json => json(&render::audit::json(&result, &verdicts))?,
+    })?;
+    let failed = verdicts.iter().filter(|v| !v.met).count();
+    if failed > 0 {
+        eprintln!("{failed} expectation{} not met", if failed == 1 { "" } else { "s" });
+        return Ok(Exit::Problems);
+    }
+    Ok(Exit::Success)
 }
 
 fn simulate(args: SimulateArgs, format: Format) -> Outcome {
@@ -80,22 +100,30 @@ fn simulate(args: SimulateArgs, format: Format) -> Outcome {
             Some((rev.as_str(), base))
         }
     };
-    let named = |name: &str, p: simulate::PolicyName| {
+    let named = |name: &str, p: PolicyName| {
         if args.policy.len() > 1 { format!("{name} ({})", p.label()) } else { name.to_string() }
     };
     let mut scenarios = Vec::new();
     for &p in &args.policy {
         match &base {
             Some((rev, base)) => {
-                scenarios.push(simulate::Scenario { label: named(rev, p), model: base, policy: p });
-                scenarios.push(simulate::Scenario {
-                    label: named("working tree", p),
-                    model: &model,
-                    policy: p,
-                });
+                scenarios.push(Scenario { label: named(rev, p), model: base, policy: p });
+                scenarios.push(Scenario { label: named("working tree", p), model: &model, policy: p });
             }
-            None => scenarios.push(simulate::Scenario { label: p.label().into(), model: &model, policy: p }),
+            None => scenarios.push(Scenario { label: p.label().into(), model: &model, policy: p }),
         }
     }
-    simulate::run(&scenarios, &args.input, args.format, args.report.as_deref())
+    let runs = simulation::simulate_all(&scenarios, &args.input)?;
+    if let Some(dir) = &args.report {
+        std::fs::create_dir_all(dir)?;
+        let page = dir.join("index.html");
+        std::fs::write(&page, simulation::html(&runs))?;
+        eprintln!("report: {}", page.display());
+    }
+    print(&match args.format {
+        output::Format::Human => simulation::side_by_side(&runs),
+        output::Format::Markdown => simulation::markdown(&runs),
+        output::Format::Json => json(&simulation::json(&runs))?,
+    })?;
+    Ok(Exit::Success)
 }

@@ -1,11 +1,15 @@
 //! The Slurm target: for each Slurm cluster the model binds, `slurm/<cluster>.cfg` (the
 //! association tree as a `sacctmgr load` flat file), `slurm/<cluster>-qos.sh` (the QOS of
 //! the contracts, idempotent, to run first), `slurm/<cluster>-slurm.conf` (the priority,
-//! preemption and accounting lines), and `slurm/FIDELITY.md`.
+//! preemption and accounting lines), and `slurm/FIDELITY.md`. Beside the emitter, Slurm's
+//! own arithmetic: [`fair_tree`] computes what `sshare` shows for a tree and the raw usage
+//! that [`usage`] reads.
 
+pub mod fair_tree;
 pub mod import;
 pub mod plan;
 pub mod tree;
+pub mod usage;
 
 use std::collections::BTreeMap;
 

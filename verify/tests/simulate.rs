@@ -3,15 +3,11 @@
 use std::collections::BTreeMap;
 
 use allot_compiler::ir::Model;
-use allot_compiler::replay::simulate::{Policy, Simulation, simulate};
-use allot_compiler::replay::trace::Job;
-use allot_compiler::{MemoryLoader, compile};
+use allot_verify::simulate::{Policy, Simulation, simulate};
+use allot_verify::trace::Job;
 use proptest::prelude::*;
 
-fn model(text: &str) -> Model {
-    let compilation = compile(&MemoryLoader::new([("allot.kdl", text)]), "allot.kdl");
-    compilation.model.unwrap_or_else(|| panic!("{:?}", compilation.diagnostics))
-}
+use allot_compiler::test_support::model;
 
 /// A job as a trace records it: `runtime` seconds of work, run (somewhere) once.
 fn job(id: usize, project: &str, gpus: u32, submit: i64, runtime: i64, contract: &str) -> Job {

@@ -1,8 +1,9 @@
-//! Slurm's Fair Tree as `priority/multifactor` computes it, so that what a replay predicts
-//! can be compared line by line with a real `sshare -a -l`: shares normalised among
-//! siblings (the root user is a sibling of the top-level accounts), usage rolled up to the
-//! ancestors, Level FS = NormShares / EffectvUsage, and users ranked by a depth-first walk
-//! that visits each level in descending Level FS, with Slurm's tie rules.
+//! Slurm's Fair Tree as `priority/multifactor` computes it, so that what `allot fairshare`
+//! predicts for a tree and its [`usage`](super::usage) can be compared line by line with a
+//! real `sshare -a -l`: shares normalised among siblings (the root user is a sibling of the
+//! top-level accounts), usage rolled up to the ancestors, Level FS = NormShares /
+//! EffectvUsage, and users ranked by a depth-first walk that visits each level in descending
+//! Level FS, with Slurm's tie rules.
 //!
 //! The semantics are those of Slurm's `fair_tree.c` and `assoc_mgr.c` (and its own check of
 //! them, `testsuite/expect/test24.4`): an association with `Fairshare=parent` takes its

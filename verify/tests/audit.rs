@@ -1,14 +1,10 @@
 //! The audit on small traces checked by hand, and its errors.
 
 use allot_compiler::ir::Model;
-use allot_compiler::replay::audit::{AuditError, audit};
-use allot_compiler::replay::trace::{Format, Reader};
-use allot_compiler::{MemoryLoader, compile};
+use allot_verify::audit::{AuditError, audit};
+use allot_verify::trace::{Format, Reader};
 
-fn model(text: &str) -> Model {
-    let compilation = compile(&MemoryLoader::new([("allot.kdl", text)]), "allot.kdl");
-    compilation.model.unwrap_or_else(|| panic!("{:?}", compilation.diagnostics))
-}
+use allot_compiler::test_support::model;
 
 const TWO: &str = "cluster c gpus=10 gpu-type=h100 gpus-per-node=10\ncontract batch min-runtime=\"1h\" default=#true\n\
     contract debug min-runtime=\"0s\"\nproject a share=1\nproject b share=1\n";
@@ -18,15 +14,15 @@ fn run(
     trace: &str,
     window: u64,
     skip: bool,
-) -> Result<allot_compiler::replay::audit::Audit, AuditError> {
+) -> Result<allot_verify::figures::Audit, AuditError> {
     let mut reader = Reader::new(trace.as_bytes(), Format::Csv, "").unwrap();
     audit(model, std::iter::from_fn(move || reader.next_job()), window, skip)
 }
 
 fn figures<'a>(
-    span: &'a allot_compiler::replay::audit::Span,
+    span: &'a allot_verify::figures::Span,
     project: &str,
-) -> &'a allot_compiler::replay::audit::BudgetFigures {
+) -> &'a allot_verify::figures::BudgetFigures {
     span.budgets.iter().find(|b| b.project == project).unwrap()
 }
 

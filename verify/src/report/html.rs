@@ -1,41 +1,30 @@
-//! The audit as pictures: [`html`] renders one audit, or several side by side (a budget
-//! policy and a priority baseline, a base and a proposed budget), as one self-contained HTML
-//! page: a headline per run, four charts drawn by plotters as inline SVG (used against
-//! entitled GPU-hours per budget over time, delivered ratio per budget, wait distribution per
-//! contract, utilisation per cluster) and the figures as tables. [`markdown_charts`] renders
-//! the key charts as Mermaid `xychart-beta` blocks for a pull-request comment.
-//!
-//! Pure functions: no I/O and no clock, so the same audits give the same bytes. Every name
-//! shown comes from users (projects, clusters, contracts, runs) and is escaped.
+//! The HTML report (the `html` feature): one self-contained page (inline CSS and SVG, no
+//! script, nothing fetched) for one audit or several side by side, with a headline per run,
+//! four charts drawn by plotters as inline SVG (used against entitled GPU-hours per budget
+//! over time, delivered ratio per budget, wait distribution per contract, utilisation per
+//! cluster) and the figures as tables.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::audit::{Audit, BudgetFigures, Span};
+use super::{
+    LeafBudget, MAX_RATIO_BARS, Timeline, hex, leaf_budgets, rgb, series_name, several_clusters, shorten,
+    trim_number, utilisation_colours, whole_figures, window_utilisation,
+};
+use crate::figures::{Audit, BudgetFigures, Span};
+use crate::render::wait;
 
 /// The width of every chart, in pixels (the page scales them down when narrower).
 const CHART_WIDTH: u32 = 1160;
 /// Small multiples of used against entitled GPU-hours: the budgets with most entitlement.
 const MAX_USAGE_PANELS: usize = 12;
-const MAX_RATIO_BARS: usize = 30;
 const MAX_WAIT_PANELS: usize = 6;
 const PANEL_COLUMNS: usize = 3;
 const FONT: &str = "sans-serif";
 
-/// Series colours, one per run (or per run and cluster), with their names for captions.
-const PALETTE: [(RGBColor, &str); 8] = [
-    (RGBColor(31, 119, 180), "blue"),
-    (RGBColor(255, 127, 14), "orange"),
-    (RGBColor(44, 160, 44), "green"),
-    (RGBColor(214, 39, 40), "red"),
-    (RGBColor(148, 103, 189), "purple"),
-    (RGBColor(140, 86, 75), "brown"),
-    (RGBColor(227, 119, 194), "pink"),
-    (RGBColor(23, 190, 207), "cyan"),
-];
 const INK: RGBColor = RGBColor(34, 34, 34);
 const MUTED: RGBColor = RGBColor(110, 110, 110);
 const GRID: RGBColor = RGBColor(228, 228, 228);
@@ -137,114 +126,6 @@ pub fn html(title: &str, runs: &[(&str, &Audit)]) -> String {
     page
 }
 
-/// The key charts as Mermaid `xychart-beta` blocks (GitHub renders them in Markdown):
-/// delivered ratio per leaf budget (one bar series per run) and utilisation per window (one
-/// line per run and cluster). Each block is followed by a line naming its series' colours.
-pub fn markdown_charts(runs: &[(&str, &Audit)]) -> String {
-    let timeline = Timeline::of(runs);
-    let mut out = String::new();
-    let budgets: Vec<LeafBudget> =
-        leaf_budgets(runs).into_iter().filter(|b| b.entitled > 0.0).take(MAX_RATIO_BARS).collect();
-    let run_labels = unique(runs.iter().map(|(name, _)| mermaid_text(name, 40)).collect());
-    let palette = mermaid_palette(&(0..runs.len()).collect::<Vec<_>>());
-    if budgets.is_empty() {
-        out.push_str("_No leaf budget was entitled to GPU-hours: no delivered-ratio chart._\n\n");
-    } else {
-        let names: Vec<String> =
-            budgets.iter().map(|b| b.label(BudgetLabels::needs_cluster(&budgets))).collect();
-        let names = unique(names.iter().map(|n| mermaid_text(n, 18)).collect());
-        // Mermaid draws several bar series over one another; one category per budget and run
-        // (a series is 0 in the other runs' categories) keeps the bars side by side. Runs are
-        // numbered in the labels, named in the caption.
-        let categories: Vec<String> = if runs.len() > 1 {
-            unique(
-                names
-                    .iter()
-                    .flat_map(|name| (1..=runs.len()).map(move |run| format!("{name} ({run})")))
-                    .collect(),
-            )
-        } else {
-            names
-        };
-        // Horizontal: budget names read along the bars instead of colliding under them.
-        out.push_str(&format!(
-            "```mermaid\n{palette}xychart-beta horizontal\n    title \"Delivered ratio per budget (%)\"\n"
-        ));
-        out.push_str(&format!("    x-axis [{}]\n", quoted_list(&categories)));
-        out.push_str("    y-axis \"delivered %\" 0 --> 100\n");
-        for (index, (_, audit)) in runs.iter().enumerate() {
-            let mut values = Vec::new();
-            for budget in &budgets {
-                let ratio = whole_figures(audit, budget)
-                    .and_then(BudgetFigures::delivered_ratio)
-                    .map_or(0.0, |r| r * 100.0);
-                if runs.len() > 1 {
-                    values.extend((0..runs.len()).map(|slot| if slot == index { ratio } else { 0.0 }));
-                } else {
-                    values.push(ratio);
-                }
-            }
-            out.push_str(&format!("    bar [{}]\n", number_list(&values)));
-        }
-        out.push_str("```\n\n");
-        out.push_str(&format!(
-            "Delivered over entitled GPU-hours per leaf budget, the most entitled first{}.{}\n\n",
-            if budgets.len() == MAX_RATIO_BARS {
-                format!(" (at most {MAX_RATIO_BARS})")
-            } else {
-                String::new()
-            },
-            series_caption(&run_labels, &(0..runs.len()).collect::<Vec<_>>(), true)
-        ));
-    }
-
-    let starts: BTreeSet<i64> =
-        runs.iter().flat_map(|(_, audit)| audit.windows.iter().map(|w| w.start)).collect();
-    if starts.is_empty() {
-        out.push_str("_The audit has no windows: no utilisation chart._\n");
-        return out;
-    }
-    let categories = unique(starts.iter().map(|&t| timeline.short(t)).collect());
-    let mut series_labels = Vec::new();
-    let mut lines = Vec::new();
-    for (run_label, (_, audit)) in run_labels.iter().zip(runs) {
-        for cluster in &audit.whole.clusters {
-            let by_start: BTreeMap<i64, f64> = audit
-                .windows
-                .iter()
-                .map(|w| (w.start, window_utilisation(w, &cluster.cluster) * 100.0))
-                .collect();
-            lines.push(starts.iter().map(|t| by_start.get(t).copied().unwrap_or(0.0)).collect::<Vec<_>>());
-            series_labels.push(series_name(run_label, &mermaid_text(&cluster.cluster, 40), runs, audit));
-        }
-    }
-    if lines.is_empty() {
-        out.push_str("_The audit has no clusters: no utilisation chart._\n");
-        return out;
-    }
-    let colours = utilisation_colours(runs);
-    let ceiling = lines.iter().flatten().fold(100.0_f64, |a, &b| a.max(b)).ceil();
-    out.push_str(&format!(
-        "```mermaid\n{}xychart-beta\n    title \"Utilisation per window (%)\"\n",
-        mermaid_palette(&colours)
-    ));
-    out.push_str(&format!(
-        "    x-axis \"{}\" [{}]\n",
-        mermaid_text(&timeline.description(), 40),
-        quoted_list(&categories)
-    ));
-    out.push_str(&format!("    y-axis \"utilisation %\" 0 --> {ceiling}\n"));
-    for line in &lines {
-        out.push_str(&format!("    line [{}]\n", number_list(line)));
-    }
-    out.push_str("```\n\n");
-    out.push_str(&format!(
-        "GPU-hours used over the cluster's GPU-hours, per window.{}\n",
-        series_caption(&series_labels, &colours, false)
-    ));
-    out
-}
-
 const STYLE: &str = "\
 :root { color-scheme: light; }
 body { margin: 0; background: #f6f7f9; color: #222; font: 15px/1.45 system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif; }
@@ -275,92 +156,6 @@ tfoot td { font-weight: 700; border-top: 2px solid #ccc; }
 footer { margin-top: 32px; font-size: 13px; }
 ";
 
-/// The time axis shared by every run's windows.
-struct Timeline {
-    origin: i64,
-    seconds_per_unit: f64,
-    unit: &'static str,
-    /// From the origin to the last window's end, in units.
-    length: f64,
-}
-
-impl Timeline {
-    fn of(runs: &[(&str, &Audit)]) -> Timeline {
-        let windows = || runs.iter().flat_map(|(_, audit)| audit.windows.iter());
-        let origin = windows().map(|w| w.start).min().unwrap_or(0);
-        let end = windows().map(|w| w.end).max().unwrap_or(origin);
-        let seconds = (end.saturating_sub(origin)).max(1) as f64;
-        // Days once the trace is longer than three of them; hours read better below.
-        let (unit, seconds_per_unit) =
-            if seconds > 3.0 * 86_400.0 { ("days", 86_400.0) } else { ("hours", 3_600.0) };
-        Timeline { origin, seconds_per_unit, unit, length: seconds / seconds_per_unit }
-    }
-
-    fn at(&self, seconds: i64) -> f64 {
-        seconds.saturating_sub(self.origin) as f64 / self.seconds_per_unit
-    }
-
-    /// The axis' description: units since the first window's start.
-    fn description(&self) -> String {
-        // Small origins are relative times (traces in seconds from 0), not dates.
-        if self.origin >= 1_000_000_000
-            && let Ok(instant) = jiff::Timestamp::from_second(self.origin)
-        {
-            format!("{} since {}", self.unit, instant.strftime("%Y-%m-%d %H:%M UTC"))
-        } else {
-            format!("{} since t = {} s", self.unit, self.origin)
-        }
-    }
-
-    /// A short label for an instant: "7d", "1.5h".
-    fn short(&self, seconds: i64) -> String {
-        format!("{}{}", trim_number(self.at(seconds)), &self.unit[..1])
-    }
-}
-
-/// A leaf budget on a cluster, with its largest whole-trace entitlement among the runs.
-#[derive(Clone, Debug)]
-struct LeafBudget {
-    project: String,
-    cluster: String,
-    entitled: f64,
-}
-
-impl LeafBudget {
-    fn label(&self, with_cluster: bool) -> String {
-        if with_cluster { format!("{} ({})", self.project, self.cluster) } else { self.project.clone() }
-    }
-
-    fn matches(&self, figures: &BudgetFigures) -> bool {
-        figures.project == self.project && figures.cluster == self.cluster
-    }
-}
-
-/// The leaf budgets of every run, the most entitled first (then by name, for stable output).
-fn leaf_budgets(runs: &[(&str, &Audit)]) -> Vec<LeafBudget> {
-    let mut entitled: BTreeMap<(&str, &str), f64> = BTreeMap::new();
-    for (_, audit) in runs {
-        for figures in audit.whole.budgets.iter().filter(|b| audit.leaves.contains(&b.project)) {
-            let slot = entitled.entry((&figures.project, &figures.cluster)).or_insert(0.0);
-            *slot = slot.max(figures.entitled_gpu_hours);
-        }
-    }
-    let mut budgets: Vec<LeafBudget> = entitled
-        .into_iter()
-        .map(|((project, cluster), entitled)| LeafBudget {
-            project: project.to_string(),
-            cluster: cluster.to_string(),
-            entitled,
-        })
-        .collect();
-    budgets.sort_by(|a, b| {
-        b.entitled
-            .total_cmp(&a.entitled)
-            .then_with(|| (&a.project, &a.cluster).cmp(&(&b.project, &b.cluster)))
-    });
-    budgets
-}
-
 /// Chart labels of the budgets: the project path, with the cluster when there are several.
 struct BudgetLabels {
     with_cluster: bool,
@@ -368,11 +163,7 @@ struct BudgetLabels {
 
 impl BudgetLabels {
     fn new(budgets: &[LeafBudget]) -> BudgetLabels {
-        BudgetLabels { with_cluster: BudgetLabels::needs_cluster(budgets) }
-    }
-
-    fn needs_cluster(budgets: &[LeafBudget]) -> bool {
-        budgets.iter().map(|b| &b.cluster).collect::<BTreeSet<_>>().len() > 1
+        BudgetLabels { with_cluster: several_clusters(budgets) }
     }
 
     fn of(&self, budget: &LeafBudget, max_chars: usize) -> String {
@@ -380,20 +171,9 @@ impl BudgetLabels {
     }
 }
 
-fn whole_figures<'a>(audit: &'a Audit, budget: &LeafBudget) -> Option<&'a BudgetFigures> {
-    audit.whole.budgets.iter().find(|b| budget.matches(b))
-}
-
 fn colour(index: usize) -> RGBColor {
-    PALETTE[index % PALETTE.len()].0
-}
-
-fn colour_name(index: usize) -> &'static str {
-    PALETTE[index % PALETTE.len()].1
-}
-
-fn hex(colour: RGBColor) -> String {
-    format!("#{:02x}{:02x}{:02x}", colour.0, colour.1, colour.2)
+    let (red, green, blue) = rgb(index);
+    RGBColor(red, green, blue)
 }
 
 /// Escapes text for HTML content and attribute values.
@@ -410,24 +190,6 @@ fn escape(text: &str) -> String {
         }
     }
     out
-}
-
-/// At most `max_chars` characters, with an ellipsis when cut.
-fn shorten(text: &str, max_chars: usize) -> String {
-    if text.chars().count() <= max_chars {
-        text.to_string()
-    } else {
-        let mut cut: String = text.chars().take(max_chars.saturating_sub(1)).collect();
-        cut.push('…');
-        cut
-    }
-}
-
-/// A number without trailing zeros: 7, 1.5, 0.25.
-fn trim_number(value: f64) -> String {
-    let text = format!("{value:.2}");
-    let text = text.trim_end_matches('0').trim_end_matches('.');
-    if text == "-0" { "0".to_string() } else { text.to_string() }
 }
 
 /// GPU-hours for a table: one decimal, thousands grouped.
@@ -461,15 +223,9 @@ fn percent(ratio: Option<f64>) -> String {
     ratio.map_or_else(|| "—".to_string(), |r| format!("{:.1}%", r * 100.0))
 }
 
-/// A wait: "42s", "12m 05s", "3h 07m", "2d 04h".
+/// A wait, as every output shows it; "—" for none.
 fn duration(seconds: Option<u64>) -> String {
-    let Some(s) = seconds else { return "—".to_string() };
-    match s {
-        0..60 => format!("{s}s"),
-        60..3_600 => format!("{}m {:02}s", s / 60, s % 60),
-        3_600..86_400 => format!("{}h {:02}m", s / 3_600, s % 3_600 / 60),
-        _ => format!("{}d {:02}h", s / 86_400, s % 86_400 / 3_600),
-    }
+    seconds.map_or_else(|| "—".to_string(), wait)
 }
 
 fn run_list(runs: &[(&str, &Audit)]) -> String {
@@ -480,7 +236,7 @@ fn run_list(runs: &[(&str, &Audit)]) -> String {
         .iter()
         .enumerate()
         .map(|(i, (name, _))| {
-            format!("<span class=\"swatch\" style=\"background:{}\"></span>{}", hex(colour(i)), escape(name))
+            format!("<span class=\"swatch\" style=\"background:{}\"></span>{}", hex(i), escape(name))
         })
         .collect();
     format!(
@@ -526,7 +282,7 @@ fn headline(index: usize, name: &str, audit: &Audit) -> String {
          <p class=\"big\">{} <span>of entitled GPU-hours delivered</span></p>\n\
          <p>{} of {} entitled GPU-hours delivered to {} leaf budgets; {} GPU-hours used.</p>\n\
          <p>{} jobs{}; {} windows over {} {}.</p>\n<p>Utilisation: {}.</p>\n</div>\n",
-        hex(colour(index)),
+        hex(index),
         escape(name),
         percent(ratio),
         hours(totals.delivered),
@@ -559,7 +315,7 @@ fn figures_tables(index: usize, name: &str, audit: &Audit, several: bool) -> Str
     if several {
         out.push_str(&format!(
             "<h3><span class=\"swatch\" style=\"background:{}\"></span>{}</h3>\n",
-            hex(colour(index)),
+            hex(index),
             escape(name)
         ));
     }
@@ -1018,28 +774,6 @@ fn waits_chart(runs: &[(&str, &Audit)]) -> String {
     })
 }
 
-fn window_utilisation(window: &Span, cluster: &str) -> f64 {
-    window.clusters.iter().find(|c| c.cluster == cluster).map_or(0.0, |c| window.utilisation(c))
-}
-
-/// A series' name: the cluster with one run, the run with one cluster, else both.
-fn series_name(run: &str, cluster: &str, runs: &[(&str, &Audit)], audit: &Audit) -> String {
-    match (runs.len() > 1, audit.whole.clusters.len() > 1) {
-        (false, _) => cluster.to_string(),
-        (true, false) => run.to_string(),
-        (true, true) => format!("{run} · {cluster}"),
-    }
-}
-
-/// The palette index of each utilisation series (runs in order, each run's clusters in
-/// order): the run's colour when no run has several clusters, else one colour per series.
-fn utilisation_colours(runs: &[(&str, &Audit)]) -> Vec<usize> {
-    let by_run = runs.iter().all(|(_, audit)| audit.whole.clusters.len() <= 1);
-    let per_run =
-        runs.iter().enumerate().flat_map(|(r, (_, audit))| audit.whole.clusters.iter().map(move |_| r));
-    per_run.enumerate().map(|(series, run)| if by_run { run } else { series }).collect()
-}
-
 fn utilisation_chart(runs: &[(&str, &Audit)], timeline: &Timeline) -> String {
     const TITLE: &str = "Cluster utilisation per window";
     let mut series = Vec::new();
@@ -1088,93 +822,22 @@ fn utilisation_chart(runs: &[(&str, &Audit)], timeline: &Timeline) -> String {
     })
 }
 
-/// Text safe inside a Mermaid quoted label (and a Markdown code block): letters, digits and
-/// a few punctuation marks; anything else becomes `_`.
-fn mermaid_text(text: &str, max_chars: usize) -> String {
-    let safe: String = text
-        .chars()
-        .map(|c| if c.is_alphanumeric() || " -_./:()+=@·".contains(c) { c } else { '_' })
-        .collect();
-    shorten(safe.trim(), max_chars)
-}
-
-/// `labels` made distinct (shortening can make two alike): later duplicates get `~2`, `~3`.
-fn unique(labels: Vec<String>) -> Vec<String> {
-    let mut seen = BTreeSet::new();
-    labels
-        .into_iter()
-        .map(|label| {
-            let mut candidate = label.clone();
-            let mut n = 2;
-            while !seen.insert(candidate.clone()) {
-                candidate = format!("{label}~{n}");
-                n += 1;
-            }
-            candidate
-        })
-        .collect()
-}
-
-fn quoted_list(labels: &[String]) -> String {
-    labels.iter().map(|l| format!("\"{l}\"")).collect::<Vec<_>>().join(", ")
-}
-
-fn number_list(values: &[f64]) -> String {
-    values.iter().map(|v| format!("{v:.1}")).collect::<Vec<_>>().join(", ")
-}
-
-/// The init directive giving the series the page's colours (palette indices, in order).
-fn mermaid_palette(series: &[usize]) -> String {
-    let colours: Vec<String> = series.iter().map(|&i| hex(colour(i))).collect();
-    format!(
-        "%%{{init: {{\"themeVariables\": {{\"xyChart\": {{\"plotColorPalette\": \"{}\"}}}}}}}}%%\n",
-        colours.join(", ")
-    )
-}
-
-/// " Series: blue (1) base, orange (2) proposed." (numbered as in the labels, if asked).
-fn series_caption(names: &[String], colours: &[usize], numbered: bool) -> String {
-    if names.len() < 2 {
-        return String::new();
-    }
-    let parts: Vec<String> = names
-        .iter()
-        .zip(colours)
-        .enumerate()
-        .map(|(n, (name, &c))| {
-            let number = if numbered { format!(" ({})", n + 1) } else { String::new() };
-            format!("{}{number} {}", colour_name(c), markdown_text(name))
-        })
-        .collect();
-    format!(" Series: {}.", parts.join(", "))
-}
-
-/// Text that Markdown shows as it is: punctuation backslash-escaped.
-fn markdown_text(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_ascii_punctuation() {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::audit::{ClusterFigures, audit};
-    use crate::replay::trace::{Format, Reader};
-    use crate::{MemoryLoader, compile};
+    use crate::audit::audit;
+    use crate::figures::ClusterFigures;
+    use crate::report::markdown_charts;
+    use crate::report::mermaid::unique;
+    use crate::trace::{Format, Reader};
+    use allot_compiler::test_support::model;
 
     const BUDGETS: &str = "cluster c gpus=10 gpu-type=h100 gpus-per-node=10\n\
         contract batch min-runtime=\"1h\" default=#true\ncontract debug min-runtime=\"0s\"\n\
         project a share=1\nproject b share=1\n";
 
     fn audited(trace: &str) -> Audit {
-        let compilation = compile(&MemoryLoader::new([("allot.kdl", BUDGETS)]), "allot.kdl");
-        let Some(model) = compilation.model else { panic!("{:?}", compilation.diagnostics) };
+        let model = model(BUDGETS);
         let mut reader = Reader::new(trace.as_bytes(), Format::Csv, "").unwrap();
         audit(&model, std::iter::from_fn(move || reader.next_job()), 3_600, false).unwrap()
     }
@@ -1239,7 +902,7 @@ mod tests {
         assert!(!page.contains("class=\"chart-error\"") && !page.contains("<script"));
         // b: entitled 2.5 + 2.5, delivered 2.5: 50%; its one wait 1800 s.
         assert!(page.contains("<td class=\"num\">50.0%</td>"), "{page}");
-        assert!(page.contains("30m 00s"));
+        assert!(page.contains("30m00s"));
     }
 
     #[test]
@@ -1313,7 +976,7 @@ mod tests {
         assert_eq!(hours(0.04), "0.0");
         assert_eq!(compact(1_500.0), "1.5k");
         assert_eq!(trim_number(2.0), "2");
-        assert_eq!(duration(Some(3_725)), "1h 02m");
+        assert_eq!(duration(Some(3_725)), "1h02m");
         assert_eq!(duration(None), "—");
         assert_eq!(wait_shares(&[0, 30, 30, 100_000]), [0.25, 0.5, 0.0, 0.0, 0.0, 0.0, 0.25]);
         assert_eq!(unique(vec!["a".into(), "a".into(), "a~2".into()]), ["a", "a~2", "a~2~2"]);

@@ -1,6 +1,6 @@
 //! The simulator: replays a trace's submissions (not its recorded starts) on each cluster's
 //! nodes under a scheduling policy, then measures the simulated schedule with the
-//! [`audit`](super::audit), so a simulated run and a recorded one report the same figures.
+//! [`audit`](crate::audit), so a simulated run and a recorded one report the same figures.
 //!
 //! The loop is event-driven: submissions (from the trace, in order), job ends and the ends
 //! of minimum-runtime protection. After each instant's events every cluster runs one
@@ -28,10 +28,13 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
 
-use super::audit::{AuditError, ClusterBook, Resolver, Waits, audit};
-use super::entitlement::NodeId;
-use super::trace::{Job, TraceError};
-use crate::ir::Model;
+use allot_compiler::ir::Model;
+
+use crate::audit::{AuditError, audit};
+use crate::budgets::{Assignment, Budgets, ClusterBudgets};
+use crate::entitlement::NodeId;
+use crate::figures::{Audit, Waits};
+use crate::trace::{Job, TraceError};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policy {
@@ -41,10 +44,20 @@ pub enum Policy {
     Priority,
 }
 
+impl Policy {
+    /// The policy's name in the outputs.
+    pub fn label(self) -> &'static str {
+        match self {
+            Policy::Budget => "budget policy",
+            Policy::Priority => "priority baseline",
+        }
+    }
+}
+
 /// A simulated run: the audit of its schedule and what the schedule cost.
 #[derive(Debug)]
 pub struct Simulation {
-    pub audit: super::audit::Audit,
+    pub audit: Audit,
     pub preemptions: u64,
     /// GPU-hours of work redone because non-resumable jobs restarted.
     pub lost_gpu_hours: f64,
@@ -118,14 +131,13 @@ pub fn simulate(
     skip_bad_rows: bool,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Simulation, AuditError> {
-    let books: Vec<ClusterBook> =
-        model.clusters.iter().map(|c| ClusterBook::new(model, c)).collect::<Result<_, _>>()?;
-    let resolver = Resolver::new(model);
+    let budgets = Budgets::new(model)?;
     let window = model.policy.window_seconds.max(1) as f64;
-    let mut clusters: Vec<ClusterState> = books
+    let mut clusters: Vec<ClusterState> = budgets
+        .clusters
         .iter()
         .zip(&model.clusters)
-        .map(|(book, c)| ClusterState::new(book, c.gpus_per_node, window))
+        .map(|(budgets, c)| ClusterState::new(budgets, c.gpus_per_node, window))
         .collect();
     let contracts: Vec<Terms> = model
         .contracts
@@ -192,18 +204,14 @@ pub fn simulate(
                 not_replayed += 1;
                 continue;
             };
-            let cluster =
-                resolver.cluster(&job).map_err(|message| AuditError::Job { id: job.id.clone(), message })?;
+            let Assignment { cluster, node: leaf } =
+                budgets.assign(&job).map_err(|error| AuditError::Job { id: job.id.clone(), error })?;
             let state = &mut clusters[cluster];
-            if u64::from(job.gpus) > state.book.gpus {
+            if u64::from(job.gpus) > state.budgets.gpus {
                 unplaceable += 1;
                 continue;
             }
-            let leaf = resolver
-                .project(&job)
-                .and_then(|p| state.book.hierarchy.find(&p.path))
-                .unwrap_or(state.book.unbudgeted);
-            let contract = resolver.contract(&job);
+            let contract = budgets.contract(&job);
             let terms = sim.contracts.iter().position(|c| *c.name == *contract);
             let max = terms.and_then(|t| sim.contracts[t].max_runtime).unwrap_or(i64::MAX);
             let index = sim.jobs.len() as u32;
@@ -542,7 +550,7 @@ impl Simulator {
 
 /// One cluster: its tree, nodes, queues and usage.
 struct ClusterState<'b> {
-    book: &'b ClusterBook,
+    budgets: &'b ClusterBudgets,
     /// The cluster's name and each node's project path, shared by the runs.
     name: Arc<str>,
     paths: Vec<Arc<str>>,
@@ -563,8 +571,8 @@ struct ClusterState<'b> {
 }
 
 impl<'b> ClusterState<'b> {
-    fn new(book: &'b ClusterBook, gpus_per_node: u64, window: f64) -> ClusterState<'b> {
-        let hierarchy = &book.hierarchy;
+    fn new(budgets: &'b ClusterBudgets, gpus_per_node: u64, window: f64) -> ClusterState<'b> {
+        let hierarchy = &budgets.hierarchy;
         let n = hierarchy.len();
         let leaves: Vec<usize> = (0..n).filter(|&i| hierarchy.is_leaf(NodeId(i))).collect();
         // Guaranteed GPUs: the product of normalised weights down the path.
@@ -576,12 +584,12 @@ impl<'b> ClusterState<'b> {
             let parent = node.parent.map_or(1.0, |p| effective[p.0]);
             effective[i] = parent * node.weight / total.max(f64::MIN_POSITIVE);
         }
-        let caps = effective.iter().map(|e| (e * book.gpus as f64 + 1e-9).floor() as u64).collect();
+        let caps = effective.iter().map(|e| (e * budgets.gpus as f64 + 1e-9).floor() as u64).collect();
         ClusterState {
-            book,
-            name: book.name.as_str().into(),
-            paths: book.paths.iter().map(|p| p.as_str().into()).collect(),
-            pool: Pool::new(book.gpus, gpus_per_node.max(1)),
+            budgets,
+            name: budgets.name.as_str().into(),
+            paths: budgets.paths.iter().map(|p| p.as_str().into()).collect(),
+            pool: Pool::new(budgets.gpus, gpus_per_node.max(1)),
             leaves,
             queues: vec![VecDeque::new(); n],
             waiting: vec![0.0; n],
@@ -642,18 +650,18 @@ impl<'b> ClusterState<'b> {
         while let Some(id) = node {
             self.running[id.0] += gpus;
             self.usage.add_rate(id.0, now as f64, gpus);
-            node = self.book.hierarchy.node(id).and_then(|n| n.parent);
+            node = self.budgets.hierarchy.node(id).and_then(|n| n.parent);
         }
     }
 
     /// Each node's entitlement now: the cluster divided by demand (running and waiting).
     fn entitlement(&self) -> Vec<f64> {
-        let hierarchy = &self.book.hierarchy;
+        let hierarchy = &self.budgets.hierarchy;
         let demand: Vec<f64> = (0..hierarchy.len())
             .map(|i| if hierarchy.is_leaf(NodeId(i)) { self.running[i] + self.waiting[i] } else { 0.0 })
             .collect();
         hierarchy
-            .allocate(self.book.gpus as f64, &demand)
+            .allocate(self.budgets.gpus as f64, &demand)
             .map(|e| e.allocations().to_vec())
             .expect("GPUs and demands are finite and not negative")
     }
@@ -663,7 +671,7 @@ impl<'b> ClusterState<'b> {
         match policy {
             Policy::Budget => {
                 let mut order = Vec::new();
-                self.fair_tree(self.book.hierarchy.roots(), now as f64, &mut order);
+                self.fair_tree(self.budgets.hierarchy.roots(), now as f64, &mut order);
                 order
             }
             Policy::Priority => {
@@ -681,10 +689,10 @@ impl<'b> ClusterState<'b> {
 
     /// Fair Tree: siblings by decayed usage per unit of share (lowest first), depth first.
     fn fair_tree(&self, siblings: &[NodeId], now: f64, order: &mut Vec<usize>) {
-        let hierarchy = &self.book.hierarchy;
+        let hierarchy = &self.budgets.hierarchy;
         let mut ranked: Vec<(f64, NodeId)> = siblings
             .iter()
-            .filter(|id| *id != &self.book.unbudgeted)
+            .filter(|id| *id != &self.budgets.unbudgeted)
             .map(|&id| {
                 let weight = hierarchy.node(id).map_or(0.0, |n| n.weight);
                 (self.usage.current(id.0, now) / weight, id)
@@ -701,8 +709,8 @@ impl<'b> ClusterState<'b> {
             }
         }
         // Work no budget covers goes after every budget.
-        if siblings == hierarchy.roots() && !self.queues[self.book.unbudgeted.0].is_empty() {
-            order.push(self.book.unbudgeted.0);
+        if siblings == hierarchy.roots() && !self.queues[self.budgets.unbudgeted.0].is_empty() {
+            order.push(self.budgets.unbudgeted.0);
         }
     }
 }

@@ -1,7 +1,7 @@
-//! Job traces, read as a stream: allot's own CSV and JSON Lines, Slurm's
-//! `sacct --parsable2` output, and the Microsoft ITP layout. Rows become [`Job`]s one at a
-//! time, so a million-row trace never sits in memory as text; a bad row is an error naming
-//! its line (or, when the caller asks, counted and skipped).
+//! The verifier's input: job traces, read as a stream from any reader (allot's own CSV and
+//! JSON Lines, Slurm's `sacct --parsable2` output, and the Microsoft ITP layout). Rows
+//! become [`Job`]s one at a time, so a million-row trace never sits in memory as text; a
+//! bad row is an error naming its line (or, when the caller asks, counted and skipped).
 
 use std::collections::{BTreeMap, BinaryHeap};
 use std::io::BufRead;
@@ -27,16 +27,39 @@ pub struct Job {
     pub requeued: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A row of a trace that is not a job, with its line.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {problem}")]
 pub struct TraceError {
     pub line: usize,
-    pub message: String,
+    pub problem: RowError,
 }
 
-impl std::fmt::Display for TraceError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "line {}: {}", self.line, self.message)
-    }
+/// What is wrong with a row of a trace (or with its header).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RowError {
+    /// What the CSV reader said: a header or row it cannot read.
+    #[error("{0}")]
+    Unreadable(String),
+    #[error("the header lacks the {}", columns(.0))]
+    MissingColumns(Vec<&'static str>),
+    #[error("not a JSON object: {0}")]
+    NotJson(String),
+    #[error("`{0}` is not a time (RFC 3339 or seconds)")]
+    NotATime(String),
+    #[error("`{0}` is not a number of seconds")]
+    NotSeconds(String),
+    #[error("`{0}` is not a GPU count")]
+    NotAGpuCount(String),
+    #[error("starts ({start}) before it is submitted ({submit})")]
+    StartsBeforeSubmit { start: i64, submit: i64 },
+    #[error("ends ({end}) before it starts")]
+    EndsBeforeStart { end: i64 },
+}
+
+/// "column gpus", "columns gpus, submit".
+fn columns(names: &[&str]) -> String {
+    format!("column{} {}", if names.len() == 1 { "" } else { "s" }, names.join(", "))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,7 +92,7 @@ impl Format {
 
 /// A time: RFC 3339 (`2021-03-04T10:00:00Z`), a civil time without zone, read as UTC
 /// (`2021-03-04T10:00:00`, as sacct prints), or seconds.
-pub fn parse_time(text: &str) -> Result<i64, String> {
+pub fn parse_time(text: &str) -> Result<i64, RowError> {
     let text = text.trim();
     if let Ok(seconds) = text.parse::<i64>() {
         return Ok(seconds);
@@ -87,10 +110,10 @@ pub fn parse_time(text: &str) -> Result<i64, String> {
     {
         return Ok(zoned.timestamp().as_second());
     }
-    Err(format!("`{text}` is not a time (RFC 3339 or seconds)"))
+    Err(RowError::NotATime(text.to_owned()))
 }
 
-fn optional_time(text: &str) -> Result<Option<i64>, String> {
+fn optional_time(text: &str) -> Result<Option<i64>, RowError> {
     match text.trim() {
         "" | "Unknown" | "None" | "null" => Ok(None),
         t => parse_time(t).map(Some),
@@ -120,7 +143,9 @@ impl<R: BufRead> Reader<R> {
         let mut csv = builder.from_reader(input);
         let mut columns = BTreeMap::new();
         if format != Format::Jsonl {
-            let headers = csv.headers().map_err(|e| TraceError { line: 1, message: e.to_string() })?;
+            let headers = csv
+                .headers()
+                .map_err(|e| TraceError { line: 1, problem: RowError::Unreadable(e.to_string()) })?;
             for (i, name) in headers.iter().enumerate() {
                 columns.insert(name.trim().trim_start_matches('\u{feff}').to_lowercase(), i);
             }
@@ -132,25 +157,18 @@ impl<R: BufRead> Reader<R> {
     }
 
     fn check_columns(&self) -> Result<(), TraceError> {
-        let required: &[&str] = match self.format {
+        let required: &[&'static str] = match self.format {
             Format::Csv => &["gpus", "submit"],
             Format::Sacct => &["jobid", "account", "submit", "start", "end"],
             Format::Itp => &["submission_time", "duration", "num_gpu"],
             Format::Jsonl => &[],
         };
-        let missing: Vec<&str> =
+        let missing: Vec<&'static str> =
             required.iter().copied().filter(|c| !self.columns.contains_key(*c)).collect();
         if missing.is_empty() {
             Ok(())
         } else {
-            Err(TraceError {
-                line: 1,
-                message: format!(
-                    "the header lacks the column{} {}",
-                    if missing.len() == 1 { "" } else { "s" },
-                    missing.join(", ")
-                ),
-            })
+            Err(TraceError { line: 1, problem: RowError::MissingColumns(missing) })
         }
     }
 
@@ -166,7 +184,7 @@ impl<R: BufRead> Reader<R> {
                 Ok(true) => {}
                 Err(e) => {
                     let line = e.position().map_or(0, |p| p.line() as usize);
-                    return Some(Err(TraceError { line, message: e.to_string() }));
+                    return Some(Err(TraceError { line, problem: RowError::Unreadable(e.to_string()) }));
                 }
             }
             let line = self.record.position().map_or(0, |p| p.line() as usize);
@@ -183,11 +201,11 @@ impl<R: BufRead> Reader<R> {
                 },
                 Format::Itp => self.itp_job(),
             };
-            return Some(job.map_err(|message| TraceError { line, message }));
+            return Some(job.map_err(|problem| TraceError { line, problem }));
         }
     }
 
-    fn csv_job(&self) -> Result<Job, String> {
+    fn csv_job(&self) -> Result<Job, RowError> {
         let submit = parse_time(self.field("submit"))?;
         let start = optional_time(self.field("start"))?;
         let end = match (optional_time(self.field("end"))?, self.field("duration").trim()) {
@@ -208,10 +226,10 @@ impl<R: BufRead> Reader<R> {
         )
     }
 
-    fn json_job(&self) -> Result<Job, String> {
+    fn json_job(&self) -> Result<Job, RowError> {
         let line = self.record.get(0).unwrap_or("");
         let value: serde_json::Value =
-            serde_json::from_str(line).map_err(|e| format!("not a JSON object: {e}"))?;
+            serde_json::from_str(line).map_err(|e| RowError::NotJson(e.to_string()))?;
         let text = |key: &str| match &value[key] {
             serde_json::Value::String(s) => s.clone(),
             serde_json::Value::Number(n) => n.to_string(),
@@ -238,7 +256,7 @@ impl<R: BufRead> Reader<R> {
     }
 
     /// A `sacct --parsable2` row; `None` for job steps (`123.batch`).
-    fn sacct_job(&self) -> Result<Option<Job>, String> {
+    fn sacct_job(&self) -> Result<Option<Job>, RowError> {
         let id = self.field("jobid");
         if id.contains('.') {
             return Ok(None);
@@ -265,7 +283,7 @@ impl<R: BufRead> Reader<R> {
         .map(Some)
     }
 
-    fn itp_job(&self) -> Result<Job, String> {
+    fn itp_job(&self) -> Result<Job, RowError> {
         let submit = parse_time(self.field("submission_time"))?;
         let duration = parse_seconds(self.field("duration"))?;
         // The trace records no start: each job is taken to start when submitted.
@@ -283,13 +301,13 @@ impl<R: BufRead> Reader<R> {
     }
 }
 
-fn parse_seconds(text: &str) -> Result<i64, String> {
+fn parse_seconds(text: &str) -> Result<i64, RowError> {
     let text = text.trim();
     text.parse::<f64>()
         .ok()
         .filter(|s| s.is_finite() && *s >= 0.0)
         .map(|s| s.round() as i64)
-        .ok_or_else(|| format!("`{text}` is not a number of seconds"))
+        .ok_or_else(|| RowError::NotSeconds(text.to_owned()))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -303,17 +321,17 @@ fn job(
     start: Option<i64>,
     end: Option<i64>,
     contract: &str,
-) -> Result<Job, String> {
-    let gpus: u32 = gpus.trim().parse().map_err(|_| format!("`{}` is not a GPU count", gpus.trim()))?;
+) -> Result<Job, RowError> {
+    let gpus: u32 = gpus.trim().parse().map_err(|_| RowError::NotAGpuCount(gpus.trim().to_owned()))?;
     if let Some(start) = start
         && start < submit
     {
-        return Err(format!("starts ({start}) before it is submitted ({submit})"));
+        return Err(RowError::StartsBeforeSubmit { start, submit });
     }
     if let Some(end) = end
         && end < start.unwrap_or(submit)
     {
-        return Err(format!("ends ({end}) before it starts"));
+        return Err(RowError::EndsBeforeStart { end });
     }
     Ok(Job {
         id: id.trim().to_string(),
@@ -429,7 +447,7 @@ mod tests {
         assert_eq!(read[1].clone().unwrap_err().line, 3);
         assert_eq!(read[2].clone().unwrap_err().line, 4);
         let missing = Reader::new("id,project\n".as_bytes(), Format::Csv, "").err().unwrap();
-        assert!(missing.message.contains("gpus, submit"));
+        assert!(missing.problem.to_string().contains("gpus, submit"));
     }
 
     #[test]

@@ -1,0 +1,27 @@
+//! The verifier's results as people and programs read them: an audit with the verdicts of
+//! the budgets' expectations ([`audit`]), and simulated runs side by side ([`simulation`]),
+//! each as aligned text, Markdown and JSON. Every table is built once from the figures and
+//! rendered in each of those by `table`; the charts are the [`report`](crate::report)'s.
+
+pub mod audit;
+pub mod simulation;
+mod table;
+
+/// A wait, briefly: "42s", "12m05s", "3h07m", "50h00m". Every output shows waits so.
+pub fn wait(seconds: u64) -> String {
+    match seconds {
+        0..60 => format!("{seconds}s"),
+        60..3_600 => format!("{}m{:02}s", seconds / 60, seconds % 60),
+        _ => format!("{}h{:02}m", seconds / 3_600, seconds % 3_600 / 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wait;
+
+    #[test]
+    fn waits_read_briefly() {
+        assert_eq!([0, 42, 725, 11_220, 187_200].map(wait), ["0s", "42s", "12m05s", "3h07m", "52h00m"]);
+    }
+}
