@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Checks that two builds of allot print the same bytes: `allot build` (files and stdout),
-# `export`, `tree`, `check`, `diff` in every format (a share and a cluster changed in a
-# scratch git repository per example), `fairshare`, and `replay audit`/`replay simulate`
-# (JSON, Markdown, text) on the ITP trace and on a generated trace. For refactorings that
-# must not change behaviour:
+# `export`, `tree`, `check`, `owners`, `schema`, `diff` in every format (a share and a
+# cluster changed in a scratch git repository per example), `fairshare`, and `replay audit`
+# and `replay simulate` (JSON, Markdown, text) on the ITP trace and on a generated trace.
+# For refactorings that must not change behaviour:
 #
-#   git worktree add /tmp/base main && (cd /tmp/base && cargo build) 
+#   git worktree add /tmp/base main && (cd /tmp/base && cargo build)
 #   cargo build && scripts/same-outputs.sh /tmp/base/target/debug/allot target/debug/allot
 #
 # Exits 0 when every output is the same, 1 (and shows the differences) otherwise. The ITP
@@ -73,10 +73,12 @@ capture() {
         run "export-$name" "$repo" export "$example"
         run "tree-$name" "$repo" tree "$example"
         run "check-$name" "$repo" check "$example"
+        run "owners-$name" "$repo" owners "$example"
         for format in human markdown json github; do
             run "diff-$name-$format" "$scratch/repos/$name" diff . --against HEAD~1 --head HEAD --native --format "$format"
         done
     done
+    run schema "$repo" schema
     run fairshare "$repo" fairshare examples/published-case --usage "$scratch/usage.csv"
     for format in json markdown human; do
         run "audit-generated.$format" "$repo" replay audit examples/published-case --trace "$scratch/trace.csv" --format "$format"
