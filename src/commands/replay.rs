@@ -8,7 +8,7 @@ use allot_verify::audit;
 use allot_verify::{expectations, render};
 
 use crate::budgets;
-use crate::diagnostics::Format;
+use crate::diagnostics::{Format, plural};
 use crate::exit::{Error, Exit, Outcome};
 use crate::git_loader::GitRepo;
 use crate::output::{self, json, print};
@@ -82,7 +82,7 @@ fn audit(args: AuditArgs, format: Format) -> Outcome {
     })?;
     let failed = verdicts.iter().filter(|v| !v.met).count();
     if failed > 0 {
-        eprintln!("{failed} expectation{} not met", if failed == 1 { "" } else { "s" });
+        eprintln!("{} not met", plural(failed, "expectation"));
         return Ok(Exit::Problems);
     }
     Ok(Exit::Success)
