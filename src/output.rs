@@ -1,4 +1,4 @@
-//! What the command line writes: results on standard output ([`print`], [`json`]), files
+//! What the command line writes: results on standard output ([`print()`], [`json()`]), files
 //! replaced atomically ([`write_atomically`]), and the [`Format`] of reports that come as
 //! text, Markdown or JSON.
 
