@@ -5,8 +5,8 @@
 # and `replay simulate` (JSON, Markdown, text) on the ITP trace and on a generated trace.
 # For refactorings that must not change behaviour:
 #
-#   git worktree add /tmp/base main && (cd /tmp/base && cargo build)
-#   cargo build && scripts/same-outputs.sh /tmp/base/target/debug/allot target/debug/allot
+#   git worktree add ../allot-base main && (cd ../allot-base && cargo build)
+#   cargo build && scripts/same-outputs.sh ../allot-base/target/debug/allot target/debug/allot
 #
 # Exits 0 when every output is the same, 1 (and shows the differences) otherwise. The ITP
 # trace comes from ALLOT_SHARED_DIR (default ../shared); without it those runs are skipped.
