@@ -8,7 +8,8 @@ use allot_compiler::{Diagnostic, Severity};
 use clap::ValueEnum;
 use miette::{GraphicalReportHandler, GraphicalTheme};
 
-use crate::{github, output};
+use crate::github;
+use crate::output::{self, plural};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Format {
@@ -139,9 +140,4 @@ pub fn count(diagnostics: &[Diagnostic]) -> String {
     let errors = diagnostics.iter().filter(|d| d.is_error()).count();
     let warnings = diagnostics.len() - errors;
     format!("{}, {}", plural(errors, "error"), plural(warnings, "warning"))
-}
-
-/// `1 error`, `2 errors`
-pub fn plural(n: usize, word: &str) -> String {
-    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
 }

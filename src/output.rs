@@ -23,6 +23,11 @@ pub fn no_color() -> bool {
     std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
 }
 
+/// `1 error`, `2 errors`: a count and its noun.
+pub fn plural(n: usize, word: &str) -> String {
+    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+}
+
 /// Writes to standard output; a closed pipe ends the program quietly (see `main`).
 pub fn print(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();

@@ -227,6 +227,13 @@ pub struct Location {
     pub column: usize,
 }
 
+/// `file:line:column`.
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
 /// The JSON Schema of [`Model`], as `allot schema` prints it.
 pub fn json_schema() -> serde_json::Value {
     schemars::schema_for!(Model).to_value()

@@ -83,8 +83,7 @@ fn emit(model: &Model, only: &[String]) -> Result<Vec<Built>, Vec<String>> {
             continue;
         }
         for violation in target.validate(model, &files) {
-            let places: Vec<String> =
-                violation.locations.iter().map(|l| format!("{}:{}:{}", l.file, l.line, l.column)).collect();
+            let places: Vec<String> = violation.locations.iter().map(ToString::to_string).collect();
             let at = if places.is_empty() { String::new() } else { format!(" (at {})", places.join(", ")) };
             problems.push(format!("{}/{}: {}{at}", target.name(), violation.path, violation.message));
         }

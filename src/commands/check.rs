@@ -4,9 +4,9 @@
 use allot_compiler::{Compilation, ast};
 
 use crate::budgets;
-use crate::diagnostics::{self, Format, plural};
+use crate::diagnostics::{self, Format};
 use crate::exit::{Exit, Outcome};
-use crate::output::print;
+use crate::output::{plural, print};
 
 #[derive(clap::Args)]
 pub struct Args {

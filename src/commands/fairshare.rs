@@ -43,7 +43,7 @@ pub fn run(args: Args, format: Format) -> Outcome {
 
 /// The text of a `sacctmgr dump` file (told by its `Cluster - ` line); `None` for budgets.
 fn dump(path: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok().filter(|_| path.is_file())?;
+    let text = path.is_file().then(|| std::fs::read_to_string(path).ok()).flatten()?;
     text.lines().any(|l| l.trim_start().starts_with("Cluster - ")).then_some(text)
 }
 

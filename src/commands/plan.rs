@@ -59,8 +59,7 @@ pub fn run(target: Target, format: Format) -> Outcome {
     let problems = check_tree(&format!("{}.cfg", live.cluster), &desired);
     if !problems.is_empty() {
         for p in problems {
-            let at: Vec<String> =
-                p.locations.iter().map(|l| format!("{}:{}:{}", l.file, l.line, l.column)).collect();
+            let at: Vec<String> = p.locations.iter().map(ToString::to_string).collect();
             eprintln!("error: {} (at {})", p.message, at.join(", "));
         }
         return Ok(Exit::Problems);

@@ -8,10 +8,10 @@ use allot_verify::audit;
 use allot_verify::{expectations, render};
 
 use crate::budgets;
-use crate::diagnostics::{Format, plural};
+use crate::diagnostics::Format;
 use crate::exit::{Error, Exit, Outcome};
 use crate::git_loader::GitRepo;
-use crate::output::{self, json, print};
+use crate::output::{self, json, plural, print};
 use crate::simulation::{self, PolicyName, Scenario};
 use crate::traces::TraceInput;
 

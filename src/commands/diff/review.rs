@@ -1,6 +1,6 @@
-//! `allot diff`: the semantic diff of two revisions, rendered for a reviewer (terminal,
-//! Markdown for a pull request, JSON, GitHub annotations), with each target's native files
-//! diffed when asked.
+//! The renderers of `allot diff`: the semantic diff of two revisions for a reviewer
+//! (terminal, Markdown for a pull request, JSON, GitHub annotations), and each target's
+//! native files diffed when asked.
 
 use std::collections::BTreeMap;
 
@@ -15,7 +15,7 @@ use crate::git_loader::GitRepo;
 use crate::{github, output};
 
 /// GitHub refuses comments above 65,536 characters; stay under with room for a note.
-pub const MARKDOWN_LIMIT: usize = 60_000;
+const MARKDOWN_LIMIT: usize = 60_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum DiffFormat {
