@@ -223,10 +223,7 @@ impl Progress {
                     delivered_gpu_hours: now.2 - before.2,
                     waits,
                 };
-                if figures.used_gpu_hours > 0.0
-                    || figures.entitled_gpu_hours > 0.0
-                    || figures.waits.jobs() > 0
-                {
+                if figures.has_activity() {
                     span.budgets.push(figures);
                 }
                 if let Some(slot) = self.at_window_start.get_mut(c).and_then(|v| v.get_mut(i)) {

@@ -121,8 +121,8 @@ impl<'m> Budgets<'m> {
     /// the cluster's unbudgeted node when no leaf budget there covers it.
     pub(crate) fn assign(&self, job: &Job) -> Result<Assignment, JobError> {
         let cluster = self.cluster(job)?;
-        let budgets =
-            self.clusters.get(cluster).ok_or_else(|| JobError::UnknownCluster(job.cluster.clone()))?;
+        // `cluster` indexes the model's clusters, and there is a book for each.
+        let budgets = &self.clusters[cluster];
         let node =
             self.project(job).and_then(|p| budgets.hierarchy.find(&p.path)).unwrap_or(budgets.unbudgeted);
         Ok(Assignment { cluster, node })

@@ -21,7 +21,7 @@ pub fn check(model: &Model, audit: &Audit) -> Vec<Verdict> {
     let mut out = Vec::new();
     let e = &model.expectations;
     if let Some(threshold) = e.delivered_per_budget {
-        for b in audit.whole.budgets.iter().filter(|b| audit.leaves.contains(&b.project)) {
+        for b in audit.leaf_budgets() {
             if let Some(ratio) = b.delivered_ratio() {
                 out.push(Verdict {
                     expectation: "delivered per budget".into(),

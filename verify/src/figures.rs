@@ -21,6 +21,11 @@ impl BudgetFigures {
     pub fn delivered_ratio(&self) -> Option<f64> {
         (self.entitled_gpu_hours > 0.0).then(|| self.delivered_gpu_hours / self.entitled_gpu_hours)
     }
+
+    /// Something happened to the budget: it used GPUs, was entitled to some, or had jobs.
+    pub fn has_activity(&self) -> bool {
+        self.used_gpu_hours > 0.0 || self.entitled_gpu_hours > 0.0 || self.waits.jobs() > 0
+    }
 }
 
 /// Waits of a set of jobs, in seconds, for exact nearest-rank percentiles.
@@ -29,7 +34,7 @@ pub struct Waits(Vec<u32>);
 
 impl Waits {
     /// Adds one job's wait, in seconds (a negative wait counts as none).
-    pub fn push(&mut self, seconds: i64) {
+    pub(crate) fn push(&mut self, seconds: i64) {
         self.0.push(seconds.clamp(0, u32::MAX as i64) as u32);
     }
 
@@ -108,4 +113,16 @@ pub struct Audit {
     pub leaves: Vec<String>,
     pub jobs: usize,
     pub skipped_rows: usize,
+}
+
+impl Audit {
+    /// Whether `project` is a leaf budget.
+    pub fn is_leaf(&self, project: &str) -> bool {
+        self.leaves.iter().any(|leaf| leaf == project)
+    }
+
+    /// The whole trace's figures of the leaf budgets.
+    pub fn leaf_budgets(&self) -> impl Iterator<Item = &BudgetFigures> {
+        self.whole.budgets.iter().filter(|b| self.is_leaf(&b.project))
+    }
 }

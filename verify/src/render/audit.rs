@@ -89,9 +89,7 @@ pub fn markdown(audit: &Audit, verdicts: &[Verdict]) -> String {
 /// window's figures and the verdicts (the shape docs/verifier.md documents).
 pub fn json(audit: &Audit, verdicts: &[Verdict]) -> Value {
     let whole = &audit.whole;
-    let leaves = |f: fn(&BudgetFigures) -> f64| -> f64 {
-        whole.budgets.iter().filter(|b| audit.leaves.contains(&b.project)).map(f).sum()
-    };
+    let leaves = |f: fn(&BudgetFigures) -> f64| -> f64 { audit.leaf_budgets().map(f).sum() };
     let windows: Vec<Value> = audit
         .windows
         .iter()
@@ -128,11 +126,7 @@ pub fn json(audit: &Audit, verdicts: &[Verdict]) -> Value {
 /// The budgets of a span for people: those with nothing to show (no use, no entitlement,
 /// no job) are left out.
 fn shown_budgets(span: &Span) -> Table<'_> {
-    budgets(
-        span.budgets
-            .iter()
-            .filter(|b| b.used_gpu_hours > 0.0 || b.entitled_gpu_hours > 0.0 || b.waits.jobs() > 0),
-    )
+    budgets(span.budgets.iter().filter(|b| b.has_activity()))
 }
 
 fn budgets<'a>(budgets: impl IntoIterator<Item = &'a BudgetFigures>) -> Table<'a> {

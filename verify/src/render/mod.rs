@@ -8,7 +8,7 @@ pub mod simulation;
 mod table;
 
 /// A wait, briefly: "42s", "12m05s", "3h07m", "50h00m". Every output shows waits so.
-pub fn wait(seconds: u64) -> String {
+pub(crate) fn wait(seconds: u64) -> String {
     match seconds {
         0..60 => format!("{seconds}s"),
         60..3_600 => format!("{}m{:02}s", seconds / 60, seconds % 60),

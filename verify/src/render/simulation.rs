@@ -3,11 +3,12 @@
 //! Markdown (with the [`report`]'s Mermaid charts), or each run in full as JSON, its audit
 //! as [`audit::json`] gives it.
 
+use allot_compiler::ir::Model;
 use serde_json::{Map, Value, json};
 
 use super::audit;
 use super::table::{Cell, Column, Table};
-use crate::expectations::Verdict;
+use crate::expectations;
 use crate::figures::{Audit, Waits};
 use crate::report;
 use crate::simulate::{Policy, SHORT_JOB, Simulation};
@@ -17,8 +18,8 @@ pub struct Outcome<'a> {
     pub label: &'a str,
     pub policy: Policy,
     pub simulation: &'a Simulation,
-    /// The budgets' expectations, checked against the run's audit (shown in JSON).
-    pub verdicts: Vec<Verdict>,
+    /// The budgets it ran under, whose expectations JSON checks against the run's audit.
+    pub model: &'a Model,
 }
 
 /// The runs side by side; `*` marks the figures that differ from the first run's.
@@ -104,7 +105,7 @@ fn run_json(outcome: &Outcome<'_>) -> Value {
         "short_jobs": job_class(("max_work_s", json!(SHORT_JOB)), &sim.short_jobs),
         "not_replayed": sim.not_replayed,
         "unplaceable": sim.unplaceable,
-        "audit": audit::json(&sim.audit, &outcome.verdicts),
+        "audit": audit::json(&sim.audit, &expectations::check(outcome.model, &sim.audit)),
     })
 }
 

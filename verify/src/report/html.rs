@@ -256,8 +256,7 @@ struct LeafTotals {
 }
 
 fn leaf_totals(audit: &Audit) -> LeafTotals {
-    let leaves: Vec<&BudgetFigures> =
-        audit.whole.budgets.iter().filter(|b| audit.leaves.contains(&b.project)).collect();
+    let leaves: Vec<&BudgetFigures> = audit.leaf_budgets().collect();
     LeafTotals {
         used: leaves.iter().map(|b| b.used_gpu_hours).sum(),
         entitled: leaves.iter().map(|b| b.entitled_gpu_hours).sum(),
@@ -325,14 +324,9 @@ fn figures_tables(index: usize, name: &str, audit: &Audit, several: bool) -> Str
          <th class=\"num\">Delivered</th><th class=\"num\">Started jobs</th><th class=\"num\">Wait p50</th>\
          <th class=\"num\">p90</th><th class=\"num\">p99</th></tr></thead>\n<tbody>\n",
     );
-    for b in audit.whole.budgets.iter().filter(|b| {
-        b.used_gpu_hours > 0.0
-            || b.entitled_gpu_hours > 0.0
-            || b.waits.jobs() > 0
-            || audit.leaves.contains(&b.project)
-    }) {
+    for b in audit.whole.budgets.iter().filter(|b| b.has_activity() || audit.is_leaf(&b.project)) {
         let children = format!("{}/", b.project);
-        let kind = if audit.leaves.contains(&b.project) {
+        let kind = if audit.is_leaf(&b.project) {
             "leaf"
         } else if b.entitled_gpu_hours > 0.0
             || audit.whole.budgets.iter().any(|c| c.project.starts_with(&children))

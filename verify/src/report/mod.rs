@@ -118,7 +118,7 @@ impl LeafBudget {
 fn leaf_budgets(runs: &[(&str, &Audit)]) -> Vec<LeafBudget> {
     let mut entitled: BTreeMap<(&str, &str), f64> = BTreeMap::new();
     for (_, audit) in runs {
-        for figures in audit.whole.budgets.iter().filter(|b| audit.leaves.contains(&b.project)) {
+        for figures in audit.leaf_budgets() {
             let slot = entitled.entry((&figures.project, &figures.cluster)).or_insert(0.0);
             *slot = slot.max(figures.entitled_gpu_hours);
         }
