@@ -7,9 +7,23 @@
 //! are defined here once; the normalised model ([`crate::ir`]) carries them on, serialised
 //! as the files write them.
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 use crate::source::{Span, Spanned};
+
+/// A word of the language serialises as the files write it (its `as_str`), so that the
+/// JSON of the normalised model and the KDL spell it alike.
+macro_rules! serialize_as_written {
+    ($($word:ty),*) => {$(
+        impl Serialize for $word {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.as_str())
+            }
+        }
+    )*};
+}
+
+serialize_as_written!(KubernetesScheduler, YarnScheduler, CapacityMode, WorkRule);
 use crate::units::Seconds;
 
 #[derive(Clone, Debug, Default)]
@@ -72,8 +86,7 @@ pub struct SlurmBinding {
     pub span: Span,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum KubernetesScheduler {
     Kueue,
     Kai,
@@ -103,8 +116,7 @@ pub struct KubernetesBinding {
     pub span: Span,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum YarnScheduler {
     Capacity,
     Fair,
@@ -121,8 +133,7 @@ impl YarnScheduler {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CapacityMode {
     Percent,
     Absolute,
@@ -151,8 +162,7 @@ pub struct YarnBinding {
 }
 
 /// What happens to work outside a budget, or beyond one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WorkRule {
     /// Runs on idle GPUs and may be preempted.
     Preemptible,

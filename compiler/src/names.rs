@@ -3,7 +3,8 @@
 //!
 //! The rule is the intersection of the targets' rules: Slurm lower-cases account names,
 //! Kubernetes needs DNS-1123 labels (queue names travel in pod labels, at most 63
-//! characters), YARN splits queue paths on `.` and reserves `root`.
+//! characters), YARN splits queue paths on `.`. (YARN also reserves `root` as a queue name;
+//! that is a rule of project names only, in `check`.)
 
 pub const MAX_NAME_LEN: usize = 63;
 

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use crate::ir::{Model, Project};
 
 /// The owners whose approval a change inside `path`'s subtree needs: the nearest named
-/// owners at `path` or above it. `projects` are a model's [`Model::projects_by_path`].
+/// owners at `path` or above it. `projects` are a model's [`Model::projects_by_path`], and
+/// `path` one of its keys (another path has no owners).
 pub fn owners_at(projects: &BTreeMap<String, (&Project, Option<&Project>)>, path: &str) -> Vec<String> {
     let mut at = projects.get(path);
     while let Some((project, parent)) = at {

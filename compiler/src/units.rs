@@ -1,7 +1,8 @@
 //! Units of the budget language: durations (`"8h"`, `"1h30m"`) and percentages
 //! (`"12.5%"`), read as the files write them, and durations written back the same way.
-//! `lower` parses them (the command line parses its `--window` too); the diff and the
-//! targets' fidelity reports write durations with [`format_duration`].
+//! `lower` parses them (the command line parses its `--window` too); the diff, the targets'
+//! fidelity reports and KAI's SchedulingShard `windowSize` write durations with
+//! [`format_duration`].
 
 use std::collections::BTreeSet;
 

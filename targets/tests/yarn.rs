@@ -7,7 +7,7 @@ mod inputs;
 use std::path::{Path, PathBuf};
 
 use allot_compiler::ir::{CapacityMode, Model, Project};
-use allot_compiler::{MemoryLoader, compile};
+use allot_compiler::test_support::model;
 use allot_targets::Target;
 use allot_targets::yarn::{Yarn, capacity_rules, fair_rules, validate_resource_types, xml};
 use proptest::prelude::*;
@@ -270,8 +270,7 @@ proptest! {
 
     #[test]
     fn capacities_sum_to_100_at_every_level(text in random_tree()) {
-        let compilation = compile(&MemoryLoader::new([("allot.kdl", text.as_str())]), "allot.kdl");
-        let model = compilation.model.expect("a valid tree");
+        let model = model(&text);
         let files = Yarn.emit(&model);
         prop_assert_eq!(Yarn.validate(&model, &files), vec![]);
         let capacity = files.iter().find(|f| f.path == "c/capacity-scheduler.xml").unwrap();

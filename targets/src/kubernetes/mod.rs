@@ -19,7 +19,7 @@ use crate::{OutputFile, Violation};
 
 /// The longest name a label value (`kueue.x-k8s.io/queue-name`, `kai.scheduler/queue`)
 /// may carry.
-pub const MAX_NAME: usize = 63;
+pub use allot_compiler::names::MAX_NAME_LEN as MAX_NAME;
 
 /// Names allot gives its own objects start with `root-`: no project can be named `root`,
 /// so no flattened project name starts that way.

@@ -157,6 +157,7 @@ pub fn half_life(window_seconds: u64) -> u64 {
 
 fn slurm_conf(model: &Model, cluster: &str, tree: &Tree) -> String {
     let half_life = half_life(model.policy.window_seconds);
+    let projects = model.projects_by_path();
     let mut out = format!(
         "# allot: slurm.conf lines for cluster {cluster}; merge them into slurm.conf, then `scontrol reconfigure`.\n"
     );
@@ -172,10 +173,11 @@ fn slurm_conf(model: &Model, cluster: &str, tree: &Tree) -> String {
     for c in model.clusters.iter().filter(|c| c.bindings.slurm.as_ref().is_some_and(|s| s.cluster == cluster))
     {
         let partition = c.bindings.slurm.as_ref().map_or("gpu", |s| s.partition.as_str());
+        // An account that is no project's may use every cluster.
         let allowed: Vec<&str> = tree
             .accounts
             .iter()
-            .filter(|a| model_project_on(model, &a.path, &c.name).is_none_or(|on| on))
+            .filter(|a| projects.get(&a.path).is_none_or(|(p, _)| p.clusters.contains_key(&c.name)))
             .map(|a| a.name.as_str())
             .collect();
         let restricted = allowed.len() < tree.accounts.len();
@@ -189,17 +191,6 @@ fn slurm_conf(model: &Model, cluster: &str, tree: &Tree) -> String {
         out.push('\n');
     }
     out
-}
-
-/// Whether the project at `path` may use allot cluster `cluster` (`None`: no such project).
-fn model_project_on(model: &Model, path: &str, cluster: &str) -> Option<bool> {
-    fn find<'m>(
-        projects: &'m [allot_compiler::ir::Project],
-        path: &str,
-    ) -> Option<&'m allot_compiler::ir::Project> {
-        projects.iter().find_map(|p| if p.path == path { Some(p) } else { find(&p.children, path) })
-    }
-    find(&model.projects, path).map(|p| p.clusters.contains_key(cluster))
 }
 
 fn fidelity(model: &Model) -> Report {
