@@ -14,8 +14,9 @@
 //!   budget below its entitlement whose next job does not fit preempts jobs of budgets above
 //!   theirs (and unbudgeted work), most over-served budget and newest job first, never a job
 //!   inside its contract's minimum runtime, and only when that frees room for the job and
-//!   brings the schedule closer to the budgets (more GPUs within them, or as many and fewer
-//!   beyond), so that budgets do not take turns preempting each other.
+//!   brings the schedule closer to the budgets than it has been since demand last changed
+//!   (more GPUs within them, or as many and fewer beyond), so that budgets cannot take
+//!   turns preempting each other (the argument is at `closer_to_budgets`).
 //! - [`Policy::Priority`]: the old way. A job starts high priority, not preemptible, while
 //!   its team's high-priority GPUs stay within its guaranteed GPUs; beyond that it runs low
 //!   and any waiting high-priority job preempts it at once. Queues are served high first,
@@ -425,7 +426,11 @@ impl Simulator {
         }
         // Demand stays as it is through preemptions and starts: so do the entitlements.
         let entitled = match self.policy {
-            Policy::Budget => cluster.entitlement(),
+            Policy::Budget => {
+                let entitled = cluster.entitlement();
+                cluster.observe_standing(&entitled);
+                entitled
+            }
             Policy::Priority => Vec::new(),
         };
         for leaf in blocked {
@@ -463,8 +468,11 @@ impl Simulator {
         if !fits {
             return;
         }
-        if self.policy == Policy::Budget && !self.closer_to_budgets(cluster, entitled, leaf, gpus, &victims) {
-            return;
+        if self.policy == Policy::Budget {
+            match self.closer_to_budgets(cluster, entitled, leaf, gpus, &victims) {
+                Some(standing) => cluster.best.standing = standing,
+                None => return,
+            }
         }
         // Out of the queue first: a victim may requeue ahead of it in its budget.
         cluster.dequeue(&self.jobs, leaf);
@@ -505,11 +513,18 @@ impl Simulator {
     }
 
     /// Whether starting `gpus` for `leaf` in place of the `victims` brings the schedule
-    /// closer to the budgets: more GPUs run within budgets (each budget's running GPUs up to
-    /// its entitlement), or as many and fewer beyond them. Preempting and starting leave
-    /// every budget's demand, hence every entitlement, as it was, and starts on idle GPUs
-    /// never lower the GPUs within budgets: so budgets cannot take turns preempting each
-    /// other for the same GPUs.
+    /// closer to the budgets than it has been since demand last changed: more GPUs within
+    /// budgets (each budget's running GPUs up to its entitlement, summed) than the best
+    /// standing seen, or as many and fewer beyond them.
+    ///
+    /// Why budgets cannot take turns preempting each other: while demand (each budget's
+    /// running and waiting GPUs) is unchanged, the entitlements stay as they are, and every
+    /// accepted preemption raises the best standing seen. A standing takes finitely many
+    /// values (running GPUs are whole numbers), so only finitely many preemptions happen
+    /// before demand changes, and demand changes only when a job is submitted or ends.
+    /// Comparing with the current standing alone would not do: starts on the GPUs a
+    /// preemption left idle can raise the GPUs beyond budgets again, and the same exchange
+    /// would then repeat every time a protection ends.
     fn closer_to_budgets(
         &self,
         cluster: &ClusterState,
@@ -517,19 +532,19 @@ impl Simulator {
         leaf: usize,
         gpus: u32,
         victims: &[u32],
-    ) -> bool {
+    ) -> Option<Standing> {
         let mut change: BTreeMap<usize, f64> = BTreeMap::from([(leaf, f64::from(gpus))]);
         for &victim in victims {
             let job = &self.jobs[victim as usize];
             *change.entry(job.leaf as usize).or_default() -= f64::from(job.gpus);
         }
-        let (mut within, mut beyond) = (0.0, 0.0);
+        let mut after = cluster.standing(entitled);
         for (&l, &delta) in &change {
-            let (before, after) = (cluster.running[l], cluster.running[l] + delta);
-            within += after.min(entitled[l]) - before.min(entitled[l]);
-            beyond += (after - entitled[l]).max(0.0) - (before - entitled[l]).max(0.0);
+            let (before, then) = (cluster.running[l], cluster.running[l] + delta);
+            after.within += then.min(entitled[l]) - before.min(entitled[l]);
+            after.beyond += (then - entitled[l]).max(0.0) - (before - entitled[l]).max(0.0);
         }
-        within > 1e-9 || (within > -1e-9 && beyond < -1e-9)
+        after.better_than(&cluster.best.standing).then_some(after)
     }
 
     /// Low-priority running jobs, newest first, when the head would run at high priority.
@@ -568,6 +583,31 @@ struct ClusterState<'b> {
     caps: Vec<u64>,
     usage: DecayedUsage,
     dirty: bool,
+    /// The best standing since demand last changed (the budget policy's preemption rule).
+    best: Best,
+}
+
+/// How close running work is to the budgets: GPUs running within entitlements (each
+/// budget's running GPUs up to its entitlement, summed) and beyond them.
+#[derive(Clone, Copy, Debug, Default)]
+struct Standing {
+    within: f64,
+    beyond: f64,
+}
+
+impl Standing {
+    /// More GPUs within, or as many and fewer beyond.
+    fn better_than(&self, other: &Standing) -> bool {
+        self.within > other.within + 1e-9
+            || (self.within > other.within - 1e-9 && self.beyond < other.beyond - 1e-9)
+    }
+}
+
+/// The best standing seen while demand was `demand`.
+#[derive(Debug, Default)]
+struct Best {
+    demand: Vec<f64>,
+    standing: Standing,
 }
 
 impl<'b> ClusterState<'b> {
@@ -599,6 +639,29 @@ impl<'b> ClusterState<'b> {
             caps,
             usage: DecayedUsage::new(n, 1.0 / window),
             dirty: false,
+            best: Best::default(),
+        }
+    }
+
+    /// The standing of running work against `entitled`.
+    fn standing(&self, entitled: &[f64]) -> Standing {
+        let mut standing = Standing::default();
+        for &l in &self.leaves {
+            standing.within += self.running[l].min(entitled[l]);
+            standing.beyond += (self.running[l] - entitled[l]).max(0.0);
+        }
+        standing
+    }
+
+    /// Takes the current standing into the best seen, which starts again when demand has
+    /// changed since the last look.
+    fn observe_standing(&mut self, entitled: &[f64]) {
+        let demand: Vec<f64> = self.leaves.iter().map(|&l| self.running[l] + self.waiting[l]).collect();
+        let now = self.standing(entitled);
+        if demand != self.best.demand {
+            self.best = Best { demand, standing: now };
+        } else if now.better_than(&self.best.standing) {
+            self.best.standing = now;
         }
     }
 

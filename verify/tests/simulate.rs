@@ -141,6 +141,32 @@ fn trace() -> impl Strategy<Value = Vec<Job>> {
     )
 }
 
+#[test]
+fn budgets_do_not_take_turns_preempting_each_other() {
+    // Found by the property tests below: with the rule "closer to the budgets than now",
+    // vision's and nlp's jobs preempted each other every 30 minutes for ever (each exchange
+    // kept the GPUs within entitlements level and lowered those beyond; then starts on the
+    // GPUs left idle raised them again). With "closer than the best since demand changed"
+    // the simulation ends, every job done once.
+    let jobs = [
+        job(5, "nlp", 13, 8135, 27909 - 8135, "batch"),
+        job(6, "nobody", 7, 12114, 18727 - 12114, "debug"),
+        job(8, "infra", 3, 15231, 27743 - 15231, "batch"),
+        job(13, "infra", 19, 25245, 42128 - 25245, "debug"),
+        job(15, "vision", 17, 27797, 39444 - 27797, "checkpointed"),
+        job(17, "vision", 2, 29561, 37070 - 29561, "checkpointed"),
+        job(18, "vision", 15, 29860, 31990 - 29860, "debug"),
+        job(21, "nobody", 15, 38443, 52695 - 38443, "checkpointed"),
+        job(24, "nlp", 18, 42791, 59228 - 42791, "checkpointed"),
+    ];
+    let model = model(TREE);
+    let sim = run(&model, &jobs, Policy::Budget);
+    check_invariants(&model, &jobs, &sim, Policy::Budget).unwrap();
+    // A ceiling, not a figure worked out by hand: the schedule itself still has flaws of
+    // its own (job 13 is started and preempted in the same instant).
+    assert!(sim.preemptions <= 10, "{} preemptions", sim.preemptions);
+}
+
 fn check_invariants(
     model: &Model,
     jobs: &[Job],
