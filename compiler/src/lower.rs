@@ -11,7 +11,7 @@ use crate::ast::*;
 use crate::diagnostic::{Code, Diagnostic, did_you_mean};
 use crate::source::{FileId, LoadError, Loader, SourceFile, Sources, Span, Spanned, resolve_include};
 use crate::syntax;
-use crate::units::{Seconds, parse_duration, parse_percent};
+use crate::units::{MAX_DURATION, Seconds, parse_duration, parse_percent};
 
 /// Deepest project tree, includes followed.
 pub const MAX_PROJECT_DEPTH: usize = 32;
@@ -372,7 +372,7 @@ impl Lowering<'_> {
         let rules = WorkRule::ALL.map(|r| (r.as_str(), r));
         self.no_children(file, node);
         Policy {
-            window: e.duration(self, "window", false),
+            window: e.duration(self, "window", false, 1),
             unbudgeted: e.choice(self, "unbudgeted", &rules),
             overflow: e.choice(self, "overflow", &rules),
             overcommit: e.flag(self, "overcommit"),
@@ -386,8 +386,8 @@ impl Lowering<'_> {
         self.no_children(file, node);
         Some(Contract {
             name: e.name_arg(self, "contract")?,
-            min_runtime: e.duration(self, "min-runtime", true),
-            max_runtime: e.duration(self, "max-runtime", false),
+            min_runtime: e.duration(self, "min-runtime", true, 0),
+            max_runtime: e.duration(self, "max-runtime", false, 1),
             resumable: e.flag(self, "resumable"),
             max_gpus: e.count(self, "max-gpus", false, 1),
             default: e.flag(self, "default"),
@@ -578,9 +578,9 @@ impl Lowering<'_> {
                     self.no_children(file, child);
                     let wait = WaitExpectation {
                         contract: e.string(self, "contract", true),
-                        p50: e.duration(self, "p50", false),
-                        p90: e.duration(self, "p90", false),
-                        p99: e.duration(self, "p99", false),
+                        p50: e.duration(self, "p50", false, 0),
+                        p90: e.duration(self, "p90", false, 0),
+                        p99: e.duration(self, "p99", false, 0),
                         span: header_span(file, child),
                     };
                     if wait.p50.is_none() && wait.p90.is_none() && wait.p99.is_none() {
@@ -814,13 +814,37 @@ impl<'n> Entries<'n> {
         }
     }
 
-    fn duration(&self, l: &mut Lowering, key: &str, required: bool) -> Option<Spanned<Seconds>> {
+    /// A duration of at least `min` seconds and at most [`MAX_DURATION`].
+    fn duration(
+        &self,
+        l: &mut Lowering,
+        key: &str,
+        required: bool,
+        min: Seconds,
+    ) -> Option<Spanned<Seconds>> {
         let entry = self.get(l, key, required, "\"8h\"")?;
         let s = self.typed(l, entry, "a duration string", &format!("{key}=\"8h\""), text)?.value;
         match parse_duration(&s) {
+            Some(seconds) if seconds < min || seconds > MAX_DURATION => {
+                let range = if min == 0 { "at most 10 years" } else { "above zero and at most 10 years" };
+                let d = Diagnostic::error(
+                    Code::ValueOutOfRange,
+                    format!("`{key}` must be {range}, not \"{}\"", s.escape_debug()),
+                )
+                .label(self.span(entry), if seconds < min { "zero" } else { "too long" })
+                .help(if seconds < min {
+                    format!(
+                        "`{key}` is a length of time that a zero would make meaningless; write e.g. \"8h\""
+                    )
+                } else {
+                    "write at most \"3650d\"".to_string()
+                });
+                l.push(d);
+                None
+            }
             Some(seconds) => Some(Spanned::new(seconds, self.span(entry))),
             None => {
-                let d = Diagnostic::error(Code::ValueBadDuration, format!("`{s}` is not a duration"))
+                let d = Diagnostic::error(Code::ValueBadDuration, format!("`{}` is not a duration", s.escape_debug()))
                     .label(self.span(entry), "not a duration")
                     .help("write a whole number and a unit s, m, h, d or w, e.g. \"90s\", \"8h\", \"7d\", \"1h30m\"");
                 l.push(d);
@@ -837,14 +861,17 @@ impl<'n> Entries<'n> {
 
     fn parse_percent(&self, l: &mut Lowering, entry: &KdlEntry, s: &str) -> Option<Spanned<Percent>> {
         let Some(p) = parse_percent(s) else {
-            let d = Diagnostic::error(Code::ValueBadPercentage, format!("`{s}` is not a percentage"))
-                .label(self.span(entry), "not a percentage")
-                .help("write a number with up to 6 decimals followed by `%`, e.g. \"35%\" or \"12.5%\"");
+            let d = Diagnostic::error(
+                Code::ValueBadPercentage,
+                format!("`{}` is not a percentage", s.escape_debug()),
+            )
+            .label(self.span(entry), "not a percentage")
+            .help("write a number with up to 6 decimals followed by `%`, e.g. \"35%\" or \"12.5%\"");
             l.push(d);
             return None;
         };
         if p > 100.0 {
-            let d = Diagnostic::error(Code::ValueOutOfRange, format!("`{s}` is over 100%"))
+            let d = Diagnostic::error(Code::ValueOutOfRange, format!("`{}` is over 100%", s.escape_debug()))
                 .label(self.span(entry), "over 100%")
                 .help("a percentage is at most \"100%\"; for relative sizes use weights (`share=3`)");
             l.push(d);

@@ -1,12 +1,22 @@
-//! The syntax rules of names: which names every target can carry. `check` reports names
-//! that break them; the Slurm import refuses to bring such names in.
+//! The syntax rules of names: which names every target can carry, and the syntax each
+//! scheduler gives the names that reach only it (a Slurm cluster or partition, a GPU type,
+//! Kubernetes flavors, resources and node labels, YARN resources, owners). `check` reports
+//! names that break them; the targets check them again before they write anything
+//! (defence in depth), and the Slurm import refuses to bring such names in.
 //!
-//! The rule is the intersection of the targets' rules: Slurm lower-cases account names,
-//! Kubernetes needs DNS-1123 labels (queue names travel in pod labels, at most 63
+//! The portable rule is the intersection of the targets' rules: Slurm lower-cases account
+//! names, Kubernetes needs DNS-1123 labels (queue names travel in pod labels, at most 63
 //! characters), YARN splits queue paths on `.`. (YARN also reserves `root` as a queue name;
 //! that is a rule of project names only, in `check`.)
+//!
+//! Every rule here refuses blanks and control characters, so that no name can end a line
+//! of a script, a comment or a configuration file.
 
 pub const MAX_NAME_LEN: usize = 63;
+/// The longest Kubernetes DNS subdomain (an object name, a label key's prefix).
+pub const MAX_SUBDOMAIN_LEN: usize = 253;
+/// The longest Slurm cluster name allot writes (Slurm keeps it in a database table name).
+pub const MAX_SLURM_CLUSTER_LEN: usize = 40;
 
 /// Why a name is not portable, if it is not.
 pub fn unportable(name: &str) -> Option<&'static str> {
@@ -48,17 +58,207 @@ pub fn portable_form(name: &str) -> String {
     out.trim_end_matches('-').to_string()
 }
 
-/// Why a user or group name cannot reach Slurm's association files, if it cannot.
+/// Characters Slurm's flat files, `sacctmgr` and YARN's ACLs read as syntax, and the
+/// shell's: none may appear in a user or group name.
+const MEMBER_SYNTAX: &[char] = &[
+    ':', ',', '\'', '"', '=', '#', '\\', '*', '`', '$', ';', '|', '&', '<', '>', '(', ')', '{', '}', '[',
+    ']', '!', '?', '~',
+];
+
+/// Why a user or group name cannot reach Slurm's association files and YARN's or
+/// YuniKorn's ACLs, if it cannot.
 pub fn unusable_account_member(name: &str) -> Option<&'static str> {
     if name.is_empty() {
         Some("it is empty")
+    } else if name.len() > 255 {
+        Some("it is longer than 255 characters")
     } else if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        Some("it contains blanks")
-    } else if name.chars().any(|c| matches!(c, ':' | ',' | '\'' | '"' | '=' | '#' | '\\')) {
-        Some("Slurm's files separate fields with `:`, `,`, `=` and quotes")
+        Some("it contains blanks or control characters")
+    } else if name.chars().any(|c| MEMBER_SYNTAX.contains(&c)) {
+        Some(
+            "Slurm's files separate fields with `:`, `,`, `=` and quotes, ACLs read `*` as everyone, and none of `*`, `$`, `;`, `|`, `&`, brackets or quotes belongs in a name",
+        )
     } else {
         None
     }
+}
+
+/// `[a-z0-9]`, then letters, digits and `extra`, ending with a letter or digit.
+fn word(name: &str, upper: bool, extra: &str) -> bool {
+    let ok_end = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || (upper && c.is_ascii_uppercase());
+    let mut chars = name.chars();
+    let (Some(first), Some(last)) = (name.chars().next(), name.chars().last()) else { return false };
+    ok_end(first) && ok_end(last) && chars.all(|c| ok_end(c) || extra.contains(c))
+}
+
+/// Why `name` cannot be a Slurm cluster name (`slurm cluster=`): it names files allot
+/// writes (`<cluster>.cfg`) and the cluster in `sacctmgr`, which lower-cases it.
+pub fn bad_slurm_cluster(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("it is empty")
+    } else if name.len() > MAX_SLURM_CLUSTER_LEN {
+        Some("Slurm cluster names are at most 40 characters")
+    } else if !word(name, false, "-_") {
+        Some(
+            "Slurm cluster names are lower-case letters, digits, `-` and `_`, starting and ending with a letter or digit",
+        )
+    } else {
+        None
+    }
+}
+
+/// Why `name` cannot be a Slurm partition name (`slurm partition=`), which allot writes into
+/// slurm.conf lines.
+pub fn bad_slurm_partition(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("it is empty")
+    } else if name.len() > MAX_NAME_LEN {
+        Some("allot writes partition names of at most 63 characters")
+    } else if name.eq_ignore_ascii_case("default") {
+        Some("`PartitionName=DEFAULT` sets the defaults of every partition")
+    } else if !word(name, true, "-_.") {
+        Some(
+            "partition names are letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit",
+        )
+    } else {
+        None
+    }
+}
+
+/// Why `name` cannot be a GPU type (`gpu-type=`): a Slurm GRES type and, unless the
+/// binding names a flavor, a Kubernetes flavor.
+pub fn bad_gpu_type(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("it is empty")
+    } else if name.len() > MAX_NAME_LEN {
+        Some("GPU types are at most 63 characters")
+    } else if !word(name, true, "-_.") {
+        Some("GPU types are letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit")
+    } else {
+        None
+    }
+}
+
+/// Why `name` is not a DNS-1123 subdomain (Kubernetes object names such as a Kueue
+/// ResourceFlavor; the prefix of a label key or resource name).
+pub fn bad_subdomain(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("it is empty")
+    } else if name.len() > MAX_SUBDOMAIN_LEN {
+        Some("Kubernetes object names (DNS subdomains) are at most 253 characters")
+    } else if !name.split('.').all(|label| word(label, false, "-")) {
+        Some(
+            "Kubernetes object names (DNS subdomains) are lower-case letters, digits, `-` and `.`, each part starting and ending with a letter or digit",
+        )
+    } else {
+        None
+    }
+}
+
+/// Why `name` is not a Kubernetes qualified name (a label key, a resource name):
+/// an optional DNS-subdomain prefix and `/`, then at most 63 letters, digits, `-`, `_`
+/// and `.`, starting and ending with a letter or digit.
+pub fn bad_qualified_name(name: &str) -> Option<&'static str> {
+    let (prefix, short) = match name.split_once('/') {
+        Some((prefix, short)) => (Some(prefix), short),
+        None => (None, name),
+    };
+    if let Some(prefix) = prefix
+        && let Some(why) = bad_subdomain(prefix)
+    {
+        return Some(match why {
+            "it is empty" => "the prefix before `/` is empty",
+            _ => "the prefix before `/` must be a DNS subdomain: lower-case letters, digits, `-` and `.`",
+        });
+    }
+    if short.is_empty() {
+        Some("the name after the prefix is empty")
+    } else if short.len() > MAX_NAME_LEN {
+        Some("the name after the prefix is at most 63 characters")
+    } else if !word(short, true, "-_.") {
+        Some(
+            "the name is letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit (after an optional `prefix/`)",
+        )
+    } else {
+        None
+    }
+}
+
+/// Why `value` is not a Kubernetes label value: empty, or at most 63 letters, digits, `-`,
+/// `_` and `.`, starting and ending with a letter or digit.
+pub fn bad_label_value(value: &str) -> Option<&'static str> {
+    if value.is_empty() {
+        None
+    } else if value.len() > MAX_NAME_LEN {
+        Some("label values are at most 63 characters")
+    } else if !word(value, true, "-_.") {
+        Some("label values are letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit")
+    } else {
+        None
+    }
+}
+
+/// Why `label` is not a Kubernetes node label `key=value`.
+pub fn bad_node_label(label: &str) -> Option<&'static str> {
+    let Some((key, value)) = label.split_once('=') else {
+        return Some("a node label is written `key=value`");
+    };
+    bad_qualified_name(key).or_else(|| bad_label_value(value))
+}
+
+/// Why `name` is not a Kubernetes resource name (`nvidia.com/gpu`): a qualified name;
+/// extended resources need the prefix.
+pub fn bad_kubernetes_resource(name: &str) -> Option<&'static str> {
+    if !name.contains('/') {
+        return Some("extended resources are written `domain/name`, e.g. `nvidia.com/gpu`");
+    }
+    bad_qualified_name(name)
+}
+
+/// Why `name` is not a YARN resource type (`yarn.io/gpu`): an optional prefix of
+/// `.`-separated letters, digits and `-` and `/`, then a letter and letters, digits, `.`,
+/// `_` and `-`.
+pub fn bad_yarn_resource(name: &str) -> Option<&'static str> {
+    let (prefix, short) = name.rsplit_once('/').unwrap_or(("", name));
+    let prefix_ok = prefix.is_empty()
+        || prefix
+            .split('.')
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+    let mut chars = short.chars();
+    let short_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    if name.len() > MAX_SUBDOMAIN_LEN {
+        Some("resource type names are at most 253 characters")
+    } else if !prefix_ok {
+        Some("the prefix before `/` is `.`-separated letters, digits and `-`")
+    } else if !short_ok {
+        Some(
+            "YARN resource types start with a letter, then letters, digits, `.`, `_` and `-` (after an optional `prefix/`)",
+        )
+    } else {
+        None
+    }
+}
+
+/// Why `owner` is not a CODEOWNERS owner: `@user`, `@org/team` or an e-mail address.
+pub fn bad_owner(owner: &str) -> Option<&'static str> {
+    let handle =
+        |s: &str| !s.is_empty() && s.len() <= 100 && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    let team = |s: &str| {
+        !s.is_empty() && s.len() <= 100 && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    };
+    let ok = match owner.strip_prefix('@') {
+        Some(rest) => match rest.split_once('/') {
+            Some((org, slug)) => handle(org) && team(slug),
+            None => handle(rest),
+        },
+        None => owner.split_once('@').is_some_and(|(local, domain)| {
+            let part =
+                |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.+".contains(c));
+            part(local) && part(domain) && domain.contains('.')
+        }),
+    };
+    (!ok).then_some("owners are GitHub handles `@user` or `@org/team`, or e-mail addresses")
 }
 
 #[cfg(test)]
@@ -75,5 +275,79 @@ mod tests {
         }
         assert_eq!(portable_form("Vision.Team"), "vision-team");
         assert_eq!(portable_form("nlp__group_"), "nlp-group");
+    }
+
+    #[test]
+    fn members() {
+        for ok in ["alice", "ml-staff", "bob.smith", "svc_1", "alice@example.org"] {
+            assert_eq!(unusable_account_member(ok), None, "{ok}");
+        }
+        for bad in ["", "a b", "a\nb", "a'b", "a:b", "*", "a$(id)", "a;b", "a`b`", "a\tb"] {
+            assert!(unusable_account_member(bad).is_some(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn slurm_names() {
+        for ok in ["jupiter", "tern", "c-1", "my_cluster"] {
+            assert_eq!(bad_slurm_cluster(ok), None, "{ok}");
+        }
+        for bad in ["", "Jupiter", "a\nrm -rf /", "../x", "a/b", "a b", "a'", &"x".repeat(41)] {
+            assert!(bad_slurm_cluster(bad).is_some(), "{bad:?}");
+        }
+        for ok in ["gpu", "a100", "GPU_big", "h100.long"] {
+            assert_eq!(bad_slurm_partition(ok), None, "{ok}");
+        }
+        for bad in ["", "DEFAULT", "default", "gpu\nPartitionName=evil", "a b", "a=b", "a#b", "a,b"] {
+            assert!(bad_slurm_partition(bad).is_some(), "{bad:?}");
+        }
+        for ok in ["h100", "a100-80gb", "L40S", "gb200.nvl"] {
+            assert_eq!(bad_gpu_type(ok), None, "{ok}");
+        }
+        for bad in ["", "h'100", "h100\n", "h 100", "a:b"] {
+            assert!(bad_gpu_type(bad).is_some(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn kubernetes_names() {
+        for ok in ["h100", "h100.large", "a-b.c-d"] {
+            assert_eq!(bad_subdomain(ok), None, "{ok}");
+        }
+        for bad in ["", "H100", "a..b", "-a", "a_b", "a/b", &"x".repeat(254)] {
+            assert!(bad_subdomain(bad).is_some(), "{bad:?}");
+        }
+        for ok in ["nvidia.com/gpu", "amd.com/gpu", "example.org/Big_GPU.v2"] {
+            assert_eq!(bad_kubernetes_resource(ok), None, "{ok}");
+        }
+        for bad in
+            ["gpu", "nvidia.com/", "/gpu", "Nvidia.com/gpu", "nvidia.com/gpu\n", "a/b/c", "nvidia.com/g pu"]
+        {
+            assert!(bad_kubernetes_resource(bad).is_some(), "{bad:?}");
+        }
+        for ok in ["node.kubernetes.io/instance-type=g5.12xlarge", "gpu=", "accelerator=H100_SXM"] {
+            assert_eq!(bad_node_label(ok), None, "{ok}");
+        }
+        for bad in
+            ["nolabel", "my label=x", "a=b c", "a=-b", "=x", "a=b\nc", &format!("a={}", "x".repeat(64))]
+        {
+            assert!(bad_node_label(bad).is_some(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn yarn_resources_and_owners() {
+        for ok in ["yarn.io/gpu", "gpu", "example.com/fpga-1"] {
+            assert_eq!(bad_yarn_resource(ok), None, "{ok}");
+        }
+        for bad in ["", "yarn.io/", "1gpu", "yarn.io/gpu=1", "yarn.io/gpu,x", "a]b"] {
+            assert!(bad_yarn_resource(bad).is_some(), "{bad:?}");
+        }
+        for ok in ["@alice", "@acme/ml-platform", "@org/team_x", "ops@example.org"] {
+            assert_eq!(bad_owner(ok), None, "{ok}");
+        }
+        for bad in ["", "@", "alice", "@a b", "@acme/ml\n* @evil", "@a/b/c", "x@y"] {
+            assert!(bad_owner(bad).is_some(), "{bad:?}");
+        }
     }
 }

@@ -11,6 +11,7 @@ use crate::ir::{
     Policy, Project, ShareSpec, SlurmBinding, User, WaitExpectation, WorkRule, YarnBinding,
 };
 use crate::source::{Sources, Span, Spanned};
+use crate::units::weight_thousandths;
 
 fn location(sources: &Sources, span: Span) -> Location {
     match sources.location(span) {
@@ -253,17 +254,26 @@ fn spec(share: Option<Share>) -> ShareSpec {
 }
 
 /// Each sibling's fraction of the parent. Percentages are taken as written (scaled down
-/// to fit when they overcommit and that is declared); weights are divided by their sum.
+/// to fit when they overcommit and that is declared); weights are divided by their sum,
+/// added up exactly in thousandths (the checks bound weights, so the sum of any number of
+/// them fits; a sum that would not is treated as no weight at all rather than wrapped).
 pub fn normalize_shares(shares: &[ShareSpec], overcommit: bool) -> Vec<f64> {
     let percent_sum: f64 = shares.iter().map(|s| if let ShareSpec::Percent(p) = s { *p } else { 0.0 }).sum();
-    let weight_sum: f64 = shares.iter().map(|s| if let ShareSpec::Weight(w) = s { *w } else { 0.0 }).sum();
+    let weight_sum: Option<u128> = shares
+        .iter()
+        .filter_map(|s| {
+            if let ShareSpec::Weight(w) = s { Some(u128::from(weight_thousandths(*w))) } else { None }
+        })
+        .try_fold(0u128, u128::checked_add);
     let scale = if overcommit && percent_sum > 100.0 { 100.0 / percent_sum } else { 1.0 };
     shares
         .iter()
-        .map(|s| match s {
-            ShareSpec::Percent(p) => (p / 100.0 * scale).clamp(0.0, 1.0),
-            ShareSpec::Weight(w) if weight_sum > 0.0 => (w / weight_sum).max(0.0),
-            ShareSpec::Weight(_) => 0.0,
+        .map(|s| match (s, weight_sum) {
+            (ShareSpec::Percent(p), _) => (p / 100.0 * scale).clamp(0.0, 1.0),
+            (ShareSpec::Weight(w), Some(sum)) if sum > 0 => {
+                (weight_thousandths(*w) as f64 / sum as f64).clamp(0.0, 1.0)
+            }
+            (ShareSpec::Weight(_), _) => 0.0,
         })
         .collect()
 }
@@ -320,5 +330,10 @@ mod tests {
         assert_eq!(p, vec![0.5, 0.5]);
         let p = normalize_shares(&[ShareSpec::Percent(40.0)], false);
         assert_eq!(p, vec![0.4]);
+        // The largest weights the checks allow, side by side, still divide the parent.
+        let w = normalize_shares(&[ShareSpec::Weight(1e9), ShareSpec::Weight(1e9)], false);
+        assert_eq!(w, vec![0.5, 0.5]);
+        let w = normalize_shares(&[ShareSpec::Weight(1e9), ShareSpec::Weight(0.001)], false);
+        assert!(w[1] > 0.0 && w[1] < 1e-11 && w[0] < 1.0, "{w:?}");
     }
 }

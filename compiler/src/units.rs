@@ -1,5 +1,6 @@
-//! Units of the budget language: durations (`"8h"`, `"1h30m"`) and percentages
-//! (`"12.5%"`), read as the files write them, and durations written back the same way.
+//! Units of the budget language: durations (`"8h"`, `"1h30m"`), percentages (`"12.5%"`)
+//! and weights (`share=3`), read as the files write them and bounded so that no sum or
+//! product of them overflows; durations written back the same way.
 //! `lower` parses them (the command line parses its `--window` too); the diff, the targets'
 //! fidelity reports and KAI's SchedulingShard `windowSize` write durations with
 //! [`format_duration`].
@@ -8,6 +9,36 @@ use std::collections::BTreeSet;
 
 /// Seconds.
 pub type Seconds = u64;
+
+/// The longest duration the language takes: 10 years of 365 days. Every target carries it
+/// (Slurm counts minutes in 32 bits, Go durations hours in 63).
+pub const MAX_DURATION: Seconds = 10 * 365 * 86_400;
+
+/// The smallest weight, and the step between weights: weights have at most 3 decimals.
+pub const MIN_WEIGHT: f64 = 0.001;
+/// The largest weight: 10^9, so that a weight in thousandths fits in 40 bits and a sum of
+/// a million of them in 64.
+pub const MAX_WEIGHT: f64 = 1e9;
+
+/// Why `weight` is not a weight the language takes (zero and negatives aside, which
+/// `check` reports as such).
+pub fn weight_problem(weight: f64) -> Option<&'static str> {
+    let thousandths = weight * 1000.0;
+    if !weight.is_finite() || weight > MAX_WEIGHT {
+        Some("a weight is at most 1000000000")
+    } else if weight < MIN_WEIGHT {
+        Some("a weight is at least 0.001")
+    } else if (thousandths - thousandths.round()).abs() > 1e-6 * thousandths.max(1.0) {
+        Some("a weight has at most 3 decimals")
+    } else {
+        None
+    }
+}
+
+/// A weight the language took, in thousandths: exact.
+pub fn weight_thousandths(weight: f64) -> u64 {
+    (weight * 1000.0).round().max(0.0) as u64
+}
 
 /// `"90s"`, `"8h"`, `"7d"`, `"1h30m"`: whole numbers with units s, m, h, d, w.
 pub fn parse_duration(text: &str) -> Option<Seconds> {
@@ -87,6 +118,18 @@ mod tests {
             assert_eq!(parse_duration(&format_duration(seconds)), Some(seconds));
         }
         assert_eq!(format_duration(604_800), "7d");
+    }
+
+    #[test]
+    fn weights() {
+        for ok in [0.001, 1.0, 1.5, 60.0, 0.125, 1e9] {
+            assert_eq!(weight_problem(ok), None, "{ok}");
+        }
+        for bad in [0.0004, 1e-12, 1.0001, 1e9 + 1.0, 1e300, f64::INFINITY, f64::NAN] {
+            assert!(weight_problem(bad).is_some(), "{bad}");
+        }
+        assert_eq!(weight_thousandths(0.125), 125);
+        assert_eq!(weight_thousandths(1e9), 1_000_000_000_000);
     }
 
     #[test]

@@ -67,6 +67,7 @@ pub fn run(command: Command, format: Format) -> Outcome {
 fn audit(args: AuditArgs, format: Format) -> Outcome {
     let window = match args.window.as_deref().map(allot_compiler::units::parse_duration) {
         Some(None) => return Err(Error::failed("--window: not a duration (e.g. 7d, 12h)")),
+        Some(Some(0)) => return Err(Error::failed("--window: must be above zero (e.g. 7d, 12h)")),
         other => other.flatten(),
     };
     let Some(model) = args.repository.model(format)? else { return Ok(Exit::Problems) };

@@ -3,6 +3,38 @@
 //! notes such as per-contract tables); [`Report::to_markdown`] renders it as the
 //! `FIDELITY.md` that `allot build` writes beside the target's files and prints.
 
+/// How far integers a scheduler carries are from the shares they stand for: the worst
+/// relative error of one sibling's part of the whole (`carried[i] / sum` against
+/// `wanted[i] / sum`), 0 when every ratio is kept. A sibling carried as 0 has lost all of
+/// its share (error 1).
+pub fn ratio_error(wanted: &[f64], carried: &[u64]) -> f64 {
+    let wanted_sum: f64 = wanted.iter().sum();
+    let carried_sum: f64 = carried.iter().map(|&c| c as f64).sum();
+    if wanted_sum <= 0.0 || !wanted_sum.is_finite() {
+        return 0.0;
+    }
+    wanted
+        .iter()
+        .zip(carried)
+        .filter(|(w, _)| **w > 0.0)
+        .map(|(w, &c)| {
+            let want = w / wanted_sum;
+            let got = if carried_sum > 0.0 { c as f64 / carried_sum } else { 0.0 };
+            (got - want).abs() / want
+        })
+        .fold(0.0, f64::max)
+}
+
+/// Ratios kept within this relative error count as carried: decimal fractions such as
+/// 1/3 cannot be written exactly, and a part in 10,000 changes no scheduling decision.
+pub const RATIO_TOLERANCE: f64 = 1e-4;
+
+/// `0.5%`, `3.2%`, `120%`: a relative error as the fidelity reports say it.
+pub fn percent_error(error: f64) -> String {
+    let percent = error * 100.0;
+    if percent >= 10.0 { format!("{percent:.0}%") } else { format!("{percent:.2}%") }
+}
+
 /// How faithfully a scheduler carries one aspect of the policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fidelity {
@@ -138,5 +170,20 @@ fn table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
     out.push_str(&format!("|{}\n", "---|".repeat(header.len())));
     for row in rows {
         out.push_str(&line(row));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratio_errors() {
+        assert_eq!(ratio_error(&[60.0, 40.0], &[3, 2]), 0.0);
+        assert!(ratio_error(&[1.0, 1.0, 1.0], &[33334, 33333, 33333]) < RATIO_TOLERANCE);
+        assert_eq!(ratio_error(&[1.0, 1e12], &[0, 100_000]), 1.0);
+        assert!(ratio_error(&[1.0, 1e12], &[1, 2_147_483_646]) > 400.0);
+        assert_eq!(percent_error(0.0123), "1.23%");
+        assert_eq!(percent_error(4.5), "450%");
     }
 }

@@ -9,6 +9,7 @@
 pub mod fidelity;
 pub mod kubernetes;
 pub mod slurm;
+pub mod text;
 pub mod yarn;
 
 use allot_compiler::ir::{Location, Model};

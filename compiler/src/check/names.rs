@@ -1,17 +1,23 @@
 //! Names: clusters, contracts, projects and namespaces portable by the rules of
-//! [`crate::names`], none called `root`, user and group names usable, and no two siblings
-//! (clusters, contracts) alike.
+//! [`crate::names`], none called `root`, user and group names usable, no two siblings
+//! (clusters, contracts) alike, and every value that reaches one scheduler's files (Slurm
+//! cluster and partition, GPU type, Kubernetes flavor, resource and node label, YARN
+//! resource, owners) in the syntax that scheduler reads.
 
 use std::collections::BTreeMap;
 
-use crate::ast::{Budget, Project, walk};
+use crate::ast::{Budget, Cluster, Project, walk};
 use crate::diagnostic::{Code, Diagnostic};
-use crate::names::{portable_form, unportable, unusable_account_member};
+use crate::names::{
+    bad_gpu_type, bad_kubernetes_resource, bad_node_label, bad_owner, bad_slurm_cluster, bad_slurm_partition,
+    bad_subdomain, bad_yarn_resource, portable_form, unportable, unusable_account_member,
+};
 use crate::source::Spanned;
 
 pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
     for cluster in &budget.clusters {
         portable(&cluster.name, "cluster", out);
+        native(cluster, out);
     }
     for contract in &budget.contracts {
         portable(&contract.name, "contract", out);
@@ -24,10 +30,13 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
                 out.push(unportable_diagnostic(namespace, "namespace", why));
             }
         }
+        for owner in &project.owners {
+            invalid(owner, "an owner", bad_owner, "write `@user`, `@org/team` or an e-mail address", out);
+        }
         for member in project.users.iter().map(|m| &m.name).chain(&project.groups) {
             if let Some(why) = unusable_account_member(&member.value) {
                 out.push(
-                    Diagnostic::error(Code::NameUnportable, format!("`{}` cannot name a user or group: {why}", member.value))
+                    Diagnostic::error(Code::NameUnportable, format!("`{}` cannot name a user or group: {why}", member.value.escape_debug()))
                         .label(member.span, "not usable")
                         .help("user and group names are written as the system knows them, e.g. `alice` or `ml-staff`"),
                 );
@@ -41,6 +50,124 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
     walk(&budget.projects, &mut |_, project: &Project| {
         unique(project.children.iter().map(|p| &p.name), "sub-project", out);
     });
+}
+
+/// The values of a cluster and its bindings that reach one scheduler's files.
+fn native(cluster: &Cluster, out: &mut Vec<Diagnostic>) {
+    if let Some(gpu_type) = &cluster.gpu_type {
+        invalid(
+            gpu_type,
+            "a GPU type",
+            bad_gpu_type,
+            "write the type as the schedulers know it, e.g. `h100` or `a100-80gb`",
+            out,
+        );
+    }
+    if let Some(slurm) = &cluster.slurm {
+        if let Some(name) = &slurm.cluster {
+            invalid(
+                name,
+                "a Slurm cluster",
+                bad_slurm_cluster,
+                "write the `ClusterName` of slurm.conf, e.g. `jupiter`",
+                out,
+            );
+        } else if bad_slurm_cluster(&cluster.name.value).is_some() {
+            let why = bad_slurm_cluster(&cluster.name.value).unwrap_or_default();
+            out.push(
+                Diagnostic::error(
+                    Code::NameInvalid,
+                    format!("`{}` cannot name a Slurm cluster: {why}", cluster.name.value.escape_debug()),
+                )
+                .label(slurm.span, "the Slurm cluster defaults to the cluster's name")
+                .help("give the Slurm cluster's name: `slurm cluster=NAME`"),
+            );
+        }
+        if let Some(partition) = &slurm.partition {
+            invalid(
+                partition,
+                "a Slurm partition",
+                bad_slurm_partition,
+                "write the `PartitionName` of slurm.conf, e.g. `gpu`",
+                out,
+            );
+        }
+    }
+    if let Some(kubernetes) = &cluster.kubernetes {
+        match (&kubernetes.flavor, &cluster.gpu_type) {
+            (Some(flavor), _) => invalid(
+                flavor,
+                "a Kueue flavor",
+                bad_subdomain,
+                "a ResourceFlavor name is lower-case, e.g. `h100`",
+                out,
+            ),
+            (None, Some(gpu_type)) if bad_gpu_type(&gpu_type.value).is_none() => {
+                if let Some(why) = bad_subdomain(&gpu_type.value) {
+                    out.push(
+                        Diagnostic::error(
+                            Code::NameInvalid,
+                            format!(
+                                "GPU type `{}` cannot name a Kueue flavor: {why}",
+                                gpu_type.value.escape_debug()
+                            ),
+                        )
+                        .label(gpu_type.span, "the flavor defaults to the GPU type")
+                        .label(kubernetes.span, "bound to Kubernetes here")
+                        .help("give the flavor's name on the binding: `kubernetes ... flavor=NAME`"),
+                    );
+                }
+            }
+            (None, _) => {}
+        }
+        if let Some(resource) = &kubernetes.resource {
+            invalid(
+                resource,
+                "a Kubernetes resource",
+                bad_kubernetes_resource,
+                "write the extended resource, e.g. `nvidia.com/gpu`",
+                out,
+            );
+        }
+        if let Some(label) = &kubernetes.node_label {
+            invalid(
+                label,
+                "a node label",
+                bad_node_label,
+                "write `key=value`, e.g. `node.kubernetes.io/instance-type=p5.48xlarge`",
+                out,
+            );
+        }
+    }
+    if let Some(resource) = cluster.yarn.as_ref().and_then(|y| y.resource.as_ref()) {
+        invalid(
+            resource,
+            "a YARN resource",
+            bad_yarn_resource,
+            "write the resource type, e.g. `yarn.io/gpu`",
+            out,
+        );
+    }
+}
+
+/// An error at `value` when `rule` refuses it.
+fn invalid(
+    value: &Spanned<String>,
+    what: &str,
+    rule: fn(&str) -> Option<&'static str>,
+    help: &str,
+    out: &mut Vec<Diagnostic>,
+) {
+    if let Some(why) = rule(&value.value) {
+        out.push(
+            Diagnostic::error(
+                Code::NameInvalid,
+                format!("`{}` cannot be {what}: {why}", value.value.escape_debug()),
+            )
+            .label(value.span, "not accepted")
+            .help(help),
+        );
+    }
 }
 
 fn portable(name: &Spanned<String>, what: &str, out: &mut Vec<Diagnostic>) {
@@ -62,9 +189,12 @@ fn unportable_diagnostic(name: &Spanned<String>, what: &str, why: &str) -> Diagn
     } else {
         format!("use lower-case letters, digits and `-`, e.g. `{suggestion}`")
     };
-    Diagnostic::error(Code::NameUnportable, format!("`{}` cannot name a {what}: {why}", name.value))
-        .label(name.span, "not portable")
-        .help(help)
+    Diagnostic::error(
+        Code::NameUnportable,
+        format!("`{}` cannot name a {what}: {why}", name.value.escape_debug()),
+    )
+    .label(name.span, "not portable")
+    .help(help)
 }
 
 fn unique<'a>(names: impl Iterator<Item = &'a Spanned<String>>, what: &str, out: &mut Vec<Diagnostic>) {

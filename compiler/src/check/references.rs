@@ -55,7 +55,7 @@ fn known(name: &Spanned<String>, names: &[&str], code: Code, what: &str, out: &m
     let help = did_you_mean(&name.value, names.iter().copied())
         .unwrap_or_else(|| format!("defined {what}s: {}", names.join(", ")));
     out.push(
-        Diagnostic::error(code, format!("no {what} is named `{}`", name.value))
+        Diagnostic::error(code, format!("no {what} is named `{}`", name.value.escape_debug()))
             .label(name.span, format!("unknown {what}"))
             .help(help),
     );

@@ -1,4 +1,5 @@
-//! Shares: positive, one kind per sibling set, and percentages within 100% unless
+//! Shares: positive, weights within [`crate::units::MAX_WEIGHT`] and 3 decimals, one kind
+//! per sibling set, and percentages within 100% unless
 //! overcommit is declared, on every cluster: siblings count where they may run
 //! (`clusters`), with their share there (`on CLUSTER share=...`).
 
@@ -7,6 +8,7 @@ use std::collections::BTreeMap;
 use crate::ast::{Budget, Project, Share, walk};
 use crate::diagnostic::{Code, Diagnostic};
 use crate::source::{Span, Spanned};
+use crate::units::weight_problem;
 
 pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
     walk(&budget.projects, &mut |_, project| {
@@ -46,6 +48,14 @@ fn positive(share: Option<&Spanned<Share>>, out: &mut Vec<Diagnostic>) {
             Diagnostic::error(Code::ShareNonPositive, "a share must be above zero")
                 .label(share.span, "zero or less")
                 .help("a project without a budget needs no project: its work runs as unbudgeted, preemptible work; otherwise give it a positive share"),
+        );
+    } else if let Share::Weight(w) = share.value
+        && let Some(why) = weight_problem(w)
+    {
+        out.push(
+            Diagnostic::error(Code::ValueOutOfRange, format!("weight {w} is out of range: {why}"))
+                .label(share.span, "out of range")
+                .help("weights are numbers from 0.001 to 1000000000 with at most 3 decimals; only their ratios among siblings count, so scale them all alike"),
         );
     }
 }

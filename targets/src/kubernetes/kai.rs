@@ -45,7 +45,7 @@ impl Target for Kai {
     }
 
     fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation> {
-        let mut violations = Vec::new();
+        let mut violations = super::binding_names(model, KubernetesScheduler::Kai, false);
         for (cluster, _) in bound(model, KubernetesScheduler::Kai) {
             let nodes = tree(model, &cluster.name);
             let extra: Vec<(String, &Project)> = nodes
@@ -219,7 +219,7 @@ fn webhook_rules(queues: &[Value]) -> Vec<String> {
 
 fn fidelity(model: &Model) -> Report {
     let window = format_duration(model.policy.window_seconds);
-    let rows = vec![
+    let mut rows = vec![
         Row::approximated(
             format!("fair share over a {window} window"),
             format!(
@@ -228,6 +228,9 @@ fn fidelity(model: &Model) -> Report {
         ),
         Row::exact("shares", "GPU `quota` = guaranteed GPUs (whole), `overQuotaWeight` = the share")
             .qualified("to one GPU"),
+    ];
+    rows.extend(super::weight_row(model, KubernetesScheduler::Kai, "`overQuotaWeight`"));
+    rows.extend([
         Row::exact("unallocated shares", "not given to any queue: over-quota for every queue"),
         Row::exact(
             format!("unbudgeted work ({})", model.policy.unbudgeted.as_str()),
@@ -253,6 +256,6 @@ fn fidelity(model: &Model) -> Report {
             "members",
             "jobs name their queue (`kai.scheduler/queue`); namespaces, users and groups do not bind to queues",
         ),
-    ];
+    ]);
     Report { scheduler: "KAI Scheduler", short_name: "KAI", rows, notes: Vec::new() }
 }

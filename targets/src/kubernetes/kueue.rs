@@ -45,7 +45,7 @@ impl Target for Kueue {
     }
 
     fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation> {
-        let mut violations = Vec::new();
+        let mut violations = super::binding_names(model, KubernetesScheduler::Kueue, true);
         for (cluster, _) in bound(model, KubernetesScheduler::Kueue) {
             let path = format!("{}/clusterqueues.yaml", cluster.name);
             violations.extend(check_names(&path, &tree(model, &cluster.name), &[]));
@@ -248,7 +248,7 @@ fn parse_quantity(q: &str) -> Option<f64> {
 }
 
 fn fidelity(model: &Model) -> Report {
-    let rows = vec![
+    let mut rows = vec![
         Row::lost(
             format!("fair share over a {} window", format_duration(model.policy.window_seconds)),
             "Fair Sharing compares current borrowing, not usage history",
@@ -258,6 +258,9 @@ fn fidelity(model: &Model) -> Report {
             "`nominalQuota` = guaranteed GPUs (whole, largest remainder), `fairSharing.weight` = the share",
         )
         .qualified("to one GPU"),
+    ];
+    rows.extend(super::weight_row(model, KubernetesScheduler::Kueue, "`fairSharing.weight`"));
+    rows.extend([
         Row::exact(
             "unallocated shares",
             "`nominalQuota` of the parent's Cohort: a pool every member borrows from",
@@ -297,7 +300,7 @@ fn fidelity(model: &Model) -> Report {
             "namespaces: `namespaceSelector` and a LocalQueue per namespace; users and groups do not apply",
         )
         .qualified("for namespaces"),
-    ];
+    ]);
     let classes = model
         .contracts
         .iter()

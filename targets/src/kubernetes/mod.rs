@@ -15,6 +15,8 @@ use allot_compiler::ir::{
 };
 use serde_json::Value;
 
+use crate::fidelity::{RATIO_TOLERANCE, Row, percent_error, ratio_error};
+use crate::text::{Named, Rule, refused};
 use crate::{OutputFile, Violation};
 
 /// The longest name a label value (`kueue.x-k8s.io/queue-name`, `kai.scheduler/queue`)
@@ -104,6 +106,61 @@ pub fn check_names(file: &str, nodes: &[Node<'_>], extra: &[(String, &Project)])
         }
     }
     violations
+}
+
+/// The names a Kubernetes scheduler's files carry, by the rules of
+/// [`allot_compiler::names`]: the model's names, each bound cluster's resource, and for
+/// Kueue (`flavor_and_label`) the ResourceFlavor's name and node label.
+pub fn binding_names(
+    model: &Model,
+    scheduler: KubernetesScheduler,
+    flavor_and_label: bool,
+) -> Vec<Violation> {
+    let mut out = crate::text::model_names("", model);
+    for (cluster, binding) in bound(model, scheduler) {
+        let at = Some(&cluster.source);
+        let mut names: Vec<(Named, Rule)> = vec![(
+            Named { what: "a Kubernetes resource", value: &binding.resource, source: at },
+            allot_compiler::names::bad_kubernetes_resource,
+        )];
+        if flavor_and_label {
+            names.push((
+                Named { what: "a Kueue flavor", value: &binding.flavor, source: at },
+                allot_compiler::names::bad_subdomain,
+            ));
+            if let Some(label) = &binding.node_label {
+                names.push((
+                    Named { what: "a node label", value: label, source: at },
+                    allot_compiler::names::bad_node_label,
+                ));
+            }
+        }
+        out.extend(refused("", names));
+    }
+    out
+}
+
+/// How far the [`weight`]s of sibling nodes are from their shares: the worst relative
+/// error over every sibling set of the clusters bound to `scheduler`.
+pub fn weight_loss(model: &Model, scheduler: KubernetesScheduler) -> f64 {
+    fn siblings(nodes: &[Node<'_>]) -> f64 {
+        let wanted: Vec<f64> = nodes.iter().map(|n| n.allocation.normalized_share).collect();
+        let carried: Vec<u64> = nodes.iter().map(|n| weight(n.allocation)).collect();
+        nodes.iter().map(|n| siblings(&n.children)).fold(ratio_error(&wanted, &carried), f64::max)
+    }
+    bound(model, scheduler).iter().map(|(c, _)| siblings(&tree(model, &c.name))).fold(0.0, f64::max)
+}
+
+/// The row for weights among siblings, when they lose more than [`RATIO_TOLERANCE`].
+pub fn weight_row(model: &Model, scheduler: KubernetesScheduler, field: &str) -> Option<Row> {
+    let loss = weight_loss(model, scheduler);
+    (loss > RATIO_TOLERANCE).then(|| {
+        Row::approximated(
+            "weights among siblings",
+            format!("{field} in thousandths of a percentage point of the parent: shares below that are carried as 0 or rounded"),
+        )
+        .qualified(format!("the worst ratio off by {}", percent_error(loss)))
+    })
 }
 
 /// A quantity in thousandths, written as the API server writes it back: `35`, `17500m`.

@@ -56,7 +56,7 @@ impl Target for Volcano {
     }
 
     fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation> {
-        let mut violations = Vec::new();
+        let mut violations = super::binding_names(model, KubernetesScheduler::Volcano, false);
         for (cluster, _) in bound(model, KubernetesScheduler::Volcano) {
             let path = format!("{}/queues.yaml", cluster.name);
             let nodes = tree(model, &cluster.name);

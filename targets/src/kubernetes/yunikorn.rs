@@ -60,8 +60,8 @@ impl Target for YuniKorn {
         files
     }
 
-    fn validate(&self, _model: &Model, files: &[OutputFile]) -> Vec<Violation> {
-        let mut violations = Vec::new();
+    fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation> {
+        let mut violations = super::binding_names(model, KubernetesScheduler::Yunikorn, false);
         for file in files {
             for config_map in super::parse(&file.contents) {
                 let policy = config_map["data"]["queues.yaml"].as_str().unwrap_or("");

@@ -16,8 +16,13 @@ use std::collections::BTreeMap;
 use allot_compiler::ir::{Contract, Model};
 use allot_compiler::units::format_duration;
 
-use self::tree::{PREEMPTIBLE_QOS, Tree, desired, flat_file, slurm_clusters};
-use crate::fidelity::{Note, Report, Row};
+use allot_compiler::names;
+
+use self::tree::{
+    PREEMPTIBLE_QOS, Tree, desired, desired_with_loss, flat_file, flat_file_problem, slurm_clusters,
+};
+use crate::fidelity::{Note, RATIO_TOLERANCE, Report, Row, percent_error};
+use crate::text::{Named, Rule, comment, refused, shell_word};
 use crate::{OutputFile, Target, Violation};
 
 pub struct Slurm;
@@ -48,7 +53,8 @@ impl Target for Slurm {
     }
 
     fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation> {
-        let mut violations = Vec::new();
+        let mut violations = binding_names(model);
+        violations.extend(crate::text::model_names("", model));
         for cluster in slurm_clusters(model) {
             let path = format!("{cluster}.cfg");
             violations.extend(check_tree(&path, &desired(model, &cluster)));
@@ -61,9 +67,10 @@ impl Target for Slurm {
             ));
         }
         for file in files.iter().filter(|f| f.path.ends_with(".cfg")) {
-            if let Err(error) = tree::parse(&file.contents) {
-                violations
-                    .push(Violation::new(&file.path, format!("the flat file does not read back: {error}")));
+            match tree::parse(&file.contents) {
+                Err(error) => violations
+                    .push(Violation::new(&file.path, format!("the flat file does not read back: {error}"))),
+                Ok(back) => violations.extend(reads_back(&file.path, model, &back)),
             }
         }
         violations
@@ -74,9 +81,78 @@ impl Target for Slurm {
     }
 }
 
-/// Slurm keeps one association per account name and cluster, and lower-cases names.
+/// The names of the Slurm bindings, by the rules of [`allot_compiler::names`]: the Slurm
+/// cluster (which also names the files), the partition, the GPU type.
+fn binding_names(model: &Model) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for cluster in &model.clusters {
+        let Some(slurm) = &cluster.bindings.slurm else { continue };
+        let at = Some(&cluster.source);
+        let names: [(Named, Rule); 3] = [
+            (Named { what: "a Slurm cluster", value: &slurm.cluster, source: at }, names::bad_slurm_cluster),
+            (
+                Named { what: "a Slurm partition", value: &slurm.partition, source: at },
+                names::bad_slurm_partition,
+            ),
+            (Named { what: "a GPU type", value: &cluster.gpu_type, source: at }, names::bad_gpu_type),
+        ];
+        out.extend(refused("", names));
+    }
+    out
+}
+
+/// The flat file read back names the accounts and users of the tree allot wanted, under
+/// the same parents: nothing in a name changed what `sacctmgr` reads.
+fn reads_back(path: &str, model: &Model, back: &Tree) -> Vec<Violation> {
+    let Some(wanted) = slurm_clusters(model).into_iter().find(|c| format!("{c}.cfg") == path) else {
+        return Vec::new();
+    };
+    let wanted = desired(model, &wanted);
+    let accounts = |t: &Tree| -> Vec<(String, String)> {
+        t.accounts.iter().map(|a| (a.name.to_lowercase(), a.parent.to_lowercase())).collect()
+    };
+    let users = |t: &Tree| -> Vec<(String, String)> {
+        t.users.iter().map(|u| (u.name.to_lowercase(), u.account.to_lowercase())).collect()
+    };
+    let (mut want, mut got) = (accounts(&wanted), accounts(back));
+    want.sort();
+    got.sort();
+    let (mut want_users, mut got_users) = (users(&wanted), users(back));
+    want_users.sort();
+    got_users.sort();
+    if want != got || want_users != got_users || back.cluster != wanted.cluster.to_lowercase() {
+        vec![Violation::new(
+            path,
+            "the flat file reads back as another tree than allot wrote; a name carries flat-file syntax",
+        )]
+    } else {
+        Vec::new()
+    }
+}
+
+/// Slurm keeps one association per account name and cluster, and lower-cases names; the
+/// flat file and `sacctmgr` carry names without quotes, `#`, `\\` or line breaks.
 pub fn check_tree(path: &str, tree: &Tree) -> Vec<Violation> {
     let mut violations = Vec::new();
+    let mut values: Vec<(&str, &str, Option<&allot_compiler::ir::Location>)> =
+        vec![("the Slurm cluster", tree.cluster.as_str(), None)];
+    for a in &tree.accounts {
+        values.push(("an account", &a.name, a.source.as_ref()));
+        values.push(("a description", &a.description, a.source.as_ref()));
+        values.extend(a.qos.iter().map(|q| ("a QOS", q.as_str(), a.source.as_ref())));
+    }
+    for u in &tree.users {
+        values.push(("a user", &u.name, u.source.as_ref()));
+    }
+    for (what, value, source) in values {
+        if let Some(why) = flat_file_problem(value) {
+            violations.push(Violation::at(
+                path,
+                format!("`{}` cannot be {what} in Slurm's files: {why}", value.escape_debug()),
+                source.into_iter().cloned().collect(),
+            ));
+        }
+    }
     let mut seen: BTreeMap<&str, &tree::Account> = BTreeMap::new();
     for account in &tree.accounts {
         if let Some(first) = seen.get(account.name.as_str()) {
@@ -118,6 +194,7 @@ pub fn slurm_duration(seconds: u64) -> String {
 /// The contracts' QOS and the preemptible QOS, created if missing and then set whole, so
 /// the script can run any number of times.
 fn qos_script(model: &Model, cluster: &str) -> String {
+    let cluster = comment(cluster);
     let mut out = format!(
         "#!/bin/sh\n# allot: QOS of Slurm cluster {cluster}, one per contract plus `{PREEMPTIBLE_QOS}`.\n# Run before loading {cluster}.cfg; running it again changes nothing.\nset -eu\n\n"
     );
@@ -128,12 +205,11 @@ fn qos_script(model: &Model, cluster: &str) -> String {
         "# Work beyond a budget and unbudgeted work: first to go.\nqos {PREEMPTIBLE_QOS} Priority=0 PreemptMode=requeue PreemptExemptTime=-1 MaxWall=-1 MaxTRESPerJob=gres/gpu=-1\npreempt {PREEMPTIBLE_QOS} ''\n"
     ));
     for contract in &model.contracts {
+        let qos = shell_word(&contract.name);
         out.push_str(&format!(
-            "\n# contract {}\nqos {} {}\npreempt {} {PREEMPTIBLE_QOS}\n",
-            contract.name,
-            contract.name,
+            "\n# contract {}\nqos {qos} {}\npreempt {qos} {PREEMPTIBLE_QOS}\n",
+            comment(&contract.name),
             qos_settings(contract),
-            contract.name
         ));
     }
     out
@@ -159,7 +235,8 @@ fn slurm_conf(model: &Model, cluster: &str, tree: &Tree) -> String {
     let half_life = half_life(model.policy.window_seconds);
     let projects = model.projects_by_path();
     let mut out = format!(
-        "# allot: slurm.conf lines for cluster {cluster}; merge them into slurm.conf, then `scontrol reconfigure`.\n"
+        "# allot: slurm.conf lines for cluster {}; merge them into slurm.conf, then `scontrol reconfigure`.\n",
+        comment(cluster)
     );
     out.push_str("\n# Fair Tree (the default multifactor algorithm: PriorityFlags without NO_FAIR_TREE)\nPriorityType=priority/multifactor\n");
     out.push_str(&format!(
@@ -182,15 +259,32 @@ fn slurm_conf(model: &Model, cluster: &str, tree: &Tree) -> String {
             .collect();
         let restricted = allowed.len() < tree.accounts.len();
         out.push_str(&format!(
-            "\n# allot cluster {} ({} {} GPUs): add to the PartitionName={partition} line\n# TRESBillingWeights=\"GRES/gpu=1.0\"",
-            c.name, c.gpus, c.gpu_type
+            "\n# {}\n",
+            comment(&format!(
+                "allot cluster {} ({} {} GPUs): add to the PartitionName={partition} line",
+                c.name, c.gpus, c.gpu_type
+            ))
         ));
+        let mut line = "TRESBillingWeights=\"GRES/gpu=1.0\"".to_string();
         if restricted {
-            out.push_str(&format!(" AllowAccounts={}", allowed.join(",")));
+            line.push_str(&format!(" AllowAccounts={}", allowed.join(",")));
         }
-        out.push('\n');
+        out.push_str(&format!("# {}\n", comment(&line)));
     }
     out
+}
+
+/// Fairshare integers keep the siblings' ratios unless they had to be scaled into
+/// Slurm's range (1 to 2147483646); then the row says how far the worst ratio moved.
+fn shares_row(model: &Model) -> Row {
+    let native = "`Fairshare` integers in the siblings' ratios; Slurm normalises them among siblings, so percentages that leave part of a parent unallocated are scaled up (Fair Tree compares siblings only, so their order is the same)";
+    let loss = slurm_clusters(model).iter().map(|c| desired_with_loss(model, c).1).fold(0.0, f64::max);
+    if loss <= RATIO_TOLERANCE {
+        Row::exact("shares", native).qualified("ratios")
+    } else {
+        Row::approximated("shares", format!("{native}; ratios too wide for Slurm's Fairshare range (1 to 2147483646) are scaled into it, the smallest kept at 1"))
+            .qualified(format!("ratios, the worst off by {}", percent_error(loss)))
+    }
 }
 
 fn fidelity(model: &Model) -> Report {
@@ -211,11 +305,7 @@ fn fidelity(model: &Model) -> Report {
                 100.0 * weight_at(window as f64)
             ),
         ),
-        Row::exact(
-            "shares",
-            "`Fairshare` integers in the siblings' ratios; Slurm normalises them among siblings, so percentages that leave part of a parent unallocated are scaled up (Fair Tree compares siblings only, so their order is the same)",
-        )
-        .qualified("ratios"),
+        shares_row(model),
         Row::approximated(
             "guaranteed GPUs",
             "no floor: Fair Tree orders jobs by usage against share; GPUs are not reserved",

@@ -225,12 +225,8 @@ pub fn plan(desired: &Tree, live: &Tree) -> Plan {
     Plan { cluster: desired.cluster.clone(), changes, drift }
 }
 
-/// A word the shell reads as itself: as it is when plain, else single-quoted.
-pub fn shell_word(word: &str) -> String {
-    let plain =
-        !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "._@/=,+-:%".contains(c));
-    if plain { word.to_string() } else { format!("'{}'", word.replace('\'', "'\\''")) }
-}
+/// A word the shell reads as itself (shared by every emitter that writes a script).
+pub use crate::text::shell_word;
 
 /// The `sacctmgr -i` commands, in an order Slurm accepts: accounts added parents first,
 /// then account changes, users added, default accounts moved, and only then deletions,

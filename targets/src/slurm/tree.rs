@@ -83,6 +83,12 @@ fn shares(fairshare: u64) -> u64 {
 /// The tree allot wants on Slurm cluster `cluster`: the projects that may use any allot
 /// cluster bound to it, with the shares of the first such allot cluster where each appears.
 pub fn desired(model: &Model, cluster: &str) -> Tree {
+    desired_with_loss(model, cluster).0
+}
+
+/// [`desired`], and the worst relative error of a Fairshare ratio in it
+/// ([`scaled_fairshares`]).
+pub fn desired_with_loss(model: &Model, cluster: &str) -> (Tree, f64) {
     let bound: Vec<&str> = model
         .clusters
         .iter()
@@ -92,12 +98,22 @@ pub fn desired(model: &Model, cluster: &str) -> Tree {
     let preemptible = [model.policy.overflow, model.policy.unbudgeted].contains(&WorkRule::Preemptible);
     let default_contract = model.contracts.iter().find(|c| c.default).map(|c| c.name.clone());
     let mut tree = Tree { cluster: cluster.to_string(), accounts: Vec::new(), users: Vec::new() };
-    add(&mut tree, &model.projects, "root", None, &bound, preemptible, default_contract.as_deref());
+    let mut loss = 0.0;
+    let context = Context { bound: &bound, preemptible, default_qos: default_contract.as_deref() };
+    add(&mut tree, &mut loss, &model.projects, "root", None, &context);
     let defaults = default_accounts(&tree);
     for user in &mut tree.users {
         user.default_account = defaults.get(&user.name).cloned();
     }
-    tree
+    (tree, loss)
+}
+
+/// What every level of [`add`] shares.
+struct Context<'a> {
+    /// The allot clusters bound to the Slurm cluster.
+    bound: &'a [&'a str],
+    preemptible: bool,
+    default_qos: Option<&'a str>,
 }
 
 /// The Slurm clusters the model binds, in the order of their first allot cluster.
@@ -115,18 +131,19 @@ pub fn slurm_clusters(model: &Model) -> Vec<String> {
 /// carries `GrpTRES` only when its cap is tighter (Slurm applies a parent's to its subtree).
 fn add(
     tree: &mut Tree,
+    loss: &mut f64,
     projects: &[Project],
     parent: &str,
     parent_cap: Option<u64>,
-    bound: &[&str],
-    preemptible: bool,
-    default_qos: Option<&str>,
+    context: &Context,
 ) {
+    let Context { bound, preemptible, default_qos } = *context;
     let present: Vec<(&Project, &ShareSpec)> = projects
         .iter()
         .filter_map(|p| bound.iter().find_map(|c| p.clusters.get(*c)).map(|a| (p, &a.share)))
         .collect();
-    let fairshares = fairshares(&present.iter().map(|(_, s)| **s).collect::<Vec<_>>());
+    let (fairshares, error) = scaled_fairshares(&present.iter().map(|(_, s)| **s).collect::<Vec<_>>());
+    *loss = loss.max(error);
     for ((project, _), fairshare) in present.iter().zip(fairshares) {
         let allocation = bound.iter().find_map(|c| project.clusters.get(*c));
         let mut qos: Vec<String> = project.contracts.clone();
@@ -164,7 +181,7 @@ fn add(
             }
         }
         let cap = allocation.and_then(|a| a.max_gpus);
-        add(tree, &project.children, &project.name, cap, bound, preemptible, default_qos);
+        add(tree, loss, &project.children, &project.name, cap, context);
     }
 }
 
@@ -183,31 +200,78 @@ fn default_accounts(tree: &Tree) -> BTreeMap<String, String> {
     out
 }
 
-/// Fairshare integers with the siblings' ratios: shares in thousandths, divided by the
+/// The largest Fairshare Slurm takes as a number: 2147483647 means `parent`, and the
+/// 32-bit values above it are Slurm's "no value" sentinels (`NO_VAL` is 0xfffffffe).
+pub const MAX_FAIRSHARE: u64 = PARENT_FAIRSHARE - 1;
+
+/// Fairshare integers with the siblings' ratios: shares in millionths, divided by the
 /// largest power of ten they all share (`60`/`40` stay `60`/`40`, `"12.5%"` is `125`).
 pub fn fairshares(shares: &[ShareSpec]) -> Vec<u64> {
-    let raw: Vec<u64> = shares
-        .iter()
-        .map(|s| match s {
-            ShareSpec::Percent(v) | ShareSpec::Weight(v) => (v * 1000.0).round().max(1.0) as u64,
-        })
-        .collect();
-    let mut divisor = 1000;
-    while divisor > 1 && raw.iter().any(|v| v % divisor != 0) {
-        divisor /= 10;
-    }
-    raw.iter().map(|v| v / divisor).collect()
+    scaled_fairshares(shares).0
 }
 
-/// Quotes a flat-file value: single quotes, which no name allot writes contains.
+/// [`fairshares`], and the worst relative error of a sibling's ratio to the others'
+/// (0 when they are exact). Shares whose integers would exceed [`MAX_FAIRSHARE`] are scaled
+/// down to fit, each kept at 1 at least: only then are they approximated.
+pub fn scaled_fairshares(shares: &[ShareSpec]) -> (Vec<u64>, f64) {
+    // Percentages have at most 6 decimals and weights 3: millionths carry both exactly, and
+    // the largest weight (10^9) is 10^15 of them.
+    let exact: Vec<u128> = shares
+        .iter()
+        .map(|s| match s {
+            ShareSpec::Percent(v) | ShareSpec::Weight(v) => {
+                let millionths = (v * 1e6).round();
+                if millionths.is_finite() && millionths >= 1.0 { millionths as u128 } else { 1 }
+            }
+        })
+        .collect();
+    let mut divisor: u128 = 1_000_000;
+    while divisor > 1 && exact.iter().any(|v| v % divisor != 0) {
+        divisor /= 10;
+    }
+    let reduced: Vec<u128> = exact.iter().map(|v| v / divisor).collect();
+    let largest = reduced.iter().copied().max().unwrap_or(1).max(1);
+    let max = u128::from(MAX_FAIRSHARE);
+    let carried: Vec<u64> = if largest <= max {
+        reduced.iter().map(|&v| v as u64).collect()
+    } else {
+        // v * max < 10^15 * 2^31 < 2^81: no overflow in u128.
+        reduced.iter().map(|&v| ((v * max + largest / 2) / largest).clamp(1, max) as u64).collect()
+    };
+    let wanted: Vec<f64> = exact.iter().map(|&v| v as f64).collect();
+    let error = crate::fidelity::ratio_error(&wanted, &carried);
+    (carried, error)
+}
+
+/// Quotes a flat-file value: in single quotes, or double quotes when it holds a single
+/// one. What no quote can carry (a value with both quotes, a line break, a control
+/// character) is replaced by `_` so that the record stays one line: `validate` refuses
+/// such a tree ([`flat_file_problem`]) before anything is written.
 fn quoted(value: &str) -> String {
-    format!("'{}'", value.replace('\'', ""))
+    let clean: String = value.chars().map(|c| if crate::text::breaks_line(c) { '_' } else { c }).collect();
+    match (clean.contains('\''), clean.contains('"')) {
+        (false, _) => format!("'{clean}'"),
+        (true, false) => format!("\"{clean}\""),
+        (true, true) => format!("'{}'", clean.replace('\'', "_")),
+    }
+}
+
+/// Why `value` cannot be written as a flat-file value, if it cannot: the flat file has no
+/// escapes, so a quote, `#`, `\\` or a line break would change what `sacctmgr` reads.
+pub fn flat_file_problem(value: &str) -> Option<&'static str> {
+    if crate::text::unwritable(value).is_some() {
+        Some("it holds a line break or a control character")
+    } else if value.chars().any(|c| matches!(c, '\'' | '"' | '#' | '\\')) {
+        Some("sacctmgr's flat files cannot carry quotes, `#` or `\\` in a value")
+    } else {
+        None
+    }
 }
 
 /// The flat file `sacctmgr load` reads: the cluster line, then each parent's accounts and
 /// users, parents before children.
 pub fn flat_file(tree: &Tree, comment: &str) -> String {
-    let mut out = format!("# {comment}\nCluster - {}\n", quoted(&tree.cluster));
+    let mut out = format!("# {}\nCluster - {}\n", crate::text::comment(comment), quoted(&tree.cluster));
     let mut parents: Vec<&str> = vec!["root"];
     parents.extend(tree.accounts.iter().map(|a| a.name.as_str()));
     for parent in parents {
@@ -563,6 +627,49 @@ mod tests {
         assert_eq!(fairshares(&[w(60.0), w(40.0)]), [60, 40]);
         assert_eq!(fairshares(&[p(12.5), p(37.5)]), [125, 375]);
         assert_eq!(fairshares(&[w(1.5), w(2.0)]), [15, 20]);
+        assert_eq!(fairshares(&[p(12.345678), p(50.0)]), [12_345_678, 50_000_000]);
+        assert_eq!(scaled_fairshares(&[w(0.001), w(2.0)]).1, 0.0);
+    }
+
+    #[test]
+    fn fairshares_stay_in_slurms_range_and_say_what_they_lose() {
+        let w = |v: f64| ShareSpec::Weight(v);
+        // 10^12 thousandths: scaled into 1..=2147483646, the small one kept at 1.
+        let (values, error) = scaled_fairshares(&[w(1e9), w(0.001)]);
+        assert_eq!(values, [MAX_FAIRSHARE, 1]);
+        assert!(error > 100.0, "the small share is carried hundreds of times too large: {error}");
+        let (values, error) = scaled_fairshares(&[w(1e9), w(123_456_789.123), w(1.0)]);
+        assert!(values.iter().all(|v| (1..=MAX_FAIRSHARE).contains(v)), "{values:?}");
+        assert!(error > 0.0 && error < 1.0, "{error}");
+        // Hostile input that skipped the checks: never 0, never `parent` or a sentinel.
+        let (values, _) = scaled_fairshares(&[w(f64::MAX), w(0.0), w(-5.0), w(f64::NAN)]);
+        assert!(values.iter().all(|v| (1..=MAX_FAIRSHARE).contains(v)), "{values:?}");
+    }
+
+    #[test]
+    fn flat_file_values_stay_in_their_record() {
+        let tree = Tree {
+            cluster: "c\nUser - 'root':AdminLevel=Administrator".into(),
+            accounts: vec![Account {
+                name: "it's".into(),
+                parent: "root".into(),
+                fairshare: 1,
+                description: "a\"b'c#d".into(),
+                ..Account::default()
+            }],
+            users: Vec::new(),
+        };
+        let text = flat_file(&tree, "comment\nUser - 'x'");
+        assert_eq!(text.lines().count(), 4, "{text}");
+        assert!(text.lines().all(|l| !l.starts_with("User")), "{text}");
+        assert_eq!(
+            flat_file_problem("it's"),
+            Some("sacctmgr's flat files cannot carry quotes, `#` or `\\` in a value")
+        );
+        assert!(flat_file_problem("a\nb").is_some());
+        assert_eq!(flat_file_problem("olmo/pretrain"), None);
+        let back = parse(&text).unwrap();
+        assert_eq!(back.accounts[0].name, "it's", "a single quote is carried in double quotes");
     }
 
     #[test]

@@ -13,7 +13,10 @@ pub mod xml;
 use allot_compiler::ir::{CapacityMode, Cluster, Model, WorkRule, YarnBinding, YarnScheduler};
 use allot_compiler::units::format_duration;
 
-use crate::fidelity::{Note, Report, Row};
+use allot_compiler::names;
+
+use crate::fidelity::{Note, RATIO_TOLERANCE, Report, Row, percent_error, ratio_error};
+use crate::text::{Named, Rule, refused};
 use crate::{OutputFile, Target, Violation};
 
 pub struct Yarn;
@@ -56,8 +59,13 @@ impl Target for Yarn {
         files
     }
 
-    fn validate(&self, _model: &Model, files: &[OutputFile]) -> Vec<Violation> {
-        let mut violations = Vec::new();
+    fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation> {
+        let mut violations = crate::text::model_names("", model);
+        for (cluster, binding) in bound(model) {
+            let named =
+                Named { what: "a YARN resource", value: &binding.resource, source: Some(&cluster.source) };
+            violations.extend(refused("", [(named, names::bad_yarn_resource as Rule)]));
+        }
         for file in files {
             let problems = match file.path.rsplit('/').next().unwrap_or("") {
                 "capacity-scheduler.xml" => capacity_rules::validate(&file.contents, false),
@@ -115,6 +123,33 @@ pub fn validate_resource_types(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// How far the capacities of sibling projects are from their shares: the worst relative
+/// error of a sibling set, over every cluster bound to YARN.
+fn capacity_loss(model: &Model) -> f64 {
+    fn siblings(queue: &queues::Queue) -> f64 {
+        let projects: Vec<&queues::Queue> =
+            queue.children.iter().filter(|q| matches!(q.kind, queues::Kind::Project(_))).collect();
+        let wanted: Vec<f64> = projects.iter().map(|q| q.fraction).collect();
+        let carried: Vec<u64> = projects.iter().map(|q| q.capacity).collect();
+        queue.children.iter().map(siblings).fold(ratio_error(&wanted, &carried), f64::max)
+    }
+    bound(model).map(|(c, _)| siblings(&queues::tree(model, &c.name))).fold(0.0, f64::max)
+}
+
+fn shares_row(model: &Model) -> Row {
+    let native = "Capacity Scheduler: percentages of the parent with 3 decimals summing to 100.000 (absolute mode: whole GPUs); Fair Scheduler: the same numbers as weights";
+    let loss = capacity_loss(model);
+    if loss <= RATIO_TOLERANCE {
+        Row::exact("shares", native).qualified("to 0.001 percentage point")
+    } else {
+        Row::approximated(
+            "shares",
+            format!("{native}: shares below 0.001 percentage point are carried as 0 or rounded"),
+        )
+        .qualified(format!("to 0.001 percentage point, the worst ratio off by {}", percent_error(loss)))
+    }
+}
+
 /// What the budgets lose on YARN, with this model's numbers.
 fn fidelity(model: &Model) -> Report {
     let kill_wait = kill_wait_ms(model) / 1000;
@@ -123,11 +158,7 @@ fn fidelity(model: &Model) -> Report {
             format!("fair share over a {} window", format_duration(model.policy.window_seconds)),
             "guarantees and fair shares are instantaneous: no usage history",
         ),
-        Row::exact(
-            "shares",
-            "Capacity Scheduler: percentages of the parent with 3 decimals summing to 100.000 (absolute mode: whole GPUs); Fair Scheduler: the same numbers as weights",
-        )
-        .qualified("to 0.001 percentage point"),
+        shares_row(model),
         Row::exact(
             "unallocated shares",
             "a `_unallocated_*` queue nobody may submit to, whose capacity others borrow",

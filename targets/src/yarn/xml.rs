@@ -50,7 +50,12 @@ pub fn write(root: &Element, comment: Option<&str>) -> String {
     // Writing into a Vec cannot fail.
     let _ = writer.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)));
     if let Some(comment) = comment {
-        let _ = writer.write_event(Event::Comment(BytesText::from_escaped(format!(" {comment} "))));
+        // A comment ends at `--`; it stays on one line and cannot close early.
+        let mut text = crate::text::comment(comment);
+        while text.contains("--") {
+            text = text.replace("--", "- -");
+        }
+        let _ = writer.write_event(Event::Comment(BytesText::from_escaped(format!(" {text} "))));
     }
     let _ = write_element(&mut writer, root);
     let mut text = String::from_utf8(writer.into_inner()).unwrap_or_default();
@@ -212,6 +217,14 @@ mod tests {
 
     fn properties_of(text: &str) -> Vec<(String, String)> {
         properties(&parse(text).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn comments_cannot_close_early() {
+        let text = write(&configuration(&[]), Some("x ---><evil/><!-- \n"));
+        let root = parse(&text).unwrap();
+        assert!(root.children.is_empty(), "{text}");
+        assert_eq!(text.matches("-->").count(), 1, "{text}");
     }
 
     #[test]
