@@ -9,6 +9,7 @@ use allot_targets::slurm::tree::{self, Tree};
 use allot_targets::slurm::usage::Usage;
 
 use crate::budgets;
+use crate::commands::plan::read_dump;
 use crate::diagnostics::Format;
 use crate::exit::{Error, Exit, Outcome};
 use crate::output::print;
@@ -23,7 +24,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args, format: Format) -> Outcome {
-    let tree = match dump(&args.tree) {
+    let tree = match dump(&args.tree)? {
         Some(text) => {
             tree::parse(&text).map_err(|e| Error::failed(format!("{}: {e}", args.tree.display())))?
         }
@@ -32,8 +33,7 @@ pub fn run(args: Args, format: Format) -> Outcome {
             budgets_tree(&model)?
         }
     };
-    let text = std::fs::read_to_string(&args.usage)
-        .map_err(|e| Error::failed(format!("{}: {e}", args.usage.display())))?;
+    let text = read_dump(&args.usage)?;
     let usage = Usage::parse(&text).map_err(|e| Error::failed(format!("{} {e}", args.usage.display())))?;
     let fair_tree =
         FairTree::compute(&usage.associations(&tree)).map_err(|e| Error::failed(e.to_string()))?;
@@ -41,10 +41,14 @@ pub fn run(args: Args, format: Format) -> Outcome {
     Ok(Exit::Success)
 }
 
-/// The text of a `sacctmgr dump` file (told by its `Cluster - ` line); `None` for budgets.
-fn dump(path: &Path) -> Option<String> {
-    let text = path.is_file().then(|| std::fs::read_to_string(path).ok()).flatten()?;
-    text.lines().any(|l| l.trim_start().starts_with("Cluster - ")).then_some(text)
+/// The text of a `sacctmgr dump` file (told by its `Cluster - ` line), read within the
+/// dump's size limit; `None` for budgets (a folder, or a file without that line).
+fn dump(path: &Path) -> Result<Option<String>, Error> {
+    if !path.is_file() || path.extension().is_some_and(|e| e == "kdl") {
+        return Ok(None);
+    }
+    let text = read_dump(path)?;
+    Ok(text.lines().any(|l| l.trim_start().starts_with("Cluster - ")).then_some(text))
 }
 
 /// The budgets' association tree on their first Slurm cluster, with Slurm's own root user

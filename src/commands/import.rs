@@ -10,6 +10,9 @@ use crate::exit::{Error, Exit, Outcome};
 use crate::fs_loader::ENTRY_FILE;
 use crate::output::{print, write_atomically};
 
+/// The problems said one by one; the rest are counted.
+const MAX_SHOWN: usize = 20;
+
 #[derive(clap::Subcommand)]
 pub enum Target {
     /// Import a Slurm association tree from a `sacctmgr dump`.
@@ -42,8 +45,11 @@ pub fn run(target: Target) -> Outcome {
     let kdl = match import::to_kdl(&live, &options) {
         Ok(kdl) => kdl,
         Err(problems) => {
-            for p in problems {
-                eprintln!("error: {p}");
+            for p in problems.iter().take(MAX_SHOWN) {
+                eprintln!("error: {}: {p}", args.dump.display());
+            }
+            if problems.len() > MAX_SHOWN {
+                eprintln!("error: and {} more", problems.len() - MAX_SHOWN);
             }
             eprintln!("nothing was written");
             return Ok(Exit::Problems);

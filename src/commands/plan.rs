@@ -2,6 +2,7 @@
 //! dump`) to the budgets, Terraform-style, with drift shown apart, a guard on deletions and
 //! the ordered `sacctmgr` script on request.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use allot_targets::slurm::{check_tree, plan, tree};
@@ -65,6 +66,13 @@ pub fn run(target: Target, format: Format) -> Outcome {
         return Ok(Exit::Problems);
     }
     let plan = plan::plan(&desired, &live);
+    if !plan.refused.is_empty() {
+        for r in &plan.refused {
+            eprintln!("error: {}: {}", r.association, r.reason);
+        }
+        eprintln!("nothing was planned");
+        return Ok(Exit::Problems);
+    }
     print(&match args.format {
         output::Format::Human => plan::human(&plan),
         output::Format::Markdown => plan::markdown(&plan),
@@ -85,15 +93,25 @@ pub fn run(target: Target, format: Format) -> Outcome {
     Ok(Exit::changes(args.detailed_exitcode, !plan.is_empty()))
 }
 
-/// A `sacctmgr dump` from a file, or from standard input for `-`; a file that cannot be
-/// read is an error naming it.
+/// A `sacctmgr dump` (or a usage file) from a file, or from standard input for `-`; a file that cannot be
+/// read, or is larger than [`tree::MAX_DUMP_BYTES`], is an error naming it.
 pub fn read_dump(path: &Path) -> Result<String, Error> {
-    let text = if path == Path::new("-") {
-        std::io::read_to_string(std::io::stdin())
+    let fail = |e: &dyn std::fmt::Display| Error::failed(format!("{}: {e}", path.display()));
+    let limit = tree::MAX_DUMP_BYTES as u64;
+    let mut text = String::new();
+    let read = if path == Path::new("-") {
+        std::io::stdin().lock().take(limit + 1).read_to_string(&mut text)
     } else {
-        std::fs::read_to_string(path)
+        if !path.is_file() {
+            return Err(fail(&"not a regular file"));
+        }
+        std::fs::File::open(path).and_then(|f| f.take(limit + 1).read_to_string(&mut text))
     };
-    text.map_err(|e| Error::failed(format!("{}: {e}", path.display())))
+    read.map_err(|e| fail(&e))?;
+    if text.len() as u64 > limit {
+        return Err(fail(&format!("larger than {} MiB, the most allot reads", limit >> 20)));
+    }
+    Ok(text)
 }
 
 #[cfg(unix)]

@@ -235,7 +235,11 @@ impl FairTree {
         let levels = Levels::compute(&nodes, &order);
         let user_count = nodes.iter().filter(|n| n.kind == Kind::User).count() as u32;
         let ranks = rank_users(&nodes, &levels, user_count);
-        let rows = order.iter().map(|&i| share_row(&nodes, &levels, &ranks, user_count, i)).collect();
+        let depths = depths(&nodes, &order);
+        let rows = order
+            .iter()
+            .map(|&i| share_row(&nodes, &levels, &ranks, user_count, i, depths.get(i).copied().unwrap_or(0)))
+            .collect();
         Ok(FairTree { rows, user_count })
     }
 
@@ -403,7 +407,7 @@ struct Levels {
 impl Levels {
     fn compute(nodes: &[Node], order: &[usize]) -> Levels {
         let usage = rolled_up_usage(nodes, order);
-        let fair_share_parent = fair_share_parents(nodes);
+        let fair_share_parent = fair_share_parents(nodes, order);
         let mut fair_share_children = vec![Vec::new(); nodes.len()];
         for &index in order {
             if let Some(children) =
@@ -478,19 +482,19 @@ fn rolled_up_usage(nodes: &[Node], order: &[usize]) -> Vec<Extended> {
     usage
 }
 
-/// For each association, the nearest proper ancestor without `Fairshare=parent`.
-fn fair_share_parents(nodes: &[Node]) -> Vec<Option<usize>> {
-    let parent_of = |index: usize| nodes.get(index).and_then(|n| n.parent);
-    let has_parent_shares = |index: usize| nodes.get(index).is_some_and(|n| n.shares.is_parent());
-    (0..nodes.len())
-        .map(|index| {
-            let mut ancestor = parent_of(index);
-            while let Some(a) = ancestor.filter(|&a| has_parent_shares(a)) {
-                ancestor = parent_of(a);
-            }
-            ancestor
-        })
-        .collect()
+/// For each association, the nearest proper ancestor without `Fairshare=parent`: in one
+/// pass over `order` (parents first), from the parent's own answer.
+fn fair_share_parents(nodes: &[Node], order: &[usize]) -> Vec<Option<usize>> {
+    let mut out: Vec<Option<usize>> = vec![None; nodes.len()];
+    for &index in order {
+        let Some(parent) = nodes.get(index).and_then(|n| n.parent) else { continue };
+        let parent_has_parent_shares = nodes.get(parent).is_some_and(|n| n.shares.is_parent());
+        let answer = if parent_has_parent_shares { out.get(parent).copied().flatten() } else { Some(parent) };
+        if let Some(slot) = out.get_mut(index) {
+            *slot = answer;
+        }
+    }
+    out
 }
 
 /// NormShares: shares over the level's shares (Slurm's `_normalize_assoc_shares_fair_tree`).
@@ -541,6 +545,15 @@ fn children_level_shares(nodes: &[Node], fair_share_children: &[Vec<usize>], chi
     })
 }
 
+/// One level of the ranking under way: siblings in ranking order, the next to rank, and the
+/// Level FS of the last one ranked.
+struct Level {
+    siblings: Vec<usize>,
+    account_tied: bool,
+    previous: Extended,
+    position: usize,
+}
+
 /// The depth-first ranking of Slurm's `_calc_tree_fs`.
 struct Ranking<'a> {
     nodes: &'a [Node],
@@ -556,7 +569,7 @@ fn rank_users(nodes: &[Node], levels: &Levels, user_count: u32) -> Vec<Option<u3
     let mut ranking =
         Ranking { nodes, levels, rank: user_count, rank_no_ties: user_count, ranks: vec![None; nodes.len()] };
     let top = levels.fair_share_children.first().cloned().unwrap_or_default();
-    ranking.visit(top, false);
+    ranking.visit(top);
     ranking.ranks
 }
 
@@ -575,31 +588,44 @@ impl Ranking<'_> {
         self.level_fs(b).cmp(&self.level_fs(a)).then_with(|| self.is_user(b).cmp(&self.is_user(a)))
     }
 
-    /// Ranks one level: `account_tied` says the account whose children these are tied with
+    /// A level to rank: `account_tied` says the account whose children these are tied with
     /// its previous sibling, which makes the first of them tied too.
-    fn visit(&mut self, mut siblings: Vec<usize>, account_tied: bool) {
+    fn level(&self, mut siblings: Vec<usize>, account_tied: bool) -> Level {
         siblings.sort_by(|&a, &b| self.compare(a, b));
-        let mut previous = Extended::from_u32(NO_VAL);
-        let mut position = 0;
-        while let Some(&index) = siblings.get(position) {
+        Level { siblings, account_tied, previous: Extended::from_u32(NO_VAL), position: 0 }
+    }
+
+    /// Ranks the levels depth first: a level's accounts are each followed by their
+    /// children's level before their next sibling. The levels under way are kept on a stack
+    /// of their own, not the call stack, so a deep tree cannot overflow it.
+    fn visit(&mut self, top: Vec<usize>) {
+        let mut stack = vec![self.level(top, false)];
+        while let Some(level) = stack.last_mut() {
+            let Some(&index) = level.siblings.get(level.position) else {
+                stack.pop();
+                continue;
+            };
             let level_fs = self.level_fs(index);
-            let tied = if position == 0 && account_tied { true } else { previous == level_fs };
+            let tied =
+                if level.position == 0 && level.account_tied { true } else { level.previous == level_fs };
+            level.previous = level_fs;
             if self.is_user(index) {
+                level.position += 1;
                 self.rank_user(index, tied);
             } else {
-                let merged = self.tied_users_following(&siblings, position);
-                let end = (position + merged + 1).min(siblings.len());
-                let children = siblings
-                    .get(position..end)
+                let merged = self.tied_users_following(&level.siblings, level.position);
+                let end = (level.position + merged + 1).min(level.siblings.len());
+                let children = level
+                    .siblings
+                    .get(level.position..end)
                     .unwrap_or_default()
                     .iter()
                     .flat_map(|&s| self.children_of(s))
                     .collect();
-                self.visit(children, tied);
-                position += merged;
+                level.position += merged + 1;
+                let next = self.level(children, tied);
+                stack.push(next);
             }
-            previous = level_fs;
-            position += 1;
         }
     }
 
@@ -634,6 +660,7 @@ fn share_row(
     ranks: &[Option<u32>],
     user_count: u32,
     index: usize,
+    depth: usize,
 ) -> ShareRow {
     let node = nodes.get(index);
     let parent = node.and_then(|n| n.parent).and_then(|p| nodes.get(p));
@@ -651,7 +678,7 @@ fn share_row(
     ShareRow {
         account,
         user,
-        depth: depth(nodes, index),
+        depth,
         raw_shares: (!is_root).then_some(shares),
         norm_shares: levels.norm_shares.get(index).copied().unwrap_or(0.0),
         raw_usage: value(&levels.usage),
@@ -663,9 +690,16 @@ fn share_row(
     }
 }
 
-fn depth(nodes: &[Node], index: usize) -> usize {
-    std::iter::successors(nodes.get(index).and_then(|n| n.parent), |&p| nodes.get(p).and_then(|n| n.parent))
-        .count()
+/// Each association's depth below root, in one pass over `order` (parents first).
+fn depths(nodes: &[Node], order: &[usize]) -> Vec<usize> {
+    let mut depths = vec![0; nodes.len()];
+    for &index in order {
+        let depth = nodes.get(index).and_then(|n| n.parent).and_then(|p| depths.get(p)).map_or(0, |d| d + 1);
+        if let Some(slot) = depths.get_mut(index) {
+            *slot = depth;
+        }
+    }
+    depths
 }
 
 /// One field as `sshare`'s `print_fields` prints it in parsable mode.
@@ -946,5 +980,29 @@ mod extended {
             }
             assert_eq!(Extended::ONE, Extended::from_f64(1.0));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chain_100_000_deep_is_ranked_without_recursion_or_walks_to_root() {
+        // Recursion per level would overflow the stack; a walk to root per association
+        // (for its depth or its fair-share parent) would take minutes.
+        const DEPTH: usize = 100_000;
+        let name = |i: usize| if i == 0 { ROOT.to_string() } else { format!("a{i}") };
+        let mut associations: Vec<Association> = (1..=DEPTH)
+            .map(|i| {
+                let shares = if i % 2 == 0 { Shares::Parent } else { Shares::Count(1) };
+                Association::account(&name(i), &name(i - 1), shares)
+            })
+            .collect();
+        associations.push(Association::user("alice", &name(DEPTH), Shares::Count(1)).with_usage(5.0));
+        let tree = FairTree::compute(&associations).unwrap();
+        let alice = tree.row(&name(DEPTH), Some("alice")).unwrap();
+        assert_eq!((alice.depth, alice.rank, alice.raw_usage), (DEPTH + 1, Some(1), 5.0));
+        assert_eq!(tree.row("a1", None).map(|r| r.raw_usage), Some(5.0), "usage rolls up to the top");
     }
 }

@@ -1,12 +1,20 @@
 //! `allot import slurm`: a live association tree as a budget repository, so that a site
 //! can adopt allot without retyping its tree. Building the result and planning against the
 //! same dump shows no changes (but for what KDL cannot say, listed in the header).
+//!
+//! The file is built as a KDL document through the `kdl` crate, which writes (and quotes)
+//! every name and value; names allot's rules refuse stop the import with the dump's line,
+//! and the result is compiled again and compared with the tree before it is returned.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use allot_compiler::lower::MAX_PROJECT_DEPTH;
 use allot_compiler::names::unportable;
+use allot_compiler::syntax::MAX_FILE_BYTES;
+use allot_compiler::{MemoryLoader, compile};
+use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
 
-use super::tree::{PARENT_FAIRSHARE, PREEMPTIBLE_QOS, Tree, User};
+use super::tree::{Account, PARENT_FAIRSHARE, PREEMPTIBLE_QOS, Tree, User, desired, slurm_name_problem};
 
 pub struct Options {
     pub gpus: u64,
@@ -14,26 +22,156 @@ pub struct Options {
     pub gpus_per_node: u64,
 }
 
-/// The `allot.kdl` of the tree, or the names allot cannot carry.
+/// The `allot.kdl` of the tree, or why it cannot be one: each problem a line of text that
+/// starts with the dump's line where there is one.
 pub fn to_kdl(tree: &Tree, options: &Options) -> Result<String, Vec<String>> {
-    let mut problems: Vec<String> = tree
-        .accounts
-        .iter()
-        .filter_map(|a| unportable(&a.name).map(|why| format!("account `{}`: {why}", a.name)))
-        .collect();
-    if unportable(&tree.cluster).is_some() {
-        problems.push(format!("cluster `{}` cannot be an allot cluster name", tree.cluster));
-    }
-    let largest_limit = tree.accounts.iter().filter_map(|a| a.grp_gpus).max().unwrap_or(0);
-    if largest_limit > options.gpus {
-        problems.push(format!(
-            "an account is limited to {largest_limit} GPUs, more than --gpus {}",
-            options.gpus
-        ));
-    }
+    let problems = refused(tree, options);
     if !problems.is_empty() {
         return Err(problems);
     }
+    let text = allot_compiler::format::format(&write(tree, options))
+        .map_err(|e| vec![format!("the imported budgets do not read back: {e}")])?;
+    if text.len() > MAX_FILE_BYTES {
+        return Err(vec![format!(
+            "the budget file would be {} bytes, more than the {MAX_FILE_BYTES} allot reads in one file",
+            text.len()
+        )]);
+    }
+    reads_back(&text, tree)?;
+    Ok(text)
+}
+
+/// What stops the import: names allot cannot carry (with the dump's line), a tree deeper
+/// than the budgets may nest, a GPU limit above the cluster's GPUs.
+fn refused(tree: &Tree, options: &Options) -> Vec<String> {
+    let at = |line: Option<usize>| line.map_or(String::new(), |l| format!("line {l}: "));
+    let mut problems = Vec::new();
+    if let Some(why) = name_problem(&tree.cluster) {
+        problems.push(format!(
+            "{}cluster {:?} cannot be an allot cluster: {why}",
+            at(tree.cluster_line),
+            tree.cluster
+        ));
+    }
+    for a in &tree.accounts {
+        if let Some(why) = name_problem(&a.name) {
+            problems.push(format!("{}account {:?} cannot be an allot project: {why}", at(a.line), a.name));
+        }
+    }
+    let mut qos_lines: BTreeMap<&str, Option<usize>> = BTreeMap::new();
+    for a in &tree.accounts {
+        for q in a.qos.iter().chain(&a.default_qos) {
+            qos_lines.entry(q.as_str()).or_insert(a.line);
+        }
+    }
+    for (q, line) in qos_lines.into_iter().filter(|(q, _)| *q != PREEMPTIBLE_QOS) {
+        if let Some(why) = name_problem(q) {
+            problems.push(format!("{}QOS {q:?} cannot be an allot contract: {why}", at(line)));
+        }
+    }
+    for u in &tree.users {
+        if let Some(why) = slurm_name_problem(&u.name) {
+            problems.push(format!("{}user {:?} cannot be an allot user: {why}", at(u.line), u.name));
+        }
+    }
+    let depths = depths(tree);
+    if let Some(a) =
+        tree.accounts.iter().find(|a| depths.get(a.name.as_str()).is_some_and(|d| *d > MAX_PROJECT_DEPTH))
+    {
+        problems.push(format!(
+            "{}account {:?} is {} levels deep; budgets nest at most {MAX_PROJECT_DEPTH} projects",
+            at(a.line),
+            a.name,
+            depths.get(a.name.as_str()).copied().unwrap_or(0)
+        ));
+    }
+    if let Some(a) = tree.accounts.iter().filter(|a| a.grp_gpus.is_some()).max_by_key(|a| a.grp_gpus)
+        && a.grp_gpus > Some(options.gpus)
+    {
+        problems.push(format!(
+            "{}account {} is limited to {} GPUs, more than --gpus {}",
+            at(a.line),
+            a.name,
+            a.grp_gpus.unwrap_or(0),
+            options.gpus
+        ));
+    }
+    problems
+}
+
+/// Why a name cannot be a cluster, project or contract: allot's rules of names, and `root`.
+fn name_problem(name: &str) -> Option<&'static str> {
+    if name == "root" { Some("`root` is reserved") } else { unportable(name) }
+}
+
+/// Each account's depth (1 for a top account), in one pass over the accounts, parents first.
+fn depths(tree: &Tree) -> HashMap<&str, usize> {
+    let mut depths: HashMap<&str, usize> = HashMap::with_capacity(tree.accounts.len());
+    for a in &tree.accounts {
+        let depth = depths.get(a.parent.as_str()).map_or(1, |d| d + 1);
+        depths.insert(&a.name, depth);
+    }
+    depths
+}
+
+/// The accounts under each parent, and the users of each account, in the tree's order.
+struct Index<'a> {
+    children: HashMap<&'a str, Vec<&'a Account>>,
+    users: HashMap<&'a str, Vec<&'a User>>,
+    associations: HashMap<&'a str, usize>,
+}
+
+impl<'a> Index<'a> {
+    fn new(tree: &'a Tree) -> Index<'a> {
+        let mut index =
+            Index { children: HashMap::new(), users: HashMap::new(), associations: HashMap::new() };
+        for a in &tree.accounts {
+            index.children.entry(&a.parent).or_default().push(a);
+        }
+        for u in &tree.users {
+            index.users.entry(&u.account).or_default().push(u);
+            *index.associations.entry(&u.name).or_default() += 1;
+        }
+        index
+    }
+
+    fn children(&self, parent: &str) -> &[&'a Account] {
+        self.children.get(parent).map_or(&[], Vec::as_slice)
+    }
+}
+
+fn node(name: &str, entries: impl IntoIterator<Item = KdlEntry>) -> KdlNode {
+    let mut node = KdlNode::new(name);
+    for entry in entries {
+        node.push(entry);
+    }
+    node
+}
+
+fn arg(value: impl Into<KdlValue>) -> KdlEntry {
+    KdlEntry::new(value)
+}
+
+fn prop(key: &str, value: impl Into<KdlValue>) -> KdlEntry {
+    KdlEntry::new_prop(key, value)
+}
+
+fn int(value: u64) -> KdlValue {
+    KdlValue::Integer(i128::from(value))
+}
+
+fn document(nodes: impl IntoIterator<Item = KdlNode>) -> KdlDocument {
+    let mut doc = KdlDocument::new();
+    doc.nodes_mut().extend(nodes);
+    doc
+}
+
+/// The file: a header of notes, then the cluster, the rules and contracts, and each top
+/// project, every part a KDL document of its own (joined by blank lines), in the layout
+/// `allot fmt` gives it afterwards.
+fn write(tree: &Tree, options: &Options) -> String {
+    let index = Index::new(tree);
+    let mut notes = Vec::new();
     let qos: BTreeSet<&str> = tree
         .accounts
         .iter()
@@ -41,19 +179,21 @@ pub fn to_kdl(tree: &Tree, options: &Options) -> Result<String, Vec<String>> {
         .filter(|q| *q != PREEMPTIBLE_QOS)
         .collect();
     let preemptible = tree.accounts.iter().any(|a| a.qos.iter().any(|q| q == PREEMPTIBLE_QOS));
-    let mut notes = Vec::new();
     let default = most_common_default(tree)
         .or_else(|| qos.first().map(|q| q.to_string()))
         .unwrap_or_else(|| "normal".into());
-    let mut out = String::new();
-    out.push_str(&format!(
-        "cluster {} gpus={} gpu-type={} gpus-per-node={} {{\n    slurm cluster={}\n}}\n\n",
-        tree.cluster,
-        options.gpus,
-        quoted(&options.gpu_type),
-        options.gpus_per_node,
-        tree.cluster
-    ));
+
+    let mut cluster = node(
+        "cluster",
+        [
+            arg(tree.cluster.as_str()),
+            prop("gpus", int(options.gpus)),
+            prop("gpu-type", options.gpu_type.as_str()),
+            prop("gpus-per-node", int(options.gpus_per_node)),
+        ],
+    );
+    cluster.ensure_children().nodes_mut().push(node("slurm", [prop("cluster", tree.cluster.as_str())]));
+
     let rule = if preemptible { "preemptible" } else { "deny" };
     for account in tree.accounts.iter().filter(|a| preemptible && !a.qos.iter().any(|q| q == PREEMPTIBLE_QOS))
     {
@@ -62,103 +202,181 @@ pub fn to_kdl(tree: &Tree, options: &Options) -> Result<String, Vec<String>> {
             account.name
         ));
     }
-    out.push_str(&format!("policy unbudgeted={rule} overflow={rule}\n\n"));
+    let mut rules = vec![node("policy", [prop("unbudgeted", rule), prop("overflow", rule)])];
     let mut contracts: Vec<&str> = qos.iter().copied().collect();
     if !contracts.contains(&default.as_str()) {
         contracts.push(&default);
     }
     for name in contracts {
-        let flag = if name == default { " default=#true" } else { "" };
-        out.push_str(&format!("contract {name} min-runtime=\"0s\"{flag}\n"));
+        let mut contract = node("contract", [arg(name), prop("min-runtime", "0s")]);
+        if name == default {
+            contract.push(prop("default", true));
+        }
+        rules.push(contract);
     }
     notes.push(
         "contracts are the QOS the accounts use; give them their minimum runtime and limits".to_string(),
     );
-    write_children(tree, "root", &[], 0, &mut out, &mut notes);
-    let header: String =
-        std::iter::once(format!("// Imported from Slurm cluster {} by `allot import slurm`.", tree.cluster))
-            .chain(notes.iter().map(|n| format!("// - {n}")))
-            .collect::<Vec<_>>()
-            .join("\n");
-    Ok(format!("{header}\n\n{out}"))
+    for u in index.users.get("root").into_iter().flatten().filter(|u| u.name != "root") {
+        notes.push(format!("user {} is in Slurm's root account, which is no project: not imported", u.name));
+    }
+    let mut parts = vec![document([cluster]).to_string(), document(rules).to_string()];
+    for account in index.children("root") {
+        parts.push(document([project(&index, account, &[], &mut notes)]).to_string());
+    }
+    let header: Vec<String> =
+        std::iter::once(format!("Imported from Slurm cluster {} by `allot import slurm`.", tree.cluster))
+            .chain(notes.iter().map(|n| format!("- {n}")))
+            .map(|line| format!("// {}\n", comment(&line)))
+            .collect();
+    format!("{}\n{}", header.concat(), parts.join("\n"))
 }
 
-fn quoted(text: &str) -> String {
-    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+/// A note as the text of a `//` comment: nothing that would end the line. (The names in
+/// notes passed allot's rules already; this holds whatever a note says.)
+fn comment(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') { '?' } else { c })
+        .collect()
 }
 
 fn most_common_default(tree: &Tree) -> Option<String> {
-    let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for d in tree.accounts.iter().filter_map(|a| a.default_qos.as_deref()) {
         *counts.entry(d).or_default() += 1;
     }
     counts.into_iter().max_by_key(|(_, n)| *n).map(|(q, _)| q.to_string())
 }
 
-fn write_children(
-    tree: &Tree,
-    parent: &str,
-    parent_qos: &[String],
-    depth: usize,
-    out: &mut String,
-    notes: &mut Vec<String>,
-) {
-    let indent = "    ".repeat(depth);
-    for account in tree.accounts.iter().filter(|a| a.parent == parent) {
-        let share = if account.fairshare == PARENT_FAIRSHARE {
-            notes.push(format!(
-                "account {} has Fairshare=parent, which allot cannot say: imported as 1",
-                account.name
-            ));
-            1
-        } else {
-            account.fairshare.max(1)
-        };
-        if account.fairshare == 0 {
-            notes.push(format!(
-                "account {} has Fairshare=0, which allot refuses: imported as 1",
-                account.name
-            ));
-        }
-        let max = account.grp_gpus.map_or(String::new(), |g| format!(" max-gpus={g}"));
-        let gap = if depth == 0 { "\n" } else { "" };
-        out.push_str(&format!("{gap}{indent}project {} share={share}{max} {{\n", account.name));
-        let own_qos: Vec<String> = account.qos.iter().filter(|q| *q != PREEMPTIBLE_QOS).cloned().collect();
-        if own_qos != parent_qos && !own_qos.is_empty() {
-            out.push_str(&format!("{indent}    contracts {}\n", own_qos.join(" ")));
-        }
-        let users: Vec<&User> = tree.users.iter().filter(|u| u.account == account.name).collect();
-        let (defaults, others): (Vec<&User>, Vec<&User>) = users.iter().partition(|u| {
-            u.default_account.as_deref() == Some(account.name.as_str()) && in_several(tree, &u.name)
-        });
-        for u in users.iter().filter(|u| u.fairshare != 1) {
-            let value =
-                if u.fairshare == PARENT_FAIRSHARE { "parent".to_string() } else { u.fairshare.to_string() };
-            notes.push(format!(
-                "user {} in {} has Fairshare={value}: allot gives users 1",
-                u.name, account.name
-            ));
-        }
-        if !others.is_empty() {
-            let names: Vec<&str> = others.iter().map(|u| u.name.as_str()).collect();
-            out.push_str(&format!("{indent}    users {}\n", names.join(" ")));
-        }
-        if !defaults.is_empty() {
-            let names: Vec<&str> = defaults.iter().map(|u| u.name.as_str()).collect();
-            out.push_str(&format!("{indent}    users {} default=#true\n", names.join(" ")));
-        }
-        write_children(
-            tree,
-            &account.name,
-            if own_qos.is_empty() { parent_qos } else { &own_qos },
-            depth + 1,
-            out,
-            notes,
-        );
-        out.push_str(&format!("{indent}}}\n"));
+/// An account and its subtree as a `project` node. Recursive: [`refused`] bounds the depth
+/// to the budgets' own limit first.
+fn project(index: &Index, account: &Account, parent_qos: &[String], notes: &mut Vec<String>) -> KdlNode {
+    let share = if account.fairshare == PARENT_FAIRSHARE {
+        notes.push(format!(
+            "account {} has Fairshare=parent, which allot cannot say: imported as 1",
+            account.name
+        ));
+        1
+    } else {
+        account.fairshare.max(1)
+    };
+    if account.fairshare == 0 {
+        notes.push(format!("account {} has Fairshare=0, which allot refuses: imported as 1", account.name));
     }
+    let mut out = node("project", [arg(account.name.as_str()), prop("share", int(share))]);
+    if let Some(gpus) = account.grp_gpus {
+        out.push(prop("max-gpus", int(gpus)));
+    }
+    let mut children = Vec::new();
+    let own_qos: Vec<String> = account.qos.iter().filter(|q| *q != PREEMPTIBLE_QOS).cloned().collect();
+    if own_qos != parent_qos && !own_qos.is_empty() {
+        children.push(node("contracts", own_qos.iter().map(|q| arg(q.as_str()))));
+    }
+    let users = index.users.get(account.name.as_str()).map_or(&[][..], Vec::as_slice);
+    let in_several = |u: &User| index.associations.get(u.name.as_str()).is_some_and(|n| *n > 1);
+    let (defaults, others): (Vec<&User>, Vec<&User>) = users
+        .iter()
+        .partition(|u| u.default_account.as_deref() == Some(account.name.as_str()) && in_several(u));
+    for u in users.iter().filter(|u| u.fairshare != 1) {
+        let value =
+            if u.fairshare == PARENT_FAIRSHARE { "parent".to_string() } else { u.fairshare.to_string() };
+        notes.push(format!("user {} in {} has Fairshare={value}: allot gives users 1", u.name, account.name));
+    }
+    if !others.is_empty() {
+        children.push(node("users", others.iter().map(|u| arg(u.name.as_str()))));
+    }
+    if !defaults.is_empty() {
+        let mut line = node("users", defaults.iter().map(|u| arg(u.name.as_str())));
+        line.push(prop("default", true));
+        children.push(line);
+    }
+    let qos = if own_qos.is_empty() { parent_qos } else { &own_qos };
+    for child in index.children(&account.name) {
+        children.push(project(index, child, qos, notes));
+    }
+    if !children.is_empty() {
+        out.ensure_children().nodes_mut().extend(children);
+    }
+    out
 }
 
-fn in_several(tree: &Tree, user: &str) -> bool {
-    tree.users.iter().filter(|u| u.name == user).count() > 1
+/// (name, parent) of accounts, (name, account) of user associations.
+type Pairs = BTreeSet<(String, String)>;
+
+/// Defence in depth: the file compiles, and its tree on the cluster has the dump's
+/// accounts under the same parents and the same user associations.
+fn reads_back(text: &str, tree: &Tree) -> Result<(), Vec<String>> {
+    let compilation = compile(&MemoryLoader::new([("allot.kdl", text)]), "allot.kdl");
+    let Some(model) = compilation.model else {
+        let errors = compilation.diagnostics.iter().filter(|d| d.is_error()).map(|d| d.message.clone());
+        return Err(errors.map(|m| format!("the imported budgets do not compile: {m}")).collect());
+    };
+    let imported = desired(&model, &tree.cluster);
+    let shape = |t: &Tree| -> (Pairs, Pairs) {
+        (
+            t.accounts.iter().map(|a| (a.name.clone(), a.parent.clone())).collect(),
+            t.users
+                .iter()
+                .filter(|u| u.account != "root")
+                .map(|u| (u.name.clone(), u.account.clone()))
+                .collect(),
+        )
+    };
+    if shape(&imported) != shape(tree) {
+        return Err(vec!["the imported budgets do not read back as the dump's tree".to_string()]);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slurm::tree::parse;
+
+    fn options() -> Options {
+        Options { gpus: 8, gpu_type: "h100 \"sxm\"\n}".into(), gpus_per_node: 8 }
+    }
+
+    #[test]
+    fn names_reach_the_file_through_kdl_quoting_and_read_back() {
+        let dump = "Cluster - 'lab'\nParent - 'root'\nAccount - 'a':Fairshare=1\nParent - 'a'\n\
+                    User - 'x};project':Fairshare=1\nUser - '/-y':Fairshare=1\nUser - 'r{b}':Fairshare=1\nUser - 'true':Fairshare=1\n";
+        let tree = parse(dump).unwrap();
+        let text = to_kdl(&tree, &options()).unwrap();
+        assert!(text.contains(r#"users "x};project" "/-y" "r{b}" "true""#), "{text}");
+        assert!(text.contains(r#"gpu-type="h100 \"sxm\"\n}""#), "{text}");
+        let projects = text.lines().filter(|l| l.trim_start().starts_with("project")).count();
+        assert_eq!(projects, 1, "{text}");
+    }
+
+    #[test]
+    fn names_allot_refuses_are_errors_at_their_line() {
+        let dump = "Cluster - 'lab_1'\nParent - 'root'\nAccount - 'ml_team':QOS='Gpu.High'\nAccount - 'ok'\n\
+                    Parent - 'ok'\nUser - 'bob'\n";
+        let problems = to_kdl(&parse(dump).unwrap(), &options()).unwrap_err();
+        assert_eq!(
+            problems,
+            [
+                "line 1: cluster \"lab_1\" cannot be an allot cluster: Kubernetes names (DNS-1123 labels) allow only `a-z`, `0-9` and `-`",
+                "line 3: account \"ml_team\" cannot be an allot project: Kubernetes names (DNS-1123 labels) allow only `a-z`, `0-9` and `-`",
+                "line 3: QOS \"gpu.high\" cannot be an allot contract: YARN reads `.` as a queue path separator",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_tree_deeper_than_budgets_nest_is_refused_at_the_first_account_too_deep() {
+        let mut dump = String::from("Cluster - 'lab'\nParent - 'root'\nAccount - 'a0'\n");
+        for i in 1..60 {
+            dump.push_str(&format!("Parent - 'a{}'\nAccount - 'a{i}'\n", i - 1));
+        }
+        let problems = to_kdl(&parse(&dump).unwrap(), &options()).unwrap_err();
+        assert_eq!(
+            problems,
+            [format!(
+                "line {}: account \"a32\" is 33 levels deep; budgets nest at most 32 projects",
+                3 + 2 * 32
+            )]
+        );
+    }
 }

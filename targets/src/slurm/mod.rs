@@ -66,7 +66,10 @@ impl Target for Slurm {
                 model.contracts.iter().filter(|c| c.name == PREEMPTIBLE_QOS).map(|c| c.source.clone()).collect(),
             ));
         }
-        for file in files.iter().filter(|f| f.path.ends_with(".cfg")) {
+        // The flat files must read back as the tree allot wrote; a tree already refused
+        // above (two accounts of one name) would only be refused again, by the dump's parser.
+        let refused = !violations.is_empty();
+        for file in files.iter().filter(|f| !refused && f.path.ends_with(".cfg")) {
             match tree::parse(&file.contents) {
                 Err(error) => violations
                     .push(Violation::new(&file.path, format!("the flat file does not read back: {error}"))),

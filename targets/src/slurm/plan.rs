@@ -3,12 +3,12 @@
 //! parent, Fairshare, GPU limit and QOS; user associations, their default account and
 //! Fairshare), drift in what it does not manage, and the ordered `sacctmgr` script.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use allot_compiler::ir::Location;
 use serde_json::{Value, json};
 
-use super::tree::{Account, PARENT_FAIRSHARE, Tree, User};
+use super::tree::{Account, PARENT_FAIRSHARE, Tree, User, slurm_name_problem};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Action {
@@ -65,11 +65,23 @@ pub struct Drift {
     pub value: String,
 }
 
+/// An association a plan does not touch, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    pub association: String,
+    pub reason: String,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
     pub cluster: String,
     pub changes: Vec<Change>,
     pub drift: Vec<Drift>,
+    /// Live associations of Slurm's root user, and the accounts holding them: not touched.
+    pub left_alone: Vec<Note>,
+    /// Changes the budgets ask for that allot refuses to make (Slurm's root, names no
+    /// command can carry): the plan is not to be applied while there are any.
+    pub refused: Vec<Note>,
 }
 
 impl Plan {
@@ -133,23 +145,80 @@ fn user_fields(before: Option<&User>, after: Option<&User>) -> Vec<Field> {
         .collect()
 }
 
-/// Slurm's own `root` user association is not allot's business.
+/// Slurm's `root` account and `root` user: never added, changed, moved or deleted by a
+/// plan, whatever the budgets or the dump say.
+pub const ROOT: &str = "root";
+
+/// Whether a user association is one of Slurm's `root` user (in any account).
 fn is_root_user(u: &User) -> bool {
-    u.name == "root" && u.account == "root"
+    u.name == ROOT
+}
+
+/// Why a name cannot reach a `sacctmgr` command, if it cannot: the dump's parser and the
+/// budgets' checks refuse such names already; the plan refuses them again.
+fn unusable(name: &str) -> Option<&'static str> {
+    if name == ROOT { Some("Slurm's root is never touched") } else { slurm_name_problem(name) }
+}
+
+/// The names a change puts into `sacctmgr` commands (what it had before goes into none).
+fn names_of(change: &Change) -> Vec<&str> {
+    let mut names = vec![change.name.as_str()];
+    names.extend(change.account.as_deref());
+    if change.action != Action::Destroy {
+        for f in &change.fields {
+            match f.name {
+                "parent" if f.after != ROOT => names.push(&f.after),
+                "defaultaccount" | "defaultqos" => names.push(&f.after),
+                "qos" => names.extend(f.after.split(',')),
+                _ => {}
+            }
+        }
+    }
+    names.retain(|n| !n.is_empty() && *n != "-");
+    names
 }
 
 pub fn plan(desired: &Tree, live: &Tree) -> Plan {
+    let mut refused = Vec::new();
+    let mut left_alone = Vec::new();
     // Slurm's root user is a sibling of the top accounts on both sides.
     let mut with_root = desired.clone();
+    with_root.users.retain(|u| !is_root_user(u));
     with_root.users.extend(live.users.iter().filter(|u| is_root_user(u)).cloned());
     let (before, after) = (live.effective_shares(), with_root.effective_shares());
     let share = |name: &str| {
         Some((before.get(name).copied().unwrap_or(0.0), after.get(name).copied().unwrap_or(0.0)))
     };
+    let live_accounts: HashMap<&str, &Account> = live.accounts.iter().map(|a| (a.name.as_str(), a)).collect();
+    let desired_accounts: HashSet<&str> = desired.accounts.iter().map(|a| a.name.as_str()).collect();
+    let live_users: HashMap<(&str, &str), &User> =
+        live.users.iter().map(|u| ((u.name.as_str(), u.account.as_str()), u)).collect();
+    let desired_users: HashSet<(&str, &str)> =
+        desired.users.iter().map(|u| (u.name.as_str(), u.account.as_str())).collect();
+    // The accounts that hold an association of the root user, and their ancestors: deleting
+    // one would delete that association.
+    let mut holding_root: HashSet<&str> = HashSet::new();
+    for u in live.users.iter().filter(|u| is_root_user(u) && u.account != ROOT) {
+        let mut account = Some(u.account.as_str());
+        while let Some(name) = account.filter(|n| *n != ROOT && holding_root.insert(n)) {
+            account = live_accounts.get(name).map(|a| a.parent.as_str());
+        }
+        left_alone.push(Note {
+            association: format!("user {ROOT} in {}", u.account),
+            reason: "Slurm's root user is never touched".into(),
+        });
+    }
     let mut changes = Vec::new();
     let mut drift = Vec::new();
     for account in &desired.accounts {
-        let current = live.account(&account.name);
+        if account.name == ROOT {
+            refused.push(Note {
+                association: format!("account {ROOT}"),
+                reason: "Slurm's root account is implicit; no project can be it".into(),
+            });
+            continue;
+        }
+        let current = live_accounts.get(account.name.as_str()).copied();
         let fields = account_fields(current, Some(account));
         let action = if current.is_none() { Action::Add } else { Action::Change };
         if !fields.is_empty() {
@@ -164,7 +233,14 @@ pub fn plan(desired: &Tree, live: &Tree) -> Plan {
             });
         }
     }
-    for account in live.accounts.iter().rev().filter(|a| desired.account(&a.name).is_none()) {
+    for account in live.accounts.iter().rev().filter(|a| !desired_accounts.contains(a.name.as_str())) {
+        if holding_root.contains(account.name.as_str()) {
+            left_alone.push(Note {
+                association: format!("account {}", account.name),
+                reason: "it holds an association of Slurm's root user; deleting it would delete that".into(),
+            });
+            continue;
+        }
         changes.push(Change {
             action: Action::Destroy,
             kind: "account",
@@ -175,12 +251,16 @@ pub fn plan(desired: &Tree, live: &Tree) -> Plan {
             effective_share: share(&account.name),
         });
     }
-    let find = |tree: &'_ Tree, u: &User| {
-        tree.users.iter().find(|x| x.name == u.name && x.account == u.account).cloned()
-    };
     for user in &desired.users {
-        let current = find(live, user);
-        let fields = user_fields(current.as_ref(), Some(user));
+        if is_root_user(user) {
+            refused.push(Note {
+                association: format!("user {ROOT} in {}", user.account),
+                reason: "Slurm's root user is never touched; take it out of the budgets".into(),
+            });
+            continue;
+        }
+        let current = live_users.get(&(user.name.as_str(), user.account.as_str())).copied();
+        let fields = user_fields(current, Some(user));
         if !fields.is_empty() {
             changes.push(Change {
                 action: if current.is_none() { Action::Add } else { Action::Change },
@@ -193,7 +273,18 @@ pub fn plan(desired: &Tree, live: &Tree) -> Plan {
             });
         }
     }
-    for user in live.users.iter().filter(|u| !is_root_user(u) && find(desired, u).is_none()) {
+    for user in live
+        .users
+        .iter()
+        .filter(|u| !is_root_user(u) && !desired_users.contains(&(u.name.as_str(), u.account.as_str())))
+    {
+        if user.account == ROOT {
+            left_alone.push(Note {
+                association: format!("user {} in {ROOT}", user.name),
+                reason: "associations of Slurm's root account are never touched".into(),
+            });
+            continue;
+        }
         changes.push(Change {
             action: Action::Destroy,
             kind: "user",
@@ -222,7 +313,15 @@ pub fn plan(desired: &Tree, live: &Tree) -> Plan {
             });
         }
     }
-    Plan { cluster: desired.cluster.clone(), changes, drift }
+    // Every name a command would carry, checked once more.
+    changes.retain(|change| {
+        let bad = names_of(change).into_iter().find_map(|n| unusable(n).map(|why| (n.to_string(), why)));
+        if let Some((name, why)) = &bad {
+            refused.push(Note { association: subject(change), reason: format!("{name:?}: {why}") });
+        }
+        bad.is_none()
+    });
+    Plan { cluster: desired.cluster.clone(), changes, drift, left_alone, refused }
 }
 
 /// A word the shell reads as itself (shared by every emitter that writes a script).
@@ -231,16 +330,22 @@ pub use crate::text::shell_word;
 /// The `sacctmgr -i` commands, in an order Slurm accepts: accounts added parents first,
 /// then account changes, users added, default accounts moved, and only then deletions,
 /// user associations before accounts, children before parents.
+///
+/// Every name goes through [`shell_word`], in comments too; a change the plan would have
+/// refused (Slurm's root, a name no command can carry) gives no command.
 pub fn script(plan: &Plan, desired: &Tree, live: &Tree) -> String {
     let c = shell_word(&plan.cluster);
-    let mut out =
-        format!("#!/bin/sh\n# allot plan for Slurm cluster {}: {}\nset -eu\n", plan.cluster, plan.summary());
+    let mut out = format!("#!/bin/sh\n# allot plan for Slurm cluster {c}: {}\nset -eu\n", plan.summary());
+    let allowed: Vec<&Change> =
+        plan.changes.iter().filter(|ch| names_of(ch).into_iter().all(|n| unusable(n).is_none())).collect();
     let mut section = |title: &str, lines: Vec<String>| {
         if !lines.is_empty() {
             out.push_str(&format!("\n# {title}\n{}\n", lines.join("\n")));
         }
     };
-    let account = |name: &str| desired.account(name);
+    let desired_accounts: HashMap<&str, &Account> =
+        desired.accounts.iter().map(|a| (a.name.as_str(), a)).collect();
+    let account = |name: &str| desired_accounts.get(name).copied();
     let settings = |a: &Account, fields: &[Field], new: bool| -> Vec<String> {
         let mut set = Vec::new();
         for f in fields {
@@ -258,8 +363,7 @@ pub fn script(plan: &Plan, desired: &Tree, live: &Tree) -> String {
         }
         set
     };
-    let adds: Vec<String> = plan
-        .changes
+    let adds: Vec<String> = allowed
         .iter()
         .filter(|ch| ch.kind == "account" && ch.action == Action::Add)
         .filter_map(|ch| account(&ch.name).map(|a| (a, ch)))
@@ -274,8 +378,7 @@ pub fn script(plan: &Plan, desired: &Tree, live: &Tree) -> String {
         })
         .collect();
     section("accounts to add, parents first", adds);
-    let modified: Vec<String> = plan
-        .changes
+    let modified: Vec<String> = allowed
         .iter()
         .filter(|ch| ch.kind == "account" && ch.action == Action::Change)
         .filter_map(|ch| account(&ch.name).map(|a| (a, ch)))
@@ -288,17 +391,16 @@ pub fn script(plan: &Plan, desired: &Tree, live: &Tree) -> String {
         })
         .collect();
     section("accounts to change", modified);
-    let known_users: Vec<&str> = live.users.iter().map(|u| u.name.as_str()).collect();
-    let user_of = |ch: &Change| {
-        desired.users.iter().find(|u| u.name == ch.name && Some(&u.account) == ch.account.as_ref())
-    };
-    let added_users: Vec<String> = plan
-        .changes
+    let known_users: HashSet<&str> = live.users.iter().map(|u| u.name.as_str()).collect();
+    let desired_users: HashMap<(&str, &str), &User> =
+        desired.users.iter().map(|u| ((u.name.as_str(), u.account.as_str()), u)).collect();
+    let user_of = |ch: &Change| desired_users.get(&(ch.name.as_str(), ch.account.as_deref()?)).copied();
+    let added_users: Vec<String> = allowed
         .iter()
         .filter(|ch| ch.kind == "user" && ch.action == Action::Add)
-        .filter_map(user_of)
+        .filter_map(|ch| user_of(ch))
         .map(|u| {
-            let default = match (&u.default_account, known_users.contains(&u.name.as_str())) {
+            let default = match (&u.default_account, known_users.contains(u.name.as_str())) {
                 (Some(d), false) => format!(" defaultaccount={}", shell_word(d)),
                 _ => String::new(),
             };
@@ -312,19 +414,20 @@ pub fn script(plan: &Plan, desired: &Tree, live: &Tree) -> String {
         .collect();
     section("user associations to add", added_users);
     let mut defaults: Vec<String> = Vec::new();
+    let mut seen_defaults: HashSet<String> = HashSet::new();
     let mut user_changes: Vec<String> = Vec::new();
-    for ch in plan.changes.iter().filter(|ch| ch.kind == "user" && ch.action != Action::Destroy) {
+    for ch in allowed.iter().filter(|ch| ch.kind == "user" && ch.action != Action::Destroy) {
         let Some(u) = user_of(ch) else { continue };
         for f in &ch.fields {
             match f.name {
-                "defaultaccount" if ch.action == Action::Change || known_users.contains(&u.name.as_str()) => {
+                "defaultaccount" if ch.action == Action::Change || known_users.contains(u.name.as_str()) => {
                     if let Some(d) = &u.default_account {
                         let line = format!(
                             "sacctmgr -i modify user where name={} cluster={c} set defaultaccount={}",
                             shell_word(&u.name),
                             shell_word(d)
                         );
-                        if !defaults.contains(&line) {
+                        if seen_defaults.insert(line.clone()) {
                             defaults.push(line);
                         }
                     }
@@ -341,8 +444,7 @@ pub fn script(plan: &Plan, desired: &Tree, live: &Tree) -> String {
     }
     section("default accounts, moved before any deletion", defaults);
     section("user associations to change", user_changes);
-    let deleted_users: Vec<String> = plan
-        .changes
+    let deleted_users: Vec<String> = allowed
         .iter()
         .filter(|ch| ch.kind == "user" && ch.action == Action::Destroy)
         .map(|ch| {
@@ -354,8 +456,7 @@ pub fn script(plan: &Plan, desired: &Tree, live: &Tree) -> String {
         })
         .collect();
     section("user associations to delete", deleted_users);
-    let deleted_accounts: Vec<String> = plan
-        .changes
+    let deleted_accounts: Vec<String> = allowed
         .iter()
         .filter(|ch| ch.kind == "account" && ch.action == Action::Destroy)
         .map(|ch| format!("sacctmgr -i delete account where name={} cluster={c}", shell_word(&ch.name)))
@@ -416,12 +517,49 @@ pub fn human(plan: &Plan) -> String {
             out.push_str(&format!("  {}: {}={}\n", d.association, d.setting, d.value));
         }
     }
+    for (title, notes) in [(LEFT_ALONE, &plan.left_alone), (REFUSED, &plan.refused)] {
+        if !notes.is_empty() {
+            out.push_str(&format!("\n{title}:\n"));
+            for n in notes {
+                out.push_str(&format!("  {}: {}\n", n.association, n.reason));
+            }
+        }
+    }
     out.push_str(&format!("\n{}\n", plan.summary()));
     out
 }
 
+const LEFT_ALONE: &str = "Left alone (Slurm's root, never touched)";
+const REFUSED: &str = "Refused (the plan must not be applied)";
+
+/// Text for a Markdown table cell: what would end the cell, start markup or HTML, escaped.
+fn cell(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '|' | '\\' | '`' | '*' | '_' | '[' | ']' | '~' => {
+                out.push('\\');
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// A Markdown code span holding `text` whatever backticks it holds (a fence longer than
+/// its longest run of them).
+fn code(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest + 1);
+    let pad = if text.starts_with('`') || text.ends_with('`') { " " } else { "" };
+    format!("{fence}{pad}{text}{pad}{fence}")
+}
+
 pub fn markdown(plan: &Plan) -> String {
-    let mut out = format!("### Slurm cluster `{}`\n\n**{}**\n\n", plan.cluster, plan.summary());
+    let mut out = format!("### Slurm cluster {}\n\n**{}**\n\n", code(&plan.cluster), plan.summary());
     if !plan.changes.is_empty() {
         out.push_str("| | association | changes | effective share | source |\n|---|---|---|---|---|\n");
         for ch in &plan.changes {
@@ -434,22 +572,35 @@ pub fn markdown(plan: &Plan) -> String {
                     Action::Change => format!("{}: {} → {}", f.name, f.before, f.after),
                 })
                 .collect();
+            let fields: Vec<String> = fields.iter().map(|f| cell(f)).collect();
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} |\n",
                 ch.action.symbol(),
-                subject(ch),
+                cell(&subject(ch)),
                 fields.join("<br>"),
                 share_text(ch).unwrap_or_default(),
-                location(ch)
+                cell(&location(ch))
             ));
         }
     }
     if !plan.drift.is_empty() {
         out.push_str("\n<details><summary>Drift: settings allot does not manage</summary>\n\n");
         for d in &plan.drift {
-            out.push_str(&format!("- {}: `{}={}`\n", d.association, d.setting, d.value));
+            out.push_str(&format!(
+                "- {}: {}\n",
+                cell(&d.association),
+                code(&format!("{}={}", d.setting, d.value))
+            ));
         }
         out.push_str("\n</details>\n");
+    }
+    for (title, notes) in [(LEFT_ALONE, &plan.left_alone), (REFUSED, &plan.refused)] {
+        if !notes.is_empty() {
+            out.push_str(&format!("\n**{title}**\n\n"));
+            for n in notes {
+                out.push_str(&format!("- {}: {}\n", cell(&n.association), cell(&n.reason)));
+            }
+        }
     }
     out
 }
@@ -478,10 +629,110 @@ pub fn json(plan: &Plan) -> Value {
         .iter()
         .map(|d| json!({ "association": d.association, "setting": d.setting, "value": d.value }))
         .collect();
+    let notes = |notes: &[Note]| -> Vec<Value> {
+        notes.iter().map(|n| json!({ "association": n.association, "reason": n.reason })).collect()
+    };
     json!({
         "cluster": plan.cluster,
         "changes": changes,
         "drift": drift,
+        "left_alone": notes(&plan.left_alone),
+        "refused": notes(&plan.refused),
         "summary": { "add": plan.count(Action::Add), "change": plan.count(Action::Change), "destroy": plan.count(Action::Destroy) },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slurm::tree::parse;
+
+    fn account(name: &str, parent: &str) -> Account {
+        Account { name: name.into(), parent: parent.into(), fairshare: 1, ..Account::default() }
+    }
+
+    fn user(name: &str, account: &str) -> User {
+        User {
+            name: name.into(),
+            account: account.into(),
+            default_account: Some(account.into()),
+            fairshare: 1,
+            ..User::default()
+        }
+    }
+
+    #[test]
+    fn slurms_root_is_never_touched() {
+        let live = parse(
+            "Cluster - 'c'\nParent - 'root'\nUser - 'root':DefaultAccount='old':Fairshare=1\n\
+             User - 'bob':DefaultAccount='root':Fairshare=1\nAccount - 'old':Fairshare=1\nAccount - 'gone':Fairshare=1\n\
+             Parent - 'old'\nAccount - 'inner':Fairshare=1\nParent - 'inner'\nUser - 'root':DefaultAccount='old':Fairshare=1\n",
+        )
+        .unwrap();
+        let desired = Tree { cluster: "c".into(), accounts: vec![account("a", "root")], ..Tree::default() };
+        let result = plan(&desired, &live);
+        assert!(result.refused.is_empty(), "{:?}", result.refused);
+        let text = script(&result, &desired, &live);
+        assert!(!text.contains("name=root") && !text.contains("user root"), "{text}");
+        assert!(text.contains("delete account where name=gone"), "{text}");
+        assert!(!text.contains("name=old") && !text.contains("name=inner"), "{text}");
+        let alone: Vec<&str> = result.left_alone.iter().map(|n| n.association.as_str()).collect();
+        assert_eq!(alone, ["user root in inner", "account inner", "account old", "user bob in root"]);
+
+        let desired = Tree {
+            cluster: "c".into(),
+            accounts: vec![account("a", "root"), account("root", "a")],
+            users: vec![user("root", "a")],
+            ..Tree::default()
+        };
+        let result = plan(&desired, &live);
+        let refused: Vec<&str> = result.refused.iter().map(|n| n.association.as_str()).collect();
+        assert_eq!(refused, ["account root", "user root in a"]);
+        let text = script(&result, &desired, &live);
+        assert!(!text.contains("name=root") && !text.contains("account root"), "{text}");
+        assert!(!text.contains("user root"), "{text}");
+    }
+
+    #[test]
+    fn names_no_command_can_carry_are_refused_again() {
+        let live = parse("Cluster - 'c'\n").unwrap();
+        let desired = Tree {
+            cluster: "c".into(),
+            accounts: vec![account("a", "root")],
+            users: vec![user("x y", "a"), user("b,root", "a"), user("ok;$(id)", "a")],
+            ..Tree::default()
+        };
+        let result = plan(&desired, &live);
+        assert_eq!(result.refused.len(), 2, "{:?}", result.refused);
+        let text = script(&result, &desired, &live);
+        assert!(text.contains("sacctmgr -i add user 'ok;$(id)' cluster=c account=a"), "{text}");
+        assert!(!text.contains("b,root") && !text.contains("x y"), "{text}");
+    }
+
+    #[test]
+    fn markdown_keeps_dump_values_inside_their_cells_and_code() {
+        let live = parse("Cluster - 'c'\nParent - 'root'\nAccount - 'a':MaxJobs='`x`|<b>[l](u)'\n").unwrap();
+        let text = markdown(&plan(&Tree { cluster: "c".into(), ..Tree::default() }, &live));
+        assert!(text.contains("- account a: ``maxjobs=`x`|<b>[l](u)``"), "{text}");
+        assert_eq!(code("a``b"), "```a``b```");
+        assert_eq!(cell("a|<b>"), "a\\|&lt;b&gt;");
+    }
+
+    #[test]
+    fn a_wide_plan_and_its_script_are_linear() {
+        // A search of the live tree per desired association would take minutes.
+        const WIDE: usize = 20_000;
+        let mut desired = Tree { cluster: "c".into(), ..Tree::default() };
+        let mut live = desired.clone();
+        for i in 0..WIDE {
+            desired.accounts.push(account(&format!("a{i}"), "root"));
+            desired.users.push(user(&format!("u{i}"), &format!("a{i}")));
+            live.accounts.push(Account { fairshare: 2, ..account(&format!("a{i}"), "root") });
+            live.users.push(user(&format!("v{i}"), &format!("a{i}")));
+        }
+        let result = plan(&desired, &live);
+        assert_eq!(result.summary(), format!("Plan: {WIDE} to add, {WIDE} to change, {WIDE} to destroy."));
+        let text = script(&result, &desired, &live);
+        assert_eq!(text.lines().filter(|l| l.starts_with("sacctmgr")).count(), 3 * WIDE);
+    }
 }

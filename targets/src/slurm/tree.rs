@@ -2,7 +2,7 @@
 //! Slurm has (from a `sacctmgr dump`), in one shape so that `plan` can compare them, and
 //! the flat-file format `sacctmgr load` reads and `sacctmgr dump` writes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use allot_compiler::ir::{Location, Model, Project, ShareSpec, WorkRule};
 
@@ -11,9 +11,11 @@ pub const PARENT_FAIRSHARE: u64 = 2_147_483_647;
 /// The QOS that work beyond a budget, and unbudgeted work, runs under.
 pub const PREEMPTIBLE_QOS: &str = "preemptible";
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tree {
     pub cluster: String,
+    /// The dump's `Cluster` line (dump trees only).
+    pub cluster_line: Option<usize>,
     /// Parents before children.
     pub accounts: Vec<Account>,
     pub users: Vec<User>,
@@ -37,6 +39,8 @@ pub struct Account {
     pub source: Option<Location>,
     /// The project's path (desired trees only).
     pub path: String,
+    /// The dump's line of the record (dump trees only).
+    pub line: Option<usize>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -47,6 +51,8 @@ pub struct User {
     pub fairshare: u64,
     pub other: BTreeMap<String, String>,
     pub source: Option<Location>,
+    /// The dump's line of the record (dump trees only).
+    pub line: Option<usize>,
 }
 
 impl Tree {
@@ -97,7 +103,7 @@ pub fn desired_with_loss(model: &Model, cluster: &str) -> (Tree, f64) {
         .collect();
     let preemptible = [model.policy.overflow, model.policy.unbudgeted].contains(&WorkRule::Preemptible);
     let default_contract = model.contracts.iter().find(|c| c.default).map(|c| c.name.clone());
-    let mut tree = Tree { cluster: cluster.to_string(), accounts: Vec::new(), users: Vec::new() };
+    let mut tree = Tree { cluster: cluster.to_string(), ..Tree::default() };
     let mut loss = 0.0;
     let context = Context { bound: &bound, preemptible, default_qos: default_contract.as_deref() };
     add(&mut tree, &mut loss, &model.projects, "root", None, &context);
@@ -166,6 +172,7 @@ fn add(
             other: BTreeMap::new(),
             source: Some(project.source.clone()),
             path: project.path.clone(),
+            line: None,
         });
         for user in &project.users {
             if !tree.users.iter().any(|u| u.name == user.name && u.account == project.name) {
@@ -177,6 +184,7 @@ fn add(
                     fairshare: 1,
                     other: BTreeMap::new(),
                     source: Some(project.source.clone()),
+                    line: None,
                 });
             }
         }
@@ -313,6 +321,12 @@ pub fn flat_file(tree: &Tree, comment: &str) -> String {
     out
 }
 
+/// Largest dump allot reads, in bytes: a large site's dump is a few megabytes.
+pub const MAX_DUMP_BYTES: usize = 64 << 20;
+/// Deepest account a dump may hold, in levels below `root`. Slurm trees are a handful of
+/// levels deep, and `sshare` indents each row by its depth, so a deeper dump is refused.
+pub const MAX_DUMP_DEPTH: usize = 64;
+
 /// Why a dump could not be read, with the line of the record.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("line {line}: {problem}")]
@@ -321,137 +335,322 @@ pub struct ParseError {
     pub problem: DumpProblem,
 }
 
-/// What is wrong with a record of a dump.
+/// What is wrong with a record of a dump. Names in the messages are shown as read only
+/// once they passed [`slurm_name_problem`]; before that, escaped.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DumpProblem {
+    #[error("the dump is larger than {limit} bytes")]
+    TooLarge { limit: usize },
+    #[error("a control or invisible character (U+{0:04X})")]
+    Unprintable(u32),
     #[error("a quote is not closed")]
     UnclosedQuote,
     #[error("empty record")]
     EmptyRecord,
-    #[error("`{0}` is not `Kind - 'name'`")]
+    #[error("{0:?} is not `Kind - 'name'`")]
     NotARecord(String),
-    #[error("option `{0}` has no `=`")]
+    #[error("option {0:?} has no `=`")]
     OptionWithoutValue(String),
-    #[error("{key}={value} is not a number")]
+    #[error("{key}={value:?} is not a number")]
     NotANumber { key: String, value: String },
+    #[error("{what} {name:?} cannot be a Slurm name: {why}")]
+    BadName { what: &'static str, name: String, why: &'static str },
     #[error("an account before the Cluster line")]
     AccountBeforeCluster,
     #[error("a user before the Cluster line")]
     UserBeforeCluster,
-    #[error("unknown record kind `{0}`")]
+    #[error("a second Cluster line (the first is line {first}): a dump is of one cluster")]
+    SecondCluster { first: usize },
+    #[error("unknown record kind {0:?}")]
     UnknownKind(String),
+    #[error("an account named `root`: Slurm's root account is implicit and no record defines it")]
+    RootAccount,
+    #[error("account `{name}` is defined twice (first on line {first})")]
+    DuplicateAccount { name: String, first: usize },
+    #[error("user `{user}` is associated with account `{account}` twice (first on line {first})")]
+    DuplicateUser { user: String, account: String, first: usize },
+    #[error("`Parent - '{0}'` names an account the dump does not define")]
+    UnknownParent(String),
+    #[error("account `{0}` is not under root: its parents form a cycle")]
+    Cycle(String),
+    #[error("account `{name}` is {depth} levels below root, deeper than the {limit} allot reads")]
+    TooDeep { name: String, depth: usize, limit: usize },
+    #[error("the last record ends with `\\`: the dump is cut off")]
+    CutOff,
     #[error("no `Cluster - 'name'` line: not a sacctmgr dump")]
     NoCluster,
 }
 
+/// Why `name` (lower-cased as the dump is read) cannot name a cluster, account, user or QOS
+/// in Slurm's files and commands: blanks, the separators of the flat file and of
+/// `sacctmgr`'s lists (`:`, `,`, `=`, quotes), `#` and `\`.
+pub fn slurm_name_problem(name: &str) -> Option<&'static str> {
+    allot_compiler::names::unusable_account_member(name)
+}
+
+/// Characters no dump holds and no terminal or review should be shown: controls (but tab),
+/// and invisible or direction-changing format characters.
+fn unprintable(c: char) -> bool {
+    (c.is_control() && c != '\t')
+        || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+}
+
 /// Reads a `sacctmgr dump` (or a flat file): names and values lower-cased as Slurm stores
-/// them, `Fairshare=parent` as [`PARENT_FAIRSHARE`], QOS lists sorted.
+/// them, `Fairshare=parent` as [`PARENT_FAIRSHARE`], QOS lists sorted, accounts parents
+/// first, each record's line kept. A dump Slurm could not have written is refused with the
+/// line of the record: names Slurm cannot carry, an account named `root`, accounts or user
+/// associations defined twice, parents that are not accounts, cycles, a tree deeper than
+/// [`MAX_DUMP_DEPTH`], a last record cut off after a `\`. Linear in the dump's size.
 pub fn parse(text: &str) -> Result<Tree, ParseError> {
-    let mut tree = Tree { cluster: String::new(), accounts: Vec::new(), users: Vec::new() };
-    let mut parent = "root".to_string();
-    let mut cluster_qos: Vec<String> = Vec::new();
+    if text.len() > MAX_DUMP_BYTES {
+        return Err(ParseError { line: 1, problem: DumpProblem::TooLarge { limit: MAX_DUMP_BYTES } });
+    }
+    let mut reader = Reader::default();
     let mut logical = String::new();
     let mut first_line = 0;
+    let mut continued = false;
     for (index, raw) in text.lines().enumerate() {
+        if let Some(c) = raw.chars().find(|&c| unprintable(c)) {
+            return Err(ParseError { line: index + 1, problem: DumpProblem::Unprintable(c.into()) });
+        }
         let line = strip_comment(raw);
-        if logical.is_empty() {
+        if !continued {
             first_line = index + 1;
         }
-        if let Some(continued) = line.strip_suffix('\\') {
-            logical.push_str(continued);
+        if let Some(rest) = line.strip_suffix('\\') {
+            logical.push_str(rest);
+            continued = true;
             continue;
         }
+        continued = false;
         logical.push_str(&line);
         let record = std::mem::take(&mut logical);
-        let record = record.trim();
+        reader
+            .record(record.trim(), first_line)
+            .map_err(|problem| ParseError { line: first_line, problem })?;
+    }
+    if continued {
+        return Err(ParseError { line: first_line, problem: DumpProblem::CutOff });
+    }
+    reader.finish()
+}
+
+/// What the records read so far say.
+#[derive(Default)]
+struct Reader {
+    tree: Tree,
+    cluster_qos: Vec<String>,
+    /// The current `Parent` record: its account and line (none: `root`).
+    parent: Option<(String, usize)>,
+    /// Every `Parent` record.
+    parents: Vec<(String, usize)>,
+    /// The line of each account, and of each user association (user, account).
+    account_lines: HashMap<String, usize>,
+    user_lines: HashMap<(String, String), usize>,
+}
+
+impl Reader {
+    fn record(&mut self, record: &str, line: usize) -> Result<(), DumpProblem> {
         if record.is_empty() {
-            continue;
+            return Ok(());
         }
-        let error = |problem: DumpProblem| ParseError { line: first_line, problem };
-        let fields = split_fields(record).map_err(error)?;
-        let (head, options) = fields.split_first().ok_or_else(|| error(DumpProblem::EmptyRecord))?;
-        let (kind, name) =
-            head.split_once(" - ").ok_or_else(|| error(DumpProblem::NotARecord(head.clone())))?;
+        let fields = split_fields(record)?;
+        let (head, options) = fields.split_first().ok_or(DumpProblem::EmptyRecord)?;
+        let (kind, name) = head.split_once(" - ").ok_or_else(|| DumpProblem::NotARecord(head.clone()))?;
+        let kind = kind.trim().to_lowercase();
         let name = unquote(name.trim()).to_lowercase();
         let mut values = BTreeMap::new();
         for option in options {
-            let (key, value) = option
-                .split_once('=')
-                .ok_or_else(|| error(DumpProblem::OptionWithoutValue(option.clone())))?;
+            let (key, value) =
+                option.split_once('=').ok_or_else(|| DumpProblem::OptionWithoutValue(option.clone()))?;
             values.insert(key.trim().to_lowercase(), unquote(value.trim()).to_lowercase());
         }
-        let number = |values: &BTreeMap<String, String>, key: &str| -> Result<Option<u64>, ParseError> {
-            match values.get(key).map(String::as_str) {
-                None => Ok(None),
-                Some("parent") => Ok(Some(PARENT_FAIRSHARE)),
-                Some(v) => v.parse().map(Some).map_err(|_| {
-                    error(DumpProblem::NotANumber { key: key.to_string(), value: v.to_string() })
-                }),
-            }
+        let what = match kind.as_str() {
+            "cluster" | "machine" => "cluster",
+            "parent" => "parent account",
+            "account" | "project" => "account",
+            "user" => "user",
+            _ => return Err(DumpProblem::UnknownKind(kind)),
         };
-        match kind.trim().to_lowercase().as_str() {
-            "cluster" | "machine" => {
-                tree.cluster = name;
-                cluster_qos = values.get("qos").map(|q| qos_list(q)).unwrap_or_default();
+        named(what, &name)?;
+        for key in ["defaultaccount", "defaultqos"] {
+            if let Some(value) = values.get(key) {
+                named(if key == "defaultqos" { "QOS" } else { "account" }, value)?;
             }
-            "parent" => parent = name,
-            "account" | "project" => {
-                if tree.cluster.is_empty() {
-                    return Err(error(DumpProblem::AccountBeforeCluster));
+        }
+        let qos = match values.get("qos") {
+            Some(list) => qos_list(list)?,
+            None => Vec::new(),
+        };
+        match what {
+            "cluster" => {
+                if let Some(first) = self.tree.cluster_line {
+                    return Err(DumpProblem::SecondCluster { first });
                 }
-                let qos = values.get("qos").map(|q| qos_list(q)).unwrap_or_default();
-                let grp_gpus = values.get("grptres").and_then(|t| gpu_count(t));
-                let other = values
-                    .iter()
-                    .filter(|(k, _)| {
-                        !matches!(
-                            k.as_str(),
-                            "fairshare" | "qos" | "defaultqos" | "description" | "organization"
-                        )
-                    })
-                    .filter(|(k, v)| !(k.as_str() == "grptres" && gpu_count(v).is_some() && !v.contains(',')))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
-                tree.accounts.push(Account {
-                    name,
-                    parent: parent.clone(),
-                    fairshare: number(&values, "fairshare")?.unwrap_or(1),
-                    grp_gpus,
-                    qos,
-                    default_qos: values.get("defaultqos").cloned(),
-                    description: values.get("description").cloned().unwrap_or_default(),
-                    other,
-                    source: None,
-                    path: String::new(),
-                });
+                self.tree.cluster = name;
+                self.tree.cluster_line = Some(line);
+                self.cluster_qos = qos;
             }
-            "user" => {
-                if tree.cluster.is_empty() {
-                    return Err(error(DumpProblem::UserBeforeCluster));
-                }
-                let other = values
-                    .iter()
-                    .filter(|(k, _)| !matches!(k.as_str(), "fairshare" | "defaultaccount" | "adminlevel"))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
-                tree.users.push(User {
-                    name,
-                    account: parent.clone(),
-                    default_account: values.get("defaultaccount").cloned(),
-                    fairshare: number(&values, "fairshare")?.unwrap_or(1),
-                    other,
-                    source: None,
-                });
+            "parent account" => {
+                self.parents.push((name.clone(), line));
+                self.parent = (name != "root").then_some((name, line));
             }
-            other => return Err(error(DumpProblem::UnknownKind(other.to_string()))),
+            "account" => self.account(name, values, qos, line)?,
+            _ => self.user(name, values, line)?,
+        }
+        Ok(())
+    }
+
+    fn parent_name(&self) -> String {
+        self.parent.as_ref().map_or_else(|| "root".to_string(), |(name, _)| name.clone())
+    }
+
+    fn account(
+        &mut self,
+        name: String,
+        values: BTreeMap<String, String>,
+        qos: Vec<String>,
+        line: usize,
+    ) -> Result<(), DumpProblem> {
+        if self.tree.cluster_line.is_none() {
+            return Err(DumpProblem::AccountBeforeCluster);
+        }
+        if name == "root" {
+            return Err(DumpProblem::RootAccount);
+        }
+        if let Some(&first) = self.account_lines.get(&name) {
+            return Err(DumpProblem::DuplicateAccount { name, first });
+        }
+        self.account_lines.insert(name.clone(), line);
+        let grp_gpus = values.get("grptres").and_then(|t| gpu_count(t));
+        let fairshare = number(&values, "fairshare")?.unwrap_or(1);
+        let other = values
+            .iter()
+            .filter(|(k, _)| {
+                !matches!(k.as_str(), "fairshare" | "qos" | "defaultqos" | "description" | "organization")
+            })
+            .filter(|(k, v)| !(k.as_str() == "grptres" && gpu_count(v).is_some() && !v.contains(',')))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        self.tree.accounts.push(Account {
+            name,
+            parent: self.parent_name(),
+            fairshare,
+            grp_gpus,
+            qos,
+            default_qos: values.get("defaultqos").cloned(),
+            description: values.get("description").cloned().unwrap_or_default(),
+            other,
+            source: None,
+            path: String::new(),
+            line: Some(line),
+        });
+        Ok(())
+    }
+
+    fn user(
+        &mut self,
+        name: String,
+        values: BTreeMap<String, String>,
+        line: usize,
+    ) -> Result<(), DumpProblem> {
+        if self.tree.cluster_line.is_none() {
+            return Err(DumpProblem::UserBeforeCluster);
+        }
+        let account = self.parent_name();
+        let key = (name, account);
+        if let Some(&first) = self.user_lines.get(&key) {
+            let (user, account) = key;
+            return Err(DumpProblem::DuplicateUser { user, account, first });
+        }
+        self.user_lines.insert(key.clone(), line);
+        let (name, account) = key;
+        let other = values
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "fairshare" | "defaultaccount" | "adminlevel"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        self.tree.users.push(User {
+            name,
+            account,
+            default_account: values.get("defaultaccount").cloned(),
+            fairshare: number(&values, "fairshare")?.unwrap_or(1),
+            other,
+            source: None,
+            line: Some(line),
+        });
+        Ok(())
+    }
+
+    /// The tree, once every parent is known: accounts ordered parents first (breadth first
+    /// from root, in the dump's order), depth bounded, and QOS inherited.
+    fn finish(mut self) -> Result<Tree, ParseError> {
+        if self.tree.cluster_line.is_none() {
+            return Err(ParseError { line: 1, problem: DumpProblem::NoCluster });
+        }
+        if let Some((name, line)) =
+            self.parents.iter().find(|(name, _)| name != "root" && !self.account_lines.contains_key(name))
+        {
+            return Err(ParseError { line: *line, problem: DumpProblem::UnknownParent(name.clone()) });
+        }
+        self.tree.accounts = parents_first(std::mem::take(&mut self.tree.accounts))?;
+        inherit_qos(&mut self.tree, &self.cluster_qos);
+        Ok(self.tree)
+    }
+}
+
+/// A name refused when Slurm could not carry it, escaped in the message.
+fn named(what: &'static str, name: &str) -> Result<(), DumpProblem> {
+    match slurm_name_problem(name) {
+        Some(why) => Err(DumpProblem::BadName { what, name: name.to_string(), why }),
+        None => Ok(()),
+    }
+}
+
+fn number(values: &BTreeMap<String, String>, key: &str) -> Result<Option<u64>, DumpProblem> {
+    match values.get(key).map(String::as_str) {
+        None => Ok(None),
+        Some("parent") => Ok(Some(PARENT_FAIRSHARE)),
+        Some(v) => v
+            .parse()
+            .map(Some)
+            .map_err(|_| DumpProblem::NotANumber { key: key.to_string(), value: v.to_string() }),
+    }
+}
+
+/// Accounts in breadth-first order from root (each parent's children in the dump's order),
+/// in one pass; an account deeper than [`MAX_DUMP_DEPTH`] or out of root's reach (its
+/// parents form a cycle: every parent is known by now) is an error at its line.
+fn parents_first(accounts: Vec<Account>) -> Result<Vec<Account>, ParseError> {
+    let mut children: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (index, account) in accounts.iter().enumerate() {
+        children.entry(account.parent.as_str()).or_default().push(index);
+    }
+    let line_of = |index: usize| accounts.get(index).and_then(|a| a.line).unwrap_or(0);
+    let mut order: Vec<usize> = Vec::with_capacity(accounts.len());
+    let mut queue: VecDeque<(usize, usize)> =
+        children.get("root").into_iter().flatten().map(|&i| (i, 1)).collect();
+    while let Some((index, depth)) = queue.pop_front() {
+        let Some(account) = accounts.get(index) else { continue };
+        if depth > MAX_DUMP_DEPTH {
+            let problem = DumpProblem::TooDeep { name: account.name.clone(), depth, limit: MAX_DUMP_DEPTH };
+            return Err(ParseError { line: line_of(index), problem });
+        }
+        order.push(index);
+        queue.extend(children.get(account.name.as_str()).into_iter().flatten().map(|&c| (c, depth + 1)));
+    }
+    if order.len() < accounts.len() {
+        let mut reached = vec![false; accounts.len()];
+        for &index in &order {
+            reached[index] = true;
+        }
+        if let Some(index) = reached.iter().position(|r| !r) {
+            let name = accounts.get(index).map_or_else(String::new, |a| a.name.clone());
+            return Err(ParseError { line: line_of(index), problem: DumpProblem::Cycle(name) });
         }
     }
-    if tree.cluster.is_empty() {
-        return Err(ParseError { line: 1, problem: DumpProblem::NoCluster });
-    }
-    sort_parents_first(&mut tree);
-    inherit_qos(&mut tree, &cluster_qos);
-    Ok(tree)
+    let mut slots: Vec<Option<Account>> = accounts.into_iter().map(Some).collect();
+    Ok(order.into_iter().filter_map(|index| slots.get_mut(index).and_then(Option::take)).collect())
 }
 
 /// An account without its own QOS list (or default QOS) has its parent's, and the top
@@ -480,33 +679,16 @@ fn inherit_qos(tree: &mut Tree, cluster_qos: &[String]) {
     }
 }
 
-/// The dump lists accounts before their Parent blocks; order them parents first.
-fn sort_parents_first(tree: &mut Tree) {
-    let mut ordered: Vec<Account> = Vec::new();
-    let mut rest = std::mem::take(&mut tree.accounts);
-    let mut placed = vec!["root".to_string()];
-    while !rest.is_empty() {
-        let (ready, waiting): (Vec<Account>, Vec<Account>) =
-            rest.into_iter().partition(|a| placed.contains(&a.parent));
-        if ready.is_empty() {
-            // Accounts under a parent that is nowhere: keep them, in file order.
-            ordered.extend(waiting);
-            break;
-        }
-        placed.extend(ready.iter().map(|a| a.name.clone()));
-        ordered.extend(ready);
-        rest = waiting;
-    }
-    tree.accounts = ordered;
-}
-
-/// `'normal,gpu-high'` -> `["gpu-high", "normal"]`
-fn qos_list(value: &str) -> Vec<String> {
+/// `'normal,gpu-high'` -> `["gpu-high", "normal"]`; each a name Slurm can carry.
+fn qos_list(value: &str) -> Result<Vec<String>, DumpProblem> {
     let mut list: Vec<String> =
         value.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+    for q in &list {
+        named("QOS", q)?;
+    }
     list.sort();
     list.dedup();
-    list
+    Ok(list)
 }
 
 /// `gres/gpu=6` (or `cpu=4,gres/gpu=4`) -> 6.
@@ -618,6 +800,76 @@ mod tests {
         assert_eq!(parse("Cluster - 'c'\nAccount - 'a:Fairshare=1\n").unwrap_err().line, 2);
         assert!(parse("hello\n").is_err());
         assert!(parse("").is_err());
+    }
+
+    /// The line and message of a dump's error.
+    fn refusal(text: &str) -> (usize, String) {
+        let error = parse(text).unwrap_err();
+        (error.line, error.problem.to_string())
+    }
+
+    #[test]
+    fn dumps_slurm_could_not_have_written_are_refused_at_their_line() {
+        let c = "Cluster - 'c'\nParent - 'root'\n";
+        let cases = [
+            (format!("{c}Account - 'a'\nParent - 'a'\nAccount - 'root'\n"), 5, "named `root`"),
+            (
+                format!("{c}Account - 'a'\nAccount - 'b'\nAccount - 'a'\n"),
+                5,
+                "defined twice (first on line 3)",
+            ),
+            (
+                format!("{c}Account - 'a'\nParent - 'a'\nUser - 'u'\nUser - 'u'\n"),
+                6,
+                "twice (first on line 5)",
+            ),
+            (format!("{c}Account - 'a'\nParent - 'ghost'\nUser - 'u'\n"), 4, "does not define"),
+            (
+                format!("{c}Account - 'a'\nParent - 'x'\nAccount - 'y'\nParent - 'y'\nAccount - 'x'\n"),
+                5,
+                "cycle",
+            ),
+            (format!("{c}Account - 'a':Fairshare=1:\\\n"), 3, "cut off"),
+            (format!("{c}Account - 'a'\nCluster - 'd'\n"), 4, "second Cluster line (the first is line 1)"),
+            (format!("{c}Account - 'a,root'\n"), 3, "cannot be a Slurm name"),
+            (format!("{c}Account - 'a':QOS='normal,q\"x'\n"), 3, "QOS"),
+            (format!("{c}Account - 'a':Description='\u{1b}[2J'\n"), 3, "U+001B"),
+            (format!("{c}User - 'evil\u{202e}txt'\n"), 3, "U+202E"),
+        ];
+        for (text, line, message) in cases {
+            let (at, said) = refusal(&text);
+            assert_eq!(at, line, "{text:?}: {said}");
+            assert!(said.contains(message), "{text:?}: {said}");
+        }
+    }
+
+    #[test]
+    fn a_dump_deeper_than_the_limit_is_refused_at_the_first_account_too_deep() {
+        let mut text = String::from("Cluster - 'c'\nParent - 'root'\nAccount - 'a0'\n");
+        for i in 1..4000 {
+            text.push_str(&format!("Parent - 'a{}'\nAccount - 'a{i}'\n", i - 1));
+        }
+        let (line, said) = refusal(&text);
+        assert_eq!(line, 3 + 2 * MAX_DUMP_DEPTH, "{said}");
+        assert!(said.contains("65 levels below root"), "{said}");
+        let shallow: String =
+            text.lines().take(2 + 2 * MAX_DUMP_DEPTH - 1).map(|l| format!("{l}\n")).collect();
+        assert_eq!(parse(&shallow).unwrap().accounts.len(), MAX_DUMP_DEPTH);
+    }
+
+    #[test]
+    fn a_wide_dump_reads_in_one_pass() {
+        // Quadratic ordering (a search of the placed parents per account) would take minutes.
+        let mut text = String::from("Cluster - 'c'\nParent - 'root'\n");
+        for i in 0..20_000 {
+            text.push_str(&format!("Account - 'a{i}':Fairshare=1\n"));
+        }
+        for i in 0..20_000 {
+            text.push_str(&format!("Parent - 'a{i}'\nAccount - 'b{i}'\nUser - 'u{i}'\n"));
+        }
+        let tree = parse(&text).unwrap();
+        assert_eq!((tree.accounts.len(), tree.users.len()), (40_000, 20_000));
+        assert_eq!(tree.accounts.last().map(|a| (a.name.as_str(), a.line)), Some(("b19999", Some(80_001))));
     }
 
     #[test]

@@ -146,6 +146,7 @@ mod tests {
                 ..Account::default()
             }],
             users: vec![User { name: "alice".into(), account: "ml".into(), fairshare: 1, ..User::default() }],
+            ..Tree::default()
         };
         let usage = Usage::parse("ml,,5\nml,alice,20\n").unwrap();
         assert_eq!(
