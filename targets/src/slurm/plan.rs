@@ -424,8 +424,12 @@ pub fn human(plan: &Plan) -> String {
     out
 }
 
+/// The plan for a pull request. Names, values and paths come from the budget files and the
+/// live dump: each is escaped for Markdown and HTML, so that none adds a row, a link or a
+/// mention.
 pub fn markdown(plan: &Plan) -> String {
-    let mut out = format!("### Slurm cluster `{}`\n\n**{}**\n\n", plan.cluster, plan.summary());
+    let text = allot_compiler::escape::markdown;
+    let mut out = format!("### Slurm cluster {}\n\n**{}**\n\n", text(&plan.cluster), plan.summary());
     if !plan.changes.is_empty() {
         out.push_str("| | association | changes | effective share | source |\n|---|---|---|---|---|\n");
         for ch in &plan.changes {
@@ -433,25 +437,25 @@ pub fn markdown(plan: &Plan) -> String {
                 .fields
                 .iter()
                 .map(|f| match ch.action {
-                    Action::Add => format!("{}: {}", f.name, f.after),
-                    Action::Destroy => format!("{}: {}", f.name, f.before),
-                    Action::Change => format!("{}: {} → {}", f.name, f.before, f.after),
+                    Action::Add => format!("{}: {}", f.name, text(&f.after)),
+                    Action::Destroy => format!("{}: {}", f.name, text(&f.before)),
+                    Action::Change => format!("{}: {} → {}", f.name, text(&f.before), text(&f.after)),
                 })
                 .collect();
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} |\n",
                 ch.action.symbol(),
-                subject(ch),
+                text(&subject(ch)),
                 fields.join("<br>"),
                 share_text(ch).unwrap_or_default(),
-                location(ch)
+                text(&location(ch))
             ));
         }
     }
     if !plan.drift.is_empty() {
         out.push_str("\n<details><summary>Drift: settings allot does not manage</summary>\n\n");
         for d in &plan.drift {
-            out.push_str(&format!("- {}: `{}={}`\n", d.association, d.setting, d.value));
+            out.push_str(&format!("- {}: {}={}\n", text(&d.association), text(&d.setting), text(&d.value)));
         }
         out.push_str("\n</details>\n");
     }
