@@ -1,9 +1,13 @@
 //! Rendering diagnostics: `fancy` and `plain` (miette), `json` (one object per line) and
-//! `github` (workflow-command annotations).
+//! `github` (workflow-command annotations). Text from the budget files never reaches a
+//! terminal or a log raw: for miette, control characters in messages, labels, help, file
+//! names and the quoted source are shown as visible escapes ([`visible`]); JSON escapes
+//! them itself, and annotations percent-encode them ([`github::annotation`]).
 
 use std::io::{IsTerminal, Write};
 
-use allot_compiler::source::{Sources, Span};
+use allot_compiler::escape::{controls, is_hidden};
+use allot_compiler::source::{SourceFile, Sources, Span};
 use allot_compiler::{Diagnostic, Severity};
 use clap::ValueEnum;
 use miette::{GraphicalReportHandler, GraphicalTheme};
@@ -43,9 +47,10 @@ pub fn render(format: Format, diagnostics: &[Diagnostic], sources: &Sources) -> 
                 _ => GraphicalTheme::none(),
             };
             let handler = GraphicalReportHandler::new_themed(theme).with_width(100);
+            let (diagnostics, sources) = visible(diagnostics, sources);
             let mut text = String::new();
-            for d in diagnostics {
-                let _ = handler.render_report(&mut text, &d.with_sources(sources));
+            for d in &diagnostics {
+                let _ = handler.render_report(&mut text, &d.with_sources(&sources));
             }
             std::io::stderr().lock().write_all(text.as_bytes())
         }
@@ -64,6 +69,76 @@ pub fn render(format: Format, diagnostics: &[Diagnostic], sources: &Sources) -> 
             Ok(())
         }
     }
+}
+
+/// Whether a character of a source file is shown as an escape: a hidden character (see
+/// [`is_hidden`]) but a line feed, a tab, or a carriage return ending a line.
+fn escaped_in_source(c: char, next: Option<char>) -> bool {
+    is_hidden(c) && c != '\n' && c != '\t' && !(c == '\r' && next == Some('\n'))
+}
+
+/// A file's text with its hidden characters escaped, and where each escape grew it: the
+/// original offset of each escaped character and the bytes added up to and including it.
+fn visible_text(text: &str) -> (String, Vec<(usize, usize)>) {
+    let mut out = String::with_capacity(text.len());
+    let mut grown = Vec::new();
+    let mut chars = text.char_indices().peekable();
+    while let Some((offset, c)) = chars.next() {
+        if escaped_in_source(c, chars.peek().map(|&(_, n)| n)) {
+            let escape = controls(c.encode_utf8(&mut [0; 4]), false).into_owned();
+            out.push_str(&escape);
+            let before = grown.last().map_or(0, |&(_, g)| g);
+            grown.push((offset, before + escape.len() - c.len_utf8()));
+        } else {
+            out.push(c);
+        }
+    }
+    (out, grown)
+}
+
+/// `offset` in a text grown as `grown` says: moved by the growth of the escapes before it.
+fn moved(offset: usize, grown: &[(usize, usize)]) -> usize {
+    let before = grown.partition_point(|&(at, _)| at < offset);
+    offset + before.checked_sub(1).map_or(0, |i| grown[i].1)
+}
+
+/// The diagnostics and their sources as miette shows them: every control character from
+/// the budget files (a lone `\r`, ESC, C1 controls, bidirectional overrides) written as a
+/// visible escape, and the spans moved to match.
+fn visible(diagnostics: &[Diagnostic], sources: &Sources) -> (Vec<Diagnostic>, Sources) {
+    let mut shown = Sources::default();
+    let mut growth = Vec::new();
+    for (_, file) in sources.files() {
+        let (text, grown) = visible_text(&file.text);
+        shown.add(SourceFile {
+            path: file.path.clone(),
+            name: controls(&file.name, false).into_owned(),
+            text: text.into(),
+        });
+        growth.push(grown);
+    }
+    let span = |span: Span| match growth.get(span.file.0 as usize) {
+        Some(grown) => {
+            let (start, end) = (moved(span.offset, grown), moved(span.offset + span.len, grown));
+            Span { file: span.file, offset: start, len: end - start }
+        }
+        None => span,
+    };
+    let diagnostics = diagnostics
+        .iter()
+        .map(|d| {
+            let mut d = d.clone();
+            d.message = controls(&d.message, false).into_owned();
+            d.help = d.help.map(|h| controls(&h, true).into_owned());
+            d.file_name = d.file_name.map(|f| controls(&f, false).into_owned());
+            for label in &mut d.labels {
+                label.span = span(label.span);
+                label.text = controls(&label.text, false).into_owned();
+            }
+            d
+        })
+        .collect();
+    (diagnostics, shown)
 }
 
 /// The 1-based start and end (line, column) of a span.
@@ -140,4 +215,20 @@ pub fn count(diagnostics: &[Diagnostic]) -> String {
     let errors = diagnostics.iter().filter(|d| d.is_error()).count();
     let warnings = diagnostics.len() - errors;
     format!("{}, {}", plural(errors, "error"), plural(warnings, "warning"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_in_a_source_are_escaped_and_spans_follow() {
+        let text = "a\rb\x1bc\r\nname";
+        let (shown, grown) = visible_text(text);
+        assert_eq!(shown, "a\\rb\\u{1b}c\r\nname");
+        // `name` starts at byte 7 and moves by the 1 + 5 bytes the two escapes added.
+        assert_eq!(&shown[moved(7, &grown)..moved(11, &grown)], "name");
+        // A span on the escaped character covers its whole escape.
+        assert_eq!(&shown[moved(3, &grown)..moved(4, &grown)], "\\u{1b}");
+    }
 }

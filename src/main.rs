@@ -78,7 +78,8 @@ fn main() -> ExitCode {
         Ok(exit) => exit.into(),
         Err(Error::Io(e)) if e.kind() == ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            // The message may quote a path or a name from the budget files.
+            eprintln!("error: {}", allot_compiler::escape::controls(&e.to_string(), true));
             Exit::Problems.into()
         }
     }

@@ -4,7 +4,7 @@
 //! install step (a release build) is not run: the test puts the built `allot` on PATH.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
@@ -113,17 +113,41 @@ impl Runner {
         (output.status.code().unwrap_or(-1), text)
     }
 
-    /// A fake `gh` that logs its calls and answers the comment listing with `listing`.
-    fn fake_gh(&self, listing: &str) {
-        let dir = self.file("fake-bin");
-        std::fs::create_dir_all(&dir).unwrap();
-        let script = format!(
-            "#!/bin/sh\necho \"$*\" >> '{}'\ncase \"$*\" in *--paginate*) echo '{listing}' ;; esac\n",
-            self.file("gh.log").display()
-        );
-        std::fs::write(dir.join("gh"), script).unwrap();
-        Command::new("chmod").args(["+x", dir.join("gh").to_str().unwrap()]).status().unwrap();
+    /// A fake `gh` that logs its calls and answers the comment listing with `comments`.
+    fn fake_gh(&self, comments: &str) {
+        fake_gh(self.temp.path(), comments, "{}");
     }
+}
+
+/// A fake `gh` in `dir/fake-bin` that logs its calls to `dir/gh.log`, fails `gh api user`
+/// (as the workflow's token does), and answers the comment listing with the JSON array
+/// `comments` and a pull request with the JSON object `pull`, through the call's `--jq`
+/// filter as gh would (with jq, which GitHub's runners have).
+fn fake_gh(dir: &Path, comments: &str, pull: &str) {
+    let bin = dir.join("fake-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(dir.join("comments.json"), comments).unwrap();
+    std::fs::write(dir.join("pull.json"), pull).unwrap();
+    let script = format!(
+        r#"#!/usr/bin/env bash
+echo "$*" >> '{dir}/gh.log'
+filter=.; previous=
+for argument in "$@"; do [ "$previous" = --jq ] && filter="$argument"; previous="$argument"; done
+case "$*" in
+    "api user"*) echo 'HTTP 403: Resource not accessible by integration' >&2; exit 1 ;;
+    *--paginate*) jq -r "$filter" '{dir}/comments.json' ;;
+    *"/pulls/"*) jq -r "$filter" '{dir}/pull.json' ;;
+esac
+"#,
+        dir = dir.display()
+    );
+    std::fs::write(bin.join("gh"), script).unwrap();
+    Command::new("chmod").args(["+x", bin.join("gh").to_str().unwrap()]).status().unwrap();
+}
+
+/// A comment of the listing GitHub returns: its id, its author's login, its body.
+fn comment(id: u64, login: &str, body: &str) -> Value {
+    serde_json::json!({ "id": id, "user": { "login": login }, "body": body })
 }
 
 #[test]
@@ -143,17 +167,123 @@ fn the_steps_check_report_and_comment() {
     assert_eq!(runner.context["steps.diff.outputs.has-changes"], "true");
     assert!(runner.context["steps.diff.outputs.summary-file"].ends_with("allot-report.md"));
 
-    runner.fake_gh("");
+    runner.fake_gh("[]");
     let (status, output) = runner.run("comment");
     assert_eq!(status, 0, "{output}");
     assert!(output.contains("created a comment"), "{output}");
-    runner.fake_gh("4242");
+    let marker = "report\n<!-- allot-report -->\n";
+    runner.fake_gh(&serde_json::json!([comment(4242, "github-actions[bot]", marker)]).to_string());
     let (status, output) = runner.run("comment");
     assert_eq!(status, 0, "{output}");
     assert!(output.contains("updated comment 4242"), "{output}");
     let calls = std::fs::read_to_string(runner.file("gh.log")).unwrap();
     assert!(calls.contains("--method POST repos/org/budgets/issues/7/comments"), "{calls}");
     assert!(calls.contains("--method PATCH repos/org/budgets/issues/comments/4242"), "{calls}");
+}
+
+#[test]
+fn the_comment_step_updates_only_its_own_comment() {
+    let mut runner = Runner::new(&[("inputs.path", "budgets"), ("inputs.comment", "true")]);
+    let (status, output) = runner.run("diff");
+    assert_eq!(status, 0, "{output}");
+    // Someone quoted the marker first; the action's own comment comes after.
+    let marker = "<!-- allot-report -->";
+    let listing = serde_json::json!([
+        comment(1, "mallory", &format!("fake report {marker}")),
+        comment(2, "github-actions[bot]", "an unrelated bot comment"),
+        comment(3, "github-actions[bot]", &format!("report {marker}")),
+    ]);
+    runner.fake_gh(&listing.to_string());
+    let (status, output) = runner.run("comment");
+    assert_eq!(status, 0, "{output}");
+    assert!(output.contains("updated comment 3"), "{output}");
+    let calls = std::fs::read_to_string(runner.file("gh.log")).unwrap();
+    assert!(!calls.contains("issues/comments/1") && !calls.contains("issues/comments/2"), "{calls}");
+
+    // Only mallory's comment: a new one, hers untouched.
+    runner.fake_gh(&serde_json::json!([comment(1, "mallory", marker)]).to_string());
+    let (status, output) = runner.run("comment");
+    assert_eq!(status, 0, "{output}");
+    assert!(output.contains("created a comment"), "{output}");
+
+    // A GitHub App's token names its login through the comment-author input.
+    runner.context.insert("inputs.comment-author", "allot-app[bot]".into());
+    runner.fake_gh(&serde_json::json!([comment(5, "allot-app[bot]", marker)]).to_string());
+    let (status, output) = runner.run("comment");
+    assert_eq!(status, 0, "{output}");
+    assert!(output.contains("updated comment 5"), "{output}");
+    runner.context.insert("inputs.comment-author", "x\" or true or \"".into());
+    let (status, output) = runner.run("comment");
+    assert_eq!(status, 1, "{output}");
+    assert!(output.contains("not a GitHub login"), "{output}");
+}
+
+/// Runs the comment step of `docs/workflows/allot-fork-comment.yml` as the runner would,
+/// with the downloaded artifact (`pr-number`, `report.md`) in its folder; a fake `gh`
+/// answers that pull request #`pr`'s head is `head`. Returns the status, the output and
+/// the calls made.
+fn fork_comment(pr: &str, head: &str, run_head: &str, comments: &str) -> (i32, String, String) {
+    let workflow: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(root().join("docs/workflows/allot-fork-comment.yml")).unwrap(),
+    )
+    .unwrap();
+    let step = workflow["jobs"]["comment"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "Post or update the comment")
+        .unwrap()
+        .clone();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pr-number"), pr).unwrap();
+    std::fs::write(dir.path().join("report.md"), "report\n<!-- allot-report -->\n").unwrap();
+    fake_gh(dir.path(), comments, &serde_json::json!({ "number": 7, "head": { "sha": head } }).to_string());
+    let context: BTreeMap<&str, String> = [
+        ("github.token", "test-token".to_string()),
+        ("github.repository", "org/budgets".to_string()),
+        ("github.event.workflow_run.head_sha", run_head.to_string()),
+    ]
+    .into();
+    let path = format!("{}:{}", dir.path().join("fake-bin").display(), std::env::var("PATH").unwrap());
+    let mut command = Command::new("bash");
+    command
+        .args(["--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"].as_str().unwrap()])
+        .current_dir(dir.path())
+        .env("PATH", path);
+    for (key, value) in step["env"].as_object().into_iter().flatten() {
+        command.env(key, expand(value.as_str().unwrap_or(""), &context));
+    }
+    let output = command.output().unwrap();
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    let calls = std::fs::read_to_string(dir.path().join("gh.log")).unwrap_or_default();
+    (output.status.code().unwrap_or(-1), text, calls)
+}
+
+#[test]
+fn the_fork_workflow_comments_only_on_the_pull_request_it_reviewed() {
+    let sha = "0123456789abcdef0123456789abcdef01234567";
+    let (status, output, calls) = fork_comment("7", sha, sha, "[]");
+    assert_eq!(status, 0, "{output}");
+    assert!(calls.contains("api repos/org/budgets/pulls/7 --jq .head.sha"), "{calls}");
+    assert!(calls.contains("--method POST repos/org/budgets/issues/7/comments"), "{calls}");
+
+    // The artifact names another pull request, whose head is another commit.
+    let other = "fedcba9876543210fedcba9876543210fedcba98";
+    let (status, output, calls) = fork_comment("7", other, sha, "[]");
+    assert_eq!(status, 1, "{output}");
+    assert!(output.contains("not at"), "{output}");
+    assert!(!calls.contains("--method"), "{calls}");
+
+    let (status, _, calls) = fork_comment("7; rm -rf /", sha, sha, "[]");
+    assert_eq!(status, 1);
+    assert!(calls.is_empty(), "{calls}");
+
+    // Someone else's comment with the marker is not the one to update.
+    let listing = serde_json::json!([comment(1, "mallory", "<!-- allot-report -->")]).to_string();
+    let (status, output, calls) = fork_comment("7", sha, sha, &listing);
+    assert_eq!(status, 0, "{output}");
+    assert!(calls.contains("--method POST") && !calls.contains("comments/1"), "{calls}");
 }
 
 #[test]

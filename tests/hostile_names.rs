@@ -107,7 +107,7 @@ fn members_and_owners_cannot_carry_syntax() {
     refused(&budget(BOUND, "", project), "allot::name::unportable", "groups");
     let project = "project a share=1 {\n    owners \"@acme/ml\\n* @evil\"\n}";
     let text = budget(BOUND, "", project);
-    let (status, diagnostic) = check(&text, "allot::name::invalid");
+    let (status, diagnostic) = check(&text, "allot::owner::invalid");
     assert_eq!((status, diagnostic["line"].as_u64()), (1, Some(line_of(&text, "owners"))), "{diagnostic}");
 }
 

@@ -67,6 +67,7 @@ codes! {
     SizeTooDeep = "allot::size::too-deep", "nesting deeper than allot reads";
     SizeTooManyFiles = "allot::size::too-many-files", "more included files than allot reads";
     SourceUnreadable = "allot::source::unreadable", "a file cannot be read or is not UTF-8";
+    OwnerInvalid = "allot::owner::invalid", "an owner that is not a GitHub handle or an e-mail address";
 }
 
 impl fmt::Display for Code {

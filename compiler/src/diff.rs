@@ -2,7 +2,7 @@
 //! projects added, removed, moved and renamed; share, limit, member, owner, contract,
 //! policy, cluster and expectation changes; every project whose effective share or
 //! guaranteed GPUs moved; and, for each change, the owners who must approve it (found by
-//! [`crate::owners`]).
+//! [`crate::owners`] at the old revision, so that a change cannot name its own approvers).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -306,6 +306,19 @@ pub fn diff(old: &Model, new: &Model) -> Diff {
         }
     }
 
+    // Approvers are the old revision's owners: the owners a change writes approve nothing
+    // until it is merged. A path of the new revision is owned as its nearest ancestor (or
+    // itself) that the old revision has, under its old path.
+    let base_owners = |new_path: &str| -> Vec<String> {
+        let mut at = new_path;
+        while !at.is_empty() {
+            if let Some(old_path) = matched.get(at) {
+                return owners_at(&before, old_path);
+            }
+            at = parent_path(at);
+        }
+        Vec::new()
+    };
     for (new_path, (new_project, _)) in &after {
         let source = Some(new_project.source.clone());
         let Some(old_path) = matched.get(new_path) else {
@@ -319,7 +332,7 @@ pub fn diff(old: &Model, new: &Model) -> Diff {
                     after: share_text(&new_project.share),
                 }],
                 source,
-                approvers: owners_at(&after, parent),
+                approvers: base_owners(parent),
             });
             continue;
         };
@@ -351,7 +364,7 @@ pub fn diff(old: &Model, new: &Model) -> Diff {
             continue;
         }
         let mut approvers =
-            if structural { owners_at(&after, parent_path(new_path)) } else { owners_at(&after, new_path) };
+            if structural { base_owners(parent_path(new_path)) } else { owners_at(&before, old_path) };
         if kind == Kind::Moved {
             for owner in owners_at(&before, parent_path(old_path)) {
                 if !approvers.contains(&owner) {

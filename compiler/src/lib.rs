@@ -8,12 +8,14 @@
 //!
 //! Beside it: [`units`] (durations and percentages) and [`names`] (the names every target
 //! can carry), for the stages and the targets alike; [`diff`] (two revisions of the ir),
-//! [`owners`] (who approves a change; CODEOWNERS) and [`format`](mod@format) (`allot fmt`).
+//! [`owners`] (who approves a change; CODEOWNERS), [`format`](mod@format) (`allot fmt`) and
+//! [`escape`] (budget text made safe for terminals, logs and Markdown).
 
 pub mod ast;
 pub mod check;
 pub mod diagnostic;
 pub mod diff;
+pub mod escape;
 pub mod format;
 pub mod ir;
 pub mod lower;

@@ -63,14 +63,16 @@ pub fn run(args: Args, format: Format) -> Outcome {
         review::DiffFormat::Human => {
             let mut text = review::human(&diff, &natives, &git);
             if let (Some(runs), Some(trace)) = (&runs, &args.replay) {
-                text.push_str(&format!("\n{}:\n{}", replayed(trace), simulation::side_by_side(runs)));
+                let heading = allot_compiler::escape::controls(&replayed(trace), false).into_owned();
+                text.push_str(&format!("\n{heading}:\n{}", simulation::side_by_side(runs)));
             }
             text
         }
         review::DiffFormat::Markdown => {
             let mut text = review::markdown(&diff, &natives, &git);
             if let (Some(runs), Some(trace)) = (&runs, &args.replay) {
-                text.push_str(&format!("\n### {}\n\n{}", replayed(trace), simulation::markdown(runs)));
+                let heading = allot_compiler::escape::markdown(&replayed(trace));
+                text.push_str(&format!("\n### {heading}\n\n{}", simulation::markdown(runs)));
             }
             text
         }

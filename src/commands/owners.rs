@@ -1,9 +1,11 @@
 //! `allot owners`: a CODEOWNERS file in which each included budget file is owned by the
-//! owners of its subtree, with paths from the root of the git repository.
+//! owners of its subtree, with paths from the root of the git repository. Paths are
+//! escaped as CODEOWNERS reads them, and a path or an owner that cannot be written safely
+//! stops the command (see [`allot_compiler::owners::codeowners_line`]).
 
 use crate::budgets;
 use crate::diagnostics::Format;
-use crate::exit::{Exit, Outcome};
+use crate::exit::{Error, Exit, Outcome};
 use crate::fs_loader::FsLoader;
 use crate::git_loader::GitRepo;
 use crate::output::print;
@@ -22,7 +24,10 @@ pub fn run(args: Args, format: Format) -> Outcome {
             Some(git) => git.repo_path(&file),
             None => file,
         };
-        text.push_str(&format!("/{file} {}\n", owners.join(" ")));
+        let line = allot_compiler::owners::codeowners_line(&file, &owners)
+            .map_err(|e| Error::failed(format!("cannot write CODEOWNERS: {e}")))?;
+        text.push_str(&line);
+        text.push('\n');
     }
     print(&text)?;
     Ok(Exit::Success)

@@ -150,12 +150,12 @@ impl Report {
         for note in &self.notes {
             out.push('\n');
             match note {
-                Note::Heading(heading) => out.push_str(&format!("## {heading}\n")),
-                Note::Paragraph(text) => out.push_str(&format!("{text}\n")),
+                Note::Heading(heading) => out.push_str(&format!("## {}\n", one_line(heading))),
+                Note::Paragraph(text) => out.push_str(&format!("{}\n", one_line(text))),
                 Note::Table { header, rows } => table(&mut out, header, rows),
                 Note::List(items) => {
                     for item in items {
-                        out.push_str(&format!("- {item}\n"));
+                        out.push_str(&format!("- {}\n", one_line(item)));
                     }
                 }
             }
@@ -164,8 +164,16 @@ impl Report {
     }
 }
 
+/// A report's text is Markdown the targets write (code spans, emphasis), with names the
+/// checks keep to `[a-z0-9-]`; as a second guard, nothing in it may end its line early.
+fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    allot_compiler::escape::controls(text, false)
+}
+
+/// A table; no cell can end its row or add a column (`|` escaped, line breaks visible).
 fn table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
-    let line = |cells: &[String]| format!("| {} |\n", cells.join(" | "));
+    let cell = |text: &String| one_line(text).replace('|', "\\|");
+    let line = |cells: &[String]| format!("| {} |\n", cells.iter().map(cell).collect::<Vec<_>>().join(" | "));
     out.push_str(&line(header));
     out.push_str(&format!("|{}\n", "---|".repeat(header.len())));
     for row in rows {

@@ -6,6 +6,7 @@ mod contracts;
 mod limits;
 mod members;
 mod names;
+mod owners;
 mod references;
 mod shares;
 
@@ -21,5 +22,6 @@ pub fn check(budget: &Budget) -> Vec<Diagnostic> {
     shares::check(budget, &mut diagnostics);
     limits::check(budget, &mut diagnostics);
     members::check(budget, &mut diagnostics);
+    owners::check(budget, &mut diagnostics);
     diagnostics
 }

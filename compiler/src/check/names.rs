@@ -2,14 +2,14 @@
 //! [`crate::names`], none called `root`, user and group names usable, no two siblings
 //! (clusters, contracts) alike, and every value that reaches one scheduler's files (Slurm
 //! cluster and partition, GPU type, Kubernetes flavor, resource and node label, YARN
-//! resource, owners) in the syntax that scheduler reads.
+//! resource) in the syntax that scheduler reads. Owners are checked in `owners`.
 
 use std::collections::BTreeMap;
 
 use crate::ast::{Budget, Cluster, Project, walk};
 use crate::diagnostic::{Code, Diagnostic};
 use crate::names::{
-    bad_gpu_type, bad_kubernetes_resource, bad_node_label, bad_owner, bad_slurm_cluster, bad_slurm_partition,
+    bad_gpu_type, bad_kubernetes_resource, bad_node_label, bad_slurm_cluster, bad_slurm_partition,
     bad_subdomain, bad_yarn_resource, portable_form, unportable, unusable_account_member,
 };
 use crate::source::Spanned;
@@ -29,9 +29,6 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
             if let Some(why) = unportable(&namespace.value) {
                 out.push(unportable_diagnostic(namespace, "namespace", why));
             }
-        }
-        for owner in &project.owners {
-            invalid(owner, "an owner", bad_owner, "write `@user`, `@org/team` or an e-mail address", out);
         }
         for member in project.users.iter().map(|m| &m.name).chain(&project.groups) {
             if let Some(why) = unusable_account_member(&member.value) {

@@ -1,12 +1,15 @@
 //! The renderers of `allot diff`: the semantic diff of two revisions for a reviewer
 //! (terminal, Markdown for a pull request, JSON, GitHub annotations), and each target's
-//! native files diffed when asked.
+//! native files diffed when asked. Everything that comes from the budget files (names,
+//! paths, members, owners, emitted files) is escaped for where it goes: control
+//! characters made visible for a terminal, Markdown and HTML escaped for a comment.
 
 use std::collections::BTreeMap;
 
 use std::io::IsTerminal;
 
-use allot_compiler::diff::{Change, Diff, Kind, Standing};
+use allot_compiler::diff::{Change, Detail, Diff, Kind, Standing};
+use allot_compiler::escape::{self, controls};
 use allot_compiler::ir::Model;
 use clap::ValueEnum;
 use serde_json::{Value, json};
@@ -86,24 +89,33 @@ fn coloured(kind: Kind) -> String {
     if plain { kind.symbol().to_string() } else { format!("\x1b[{code}m{}\x1b[0m", kind.symbol()) }
 }
 
+/// `file:line` of the change, as it stands in the budget files (unescaped).
 fn location(change: &Change, git: &GitRepo) -> String {
     change.source.as_ref().map_or(String::new(), |l| format!("{}:{}", git.repo_path(&l.file), l.line))
 }
 
-fn approvers(change: &Change) -> String {
-    if change.approvers.is_empty() { "maintainers".into() } else { change.approvers.join(" ") }
+/// The approvers, each through `escape`; `maintainers` when there are none.
+fn approvers(change: &Change, escape: fn(&str) -> String) -> String {
+    if change.approvers.is_empty() {
+        "maintainers".into()
+    } else {
+        change.approvers.iter().map(|a| escape(a)).collect::<Vec<_>>().join(" ")
+    }
 }
 
-fn detail_text(change: &Change) -> Vec<String> {
-    change
-        .details
-        .iter()
-        .map(|d| match (d.before.is_empty(), d.after.is_empty()) {
-            (true, _) => format!("{}: {}", d.field, d.after),
-            (_, true) => format!("{}: {} (removed)", d.field, d.before),
-            _ => format!("{}: {} -> {}", d.field, d.before, d.after),
-        })
-        .collect()
+/// Each detail as `field: before -> after`, its values through `escape`.
+fn detail_text(change: &Change, escape: fn(&str) -> String) -> Vec<String> {
+    let one = |d: &Detail| match (d.before.is_empty(), d.after.is_empty()) {
+        (true, _) => format!("{}: {}", d.field, escape(&d.after)),
+        (_, true) => format!("{}: {} (removed)", d.field, escape(&d.before)),
+        _ => format!("{}: {} -> {}", d.field, escape(&d.before), escape(&d.after)),
+    };
+    change.details.iter().map(one).collect()
+}
+
+/// For a terminal, a log or an annotation: control characters made visible.
+fn plain(text: &str) -> String {
+    controls(text, false).into_owned()
 }
 
 pub fn human(diff: &Diff, natives: &[NativeDiff], git: &GitRepo) -> String {
@@ -112,11 +124,11 @@ pub fn human(diff: &Diff, natives: &[NativeDiff], git: &GitRepo) -> String {
         out.push_str(&format!(
             "{} {:<44} {:<24} approve: {}\n",
             coloured(change.kind),
-            change.subject,
-            location(change, git),
-            approvers(change)
+            plain(&change.subject),
+            plain(&location(change, git)),
+            approvers(change, plain)
         ));
-        for line in detail_text(change) {
+        for line in detail_text(change, plain) {
             out.push_str(&format!("    {line}\n"));
         }
     }
@@ -126,8 +138,8 @@ pub fn human(diff: &Diff, natives: &[NativeDiff], git: &GitRepo) -> String {
             let ((nb, sb, gb), (na, sa, ga)) = (standing(m.before), standing(m.after));
             out.push_str(&format!(
                 "  {:<12} {:<32} {:>8} -> {:>8}  {:>8} -> {:>8} ({:+.3} pp)  {:>5} -> {:>5}\n",
-                m.cluster,
-                m.project,
+                plain(&m.cluster),
+                plain(&m.project),
                 nb,
                 na,
                 sb,
@@ -140,7 +152,7 @@ pub fn human(diff: &Diff, natives: &[NativeDiff], git: &GitRepo) -> String {
     }
     for n in natives {
         out.push('\n');
-        out.push_str(&n.unified);
+        out.push_str(&controls(&n.unified, true));
     }
     out.push_str(&format!("\n{}\n", diff.summary()));
     out
@@ -154,10 +166,10 @@ pub fn markdown(diff: &Diff, natives: &[NativeDiff], git: &GitRepo) -> String {
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} |\n",
                 c.kind.symbol(),
-                c.subject,
-                detail_text(c).join("<br>").replace('|', "\\|"),
-                approvers(c),
-                location(c, git)
+                escape::markdown(&c.subject),
+                detail_text(c, escape::markdown).join("<br>"),
+                approvers(c, escape::markdown),
+                escape::markdown(&location(c, git))
             ));
         }
     }
@@ -167,8 +179,8 @@ pub fn markdown(diff: &Diff, natives: &[NativeDiff], git: &GitRepo) -> String {
             let ((nb, sb, gb), (na, sa, ga)) = (standing(m.before), standing(m.after));
             out.push_str(&format!(
                 "| {} | {} | {nb} → {na} | {sb} → {sa} | {:+.3} pp | {gb} → {ga} |\n",
-                m.cluster,
-                m.project,
+                escape::markdown(&m.cluster),
+                escape::markdown(&m.project),
                 m.points()
             ));
         }
@@ -178,17 +190,32 @@ pub fn markdown(diff: &Diff, natives: &[NativeDiff], git: &GitRepo) -> String {
         by_target.entry(n.target).or_default().push(n);
     }
     for (target, files) in by_target {
+        // The emitted files hold text from the budget files: a fence longer than any run of
+        // backticks in them, so that no line closes the block; control characters visible.
+        let body: String = files.iter().map(|f| controls(&f.unified, true)).collect();
+        let fence = escape::fence(&body);
         out.push_str(&format!(
-            "\n<details><summary>{target}: {} file{} change</summary>\n\n```diff\n",
+            "\n<details><summary>{}: {} file{} change</summary>\n\n{fence}diff\n{body}{fence}\n\n</details>\n",
+            escape::markdown(target),
             files.len(),
             if files.len() == 1 { "" } else { "s" }
         ));
-        for f in files {
-            out.push_str(&f.unified);
-        }
-        out.push_str("```\n\n</details>\n");
     }
     truncate(out)
+}
+
+/// The fence of the code block still open at the end of `text`, if one is.
+fn open_fence(text: &str) -> Option<&str> {
+    let mut open: Option<&str> = None;
+    for line in text.lines() {
+        let ticks = &line[..line.len() - line.trim_start_matches('`').len()];
+        match open {
+            None if ticks.len() >= 3 => open = Some(ticks),
+            Some(fence) if line.trim_end() == fence => open = None,
+            _ => {}
+        }
+    }
+    open
 }
 
 /// Keeps a Markdown report within GitHub's comment limit, saying so when it cuts.
@@ -202,8 +229,8 @@ fn truncate(text: String) -> String {
     }
     let mut kept = text[..cut].to_string();
     // Close an open code block so the note renders.
-    if kept.matches("```").count() % 2 == 1 {
-        kept.push_str("\n```\n");
+    if let Some(fence) = open_fence(&kept).map(str::to_string) {
+        kept.push_str(&format!("\n{fence}\n"));
     }
     kept.push_str(&format!(
         "\n\n> **Truncated**: the report has {} characters, more than a GitHub comment holds; run `allot diff` locally for all of it.\n",
@@ -263,13 +290,32 @@ pub fn github(diff: &Diff, git: &GitRepo) -> String {
         properties.push(("title", "allot diff".to_string()));
         let message = format!(
             "{} {}: {} (approve: {})",
-            c.subject,
+            plain(&c.subject),
             c.kind.word(),
-            detail_text(c).join("; "),
-            approvers(c)
+            detail_text(c, plain).join("; "),
+            approvers(c, plain)
         );
         out.push_str(&github::annotation("notice", &properties, &message));
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_report_closes_the_code_block_it_cuts() {
+        let report = format!("intro\n\n````diff\n{}````\n", "+User - '```':Fairshare=1\n".repeat(5_000));
+        assert_eq!(open_fence(&report), None);
+        let cut = truncate(report);
+        assert!(
+            cut.len() < MARKDOWN_LIMIT + 500 && cut.contains("> **Truncated**"),
+            "{}",
+            &cut[cut.len() - 300..]
+        );
+        assert_eq!(open_fence(&cut), None, "{}", &cut[cut.len() - 300..]);
+        assert_eq!(open_fence("a\n```diff\n+x\n"), Some("```"));
+    }
 }

@@ -101,8 +101,11 @@ impl<'a> Cell<'a> {
         Cell::Text(text.into())
     }
 
+    /// The cell in Markdown: words (names from the budgets, the traces, a revision's label)
+    /// escaped for Markdown and HTML, so that none adds a row, a link or a mention.
     fn markdown(&self) -> String {
         match self {
+            Cell::Text(text) => allot_compiler::escape::markdown(text),
             Cell::Met(true) => "met".to_string(),
             Cell::Met(false) => "**not met**".to_string(),
             other => other.to_string(),
@@ -228,7 +231,8 @@ impl<'a> Table<'a> {
     pub(crate) fn markdown(&self) -> String {
         let shown: Vec<(usize, Align, &str)> =
             self.columns.iter().enumerate().filter_map(|(i, c)| c.heading.map(|h| (i, c.align, h))).collect();
-        let mut out = markdown_line(shown.iter().map(|(_, _, heading)| heading.to_string()));
+        let mut out =
+            markdown_line(shown.iter().map(|(_, _, heading)| allot_compiler::escape::markdown(heading)));
         out.push('|');
         for (_, align, _) in &shown {
             out.push_str(if *align == Align::Right { "---:|" } else { "---|" });
@@ -336,5 +340,6 @@ mod tests {
             json!([{"wait_p50_s": 30, "wait_p90_s": 30, "wait_p99_s": 30, "hours": 0.125}])
         );
         assert_eq!(Cell::Met(false).markdown(), "**not met**");
+        assert_eq!(Cell::text("a|b\n<img>").markdown(), "a\\|b\\\\n&lt;img&gt;");
     }
 }
