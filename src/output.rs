@@ -1,5 +1,6 @@
 //! What the command line writes: results on standard output ([`print()`], [`json()`]), files
-//! replaced atomically ([`write_atomically`]), and the [`Format`] of reports that come as
+//! replaced atomically and only when allot can replace them whole ([`write_atomically`],
+//! [`unreplaceable`]), and the [`Format`] of reports that come as
 //! text, Markdown or JSON.
 
 use std::io::Write;
@@ -42,15 +43,77 @@ pub fn json(value: &impl serde::Serialize) -> std::io::Result<String> {
     Ok(text)
 }
 
-/// Writes `contents` to a temporary file beside `path`, then renames it over `path`: a
-/// failed run leaves the old file intact.
+/// Writes `contents` to a temporary file beside `path` (named `.allot-*`, removed on
+/// failure), then renames it over `path`: a failed run leaves the old file intact. An
+/// existing file keeps its permissions and owner; a file allot cannot replace whole (see
+/// [`unreplaceable`]) is an error naming it, and is left as it is.
 pub fn write_atomically(path: &Path, contents: &str) -> std::io::Result<()> {
-    let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut temporary = tempfile::NamedTempFile::new_in(folder)?;
-    temporary.write_all(contents.as_bytes())?;
-    if let Ok(metadata) = std::fs::metadata(path) {
-        temporary.as_file().set_permissions(metadata.permissions())?;
+    if let Some(reason) = unreplaceable(path)? {
+        return Err(std::io::Error::other(format!("{}: {reason}", path.display())));
     }
+    let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut temporary = tempfile::Builder::new().prefix(".allot-").tempfile_in(folder)?;
+    temporary.write_all(contents.as_bytes())?;
+    if let Ok(metadata) = std::fs::symlink_metadata(path) {
+        temporary.as_file().set_permissions(metadata.permissions())?;
+        keep_owner(temporary.as_file(), &metadata).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("{}: cannot keep its owner: {e}", path.display()))
+        })?;
+    }
+    temporary.as_file().sync_all()?;
     temporary.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Why allot will not replace the file at `path`, or `None` when it may (also when there
+/// is no file yet): a symbolic link (writing through it, or replacing it with a regular
+/// file, changes what the link's owner meant), anything but a regular file, a read-only
+/// file, a file allot may not write, or a file with other hard links (a new file would
+/// split them).
+pub fn unreplaceable(path: &Path) -> std::io::Result<Option<String>> {
+    let metadata = match std::fs::symlink_metadata(path) {
+        Ok(metadata) => metadata,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let reason = if metadata.file_type().is_symlink() {
+        "is a symbolic link; allot neither writes through a link nor replaces one"
+    } else if !metadata.is_file() {
+        "is not a regular file; allot only replaces regular files"
+    } else if metadata.permissions().readonly() {
+        "is read-only; allot leaves it as it is (make it writable to let allot replace it)"
+    } else if std::fs::OpenOptions::new().write(true).open(path).is_err() {
+        "cannot be opened for writing; allot leaves it as it is"
+    } else if hard_links(&metadata) > 1 {
+        "has other hard links, which a new file would not replace; allot leaves it as it is"
+    } else {
+        return Ok(None);
+    };
+    Ok(Some(reason.to_string()))
+}
+
+#[cfg(unix)]
+fn hard_links(metadata: &std::fs::Metadata) -> u64 {
+    std::os::unix::fs::MetadataExt::nlink(metadata)
+}
+
+#[cfg(not(unix))]
+fn hard_links(_: &std::fs::Metadata) -> u64 {
+    1
+}
+
+/// Gives `file` the owner and group of the file it replaces, when they differ.
+#[cfg(unix)]
+fn keep_owner(file: &std::fs::File, replaced: &std::fs::Metadata) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let now = file.metadata()?;
+    if (now.uid(), now.gid()) == (replaced.uid(), replaced.gid()) {
+        return Ok(());
+    }
+    std::os::unix::fs::fchown(file, Some(replaced.uid()), Some(replaced.gid()))
+}
+
+#[cfg(not(unix))]
+fn keep_owner(_: &std::fs::File, _: &std::fs::Metadata) -> std::io::Result<()> {
     Ok(())
 }

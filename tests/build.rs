@@ -20,6 +20,8 @@ fn build_writes_every_file_and_the_same_bytes_again() {
     assert_eq!(
         names,
         [
+            ".allot-lock",
+            ".allot-manifest",
             "yarn/FIDELITY.md",
             "yarn/edge/capacity-scheduler.xml",
             "yarn/edge/resource-types.xml",

@@ -70,7 +70,7 @@ fn too_deep_at(text: &str) -> Option<usize> {
                 }
             }
             Token::Close => depth = depth.saturating_sub(1),
-            Token::Comment(_) => {}
+            Token::Comment(_) | Token::Slashdash(_) => {}
         }
     }
     None
@@ -86,11 +86,23 @@ pub fn comments(text: &str) -> Vec<&str> {
         .collect()
 }
 
-/// What the lexical scan reports: braces and comments outside strings.
+/// The offsets of the `/-` (slashdash) markers of a file, outside strings and comments (for
+/// `fmt`, which must keep every one).
+pub fn slashdashes(text: &str) -> Vec<usize> {
+    Scanner::new(text)
+        .filter_map(|t| match t {
+            Token::Slashdash(offset) => Some(offset),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What the lexical scan reports: braces, comments and slashdashes outside strings.
 enum Token {
     Open(usize),
     Close,
     Comment(std::ops::Range<usize>),
+    Slashdash(usize),
 }
 
 /// A lexical scan of KDL text that skips strings, raw strings and comments.
@@ -134,6 +146,10 @@ impl Iterator for Scanner<'_> {
                     let end = (skip_block_comment(bytes, i) + 1).min(bytes.len());
                     self.at = end;
                     return Some(Token::Comment(i..end));
+                }
+                b'/' if bytes.get(i + 1) == Some(&b'-') => {
+                    self.at = i + 2;
+                    return Some(Token::Slashdash(i));
                 }
                 _ => {}
             }
@@ -200,6 +216,12 @@ mod tests {
     fn comments_are_found_outside_strings() {
         let src = "a \"// no\" // one\n/* two /* nested */ */ b #\"/* no */\"# // three";
         assert_eq!(comments(src), vec!["// one", "/* two /* nested */ */", "// three"]);
+    }
+
+    #[test]
+    fn slashdashes_are_found_outside_strings_and_comments() {
+        let src = "/-a \"/-no\" // /-no\nb /-1 #\"/-no\"# /* /-no */ /-{ }";
+        assert_eq!(slashdashes(src), vec![0, 21, 45]);
     }
 
     #[test]

@@ -1,14 +1,16 @@
 //! `allot fmt`: canonical formatting of every budget file of a repository, comments kept;
-//! `--check` lists the files that are not formatted instead of writing them.
+//! `--check` lists the files that are not formatted instead of writing them. A file is
+//! rewritten only when allot can replace it whole, inside the folder it formats: never
+//! through a symbolic link, never a read-only file; `--check` reports the same refusals.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use allot_compiler::{Code, compile};
 
 use crate::diagnostics::{self, Format};
 use crate::exit::{Exit, Outcome};
 use crate::fs_loader::FsLoader;
-use crate::output::{print, write_atomically};
+use crate::output::{print, unreplaceable, write_atomically};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -50,8 +52,15 @@ pub fn run(args: Args, format: Format) -> Outcome {
         if formatted == *file.text {
             continue;
         }
+        let refusal = refusal(&loader, &file.path)?;
         if args.check {
             print(&format!("{}\n", file.name))?;
+            if let Some(reason) = refusal {
+                eprintln!("{}: {reason}; `allot fmt` would leave it as it is", file.name);
+            }
+            problems = true;
+        } else if let Some(reason) = refusal {
+            eprintln!("{}: {reason}; not formatted", file.name);
             problems = true;
         } else {
             write_atomically(&loader.disk_path(&file.path), &formatted)?;
@@ -59,4 +68,23 @@ pub fn run(args: Args, format: Format) -> Outcome {
         }
     }
     Ok(Exit::from_ok(!problems))
+}
+
+/// Why fmt will not rewrite the repository file `path`: it, or a folder on the way to it
+/// inside the repository, is a symbolic link (which may lead outside), or it cannot be
+/// replaced whole.
+fn refusal(loader: &FsLoader, path: &str) -> std::io::Result<Option<String>> {
+    let mut on_the_way = PathBuf::new();
+    let folders: Vec<_> = Path::new(path).components().collect();
+    for folder in folders.iter().take(folders.len().saturating_sub(1)) {
+        on_the_way.push(folder);
+        let disk = loader.disk_path(&on_the_way.to_string_lossy());
+        if std::fs::symlink_metadata(&disk).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Ok(Some(format!(
+                "is reached through the symbolic link `{}`; allot fmt does not write through links",
+                on_the_way.display()
+            )));
+        }
+    }
+    unreplaceable(&loader.disk_path(path))
 }
