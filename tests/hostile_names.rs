@@ -318,18 +318,16 @@ fn emitters_keep_hostile_text_on_its_line_and_validation_refuses_it() {
 }
 
 #[test]
-fn the_slurm_files_read_back_whatever_the_names() {
+fn a_quote_reaches_the_slurm_files_whole_and_is_refused_there() {
     let model = hostile_model("'");
     let slurm = allot_targets::slurm::Slurm;
     use allot_targets::Target;
     let files = slurm.emit(&model);
     let cfg = files.iter().find(|f| f.path.ends_with(".cfg")).unwrap();
-    let back = allot_targets::slurm::tree::parse(&cfg.contents).unwrap();
-    assert!(
-        back.users.iter().any(|u| u.name == "alice'"),
-        "a quote is carried, not dropped:\n{}",
-        cfg.contents
-    );
+    // The quote is carried in double quotes, not dropped; read back, the file is refused
+    // (Slurm could not have written that name), never taken for another tree.
+    assert!(cfg.contents.contains("\"alice'\""), "{}", cfg.contents);
+    assert!(allot_targets::slurm::tree::parse(&cfg.contents).is_err(), "{}", cfg.contents);
     let violations = slurm.validate(&model, &files);
     assert!(violations.iter().any(|v| v.message.contains("quotes")), "{violations:?}");
 }
