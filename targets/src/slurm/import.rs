@@ -334,17 +334,20 @@ mod tests {
     use crate::slurm::tree::parse;
 
     fn options() -> Options {
-        Options { gpus: 8, gpu_type: "h100 \"sxm\"\n}".into(), gpus_per_node: 8 }
+        Options { gpus: 8, gpu_type: "h100".into(), gpus_per_node: 8 }
     }
 
     #[test]
     fn names_reach_the_file_through_kdl_quoting_and_read_back() {
         let dump = "Cluster - 'lab'\nParent - 'root'\nAccount - 'a':Fairshare=1\nParent - 'a'\n\
-                    User - 'x};project':Fairshare=1\nUser - '/-y':Fairshare=1\nUser - 'r{b}':Fairshare=1\nUser - 'true':Fairshare=1\n";
+                    User - '/-y':Fairshare=1\nUser - 'true':Fairshare=1\nUser - '1st':Fairshare=1\n";
         let tree = parse(dump).unwrap();
         let text = to_kdl(&tree, &options()).unwrap();
-        assert!(text.contains(r#"users "x};project" "/-y" "r{b}" "true""#), "{text}");
-        assert!(text.contains(r#"gpu-type="h100 \"sxm\"\n}""#), "{text}");
+        assert!(text.contains(r#"users "/-y" "true" "1st""#), "{text}");
+        // A GPU type given on the command line goes through the same checks.
+        let hostile = Options { gpu_type: "h100 \"sxm\"\n}".into(), ..options() };
+        let problems = to_kdl(&tree, &hostile).unwrap_err();
+        assert!(problems[0].contains("cannot be a GPU type"), "{problems:?}");
         let projects = text.lines().filter(|l| l.trim_start().starts_with("project")).count();
         assert_eq!(projects, 1, "{text}");
     }
