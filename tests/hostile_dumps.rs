@@ -129,8 +129,12 @@ fn budgets_that_give_the_root_user_a_project_are_refused() {
     let script = dir.path().join("apply.sh");
     let (status, _, stderr) =
         allot(&["plan", "slurm", s(dir.path()), "--live", s(&live), "--script", s(&script)]);
+    // Refused at check, with its place; the plan refuses it again (its unit tests).
     assert_eq!(status, 1);
-    assert!(stderr.contains("user root in a: Slurm's root user is never touched"), "{stderr}");
+    assert!(
+        stderr.contains("the `root` user cannot be given a project") && stderr.contains("allot.kdl:"),
+        "{stderr}"
+    );
     assert!(!script.exists());
 }
 

@@ -43,7 +43,7 @@ codes! {
     ValueBadChoice = "allot::value::bad-choice", "a value that is not one of the allowed words";
     NameDuplicate = "allot::name::duplicate", "two siblings (or two clusters, two contracts) share a name";
     NameUnportable = "allot::name::unportable", "a name that some target cannot carry";
-    NameReserved = "allot::name::reserved", "a name a target reserves (`root`)";
+    NameReserved = "allot::name::reserved", "a name a target reserves (`root`), or the user `root` in a project";
     NameInvalid = "allot::name::invalid", "a value one scheduler reads (Slurm cluster or partition, GPU type, Kubernetes flavor, resource or node label, YARN resource, owner) outside that scheduler's syntax";
     ShareOvercommit = "allot::share::overcommit", "sibling percentages sum over 100%";
     ShareMixed = "allot::share::mixed", "percentages and weights mixed among siblings";

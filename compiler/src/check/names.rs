@@ -30,6 +30,13 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
                 out.push(unportable_diagnostic(namespace, "namespace", why));
             }
         }
+        for user in project.users.iter().map(|m| &m.name).filter(|u| u.value == "root") {
+            out.push(
+                Diagnostic::error(Code::NameReserved, "the `root` user cannot be given a project")
+                    .label(user.span, "reserved")
+                    .help("Slurm's `root` user keeps its own association under the `root` account; allot never changes it"),
+            );
+        }
         for member in project.users.iter().map(|m| &m.name).chain(&project.groups) {
             if let Some(why) = unusable_account_member(&member.value) {
                 out.push(
