@@ -3,5 +3,16 @@
 # after checking that the code is formatted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The Action's tests run its shell scripts against a fake `gh` that applies `--jq` filters
+# with jq (as GitHub's runners have it).
+if ! command -v jq >/dev/null; then
+    if [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null; then
+        echo "==> installing jq (the Action's tests need it)"
+        apt-get install -y -q jq >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q jq >/dev/null; }
+    else
+        echo "jq is missing: install it (apt-get install jq) to run the Action's tests" >&2
+        exit 1
+    fi
+fi
 cargo fmt --all --check
 cargo test --workspace --locked --no-fail-fast "$@"
