@@ -72,6 +72,22 @@ pub fn markdown(text: &str) -> String {
     out
 }
 
+/// `text` for HTML content and attribute values: `&` `<` `>` `"` `'` as entities.
+pub fn html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 /// A fence for a code block holding `text`: three backticks, or more than its longest run
 /// of backticks, so that nothing inside closes the block.
 pub fn fence(text: &str) -> String {

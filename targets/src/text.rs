@@ -7,7 +7,7 @@
 //! `allot build` writes nothing when a model that skipped the checks carries such a name.
 
 use allot_compiler::ir::{Location, Model};
-use allot_compiler::names;
+use allot_compiler::{escape, names};
 
 use crate::Violation;
 
@@ -22,15 +22,13 @@ pub fn shell_word(word: &str) -> String {
 /// control characters, line breaks first, written as escapes (`\n`, `\u{1b}`), so that no
 /// text can end the comment's line and start a line of its own.
 pub fn comment(text: &str) -> String {
-    text.chars()
-        .map(|c| if breaks_line(c) { c.escape_default().to_string() } else { c.to_string() })
-        .collect()
+    escape::controls(text, false).into_owned()
 }
 
-/// A control character, or one of Unicode's line and paragraph separators, which some
-/// readers take as line ends.
+/// A control character, one of Unicode's line and paragraph separators (which some readers
+/// take as line ends), or a bidirectional control (which reorders what a reader sees).
 pub fn breaks_line(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{85}')
+    escape::is_hidden(c)
 }
 
 /// Why `text` cannot be written on one line of a native file, if it cannot.

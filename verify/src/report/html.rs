@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use allot_compiler::escape::html as escape;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -174,22 +175,6 @@ impl BudgetLabels {
 fn colour(index: usize) -> RGBColor {
     let (red, green, blue) = rgb(index);
     RGBColor(red, green, blue)
-}
-
-/// Escapes text for HTML content and attribute values.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// GPU-hours for a table: one decimal, thousands grouped.
