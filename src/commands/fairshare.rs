@@ -32,7 +32,7 @@ pub fn run(args: Args, format: Format) -> Outcome {
             budgets_tree(&model)?
         }
     };
-    let text = std::fs::read_to_string(&args.usage)
+    let text = crate::read::read_text(&args.usage, crate::read::MAX_INPUT_BYTES)
         .map_err(|e| Error::failed(format!("{}: {e}", args.usage.display())))?;
     let usage = Usage::parse(&text).map_err(|e| Error::failed(format!("{} {e}", args.usage.display())))?;
     let fair_tree =
@@ -43,7 +43,8 @@ pub fn run(args: Args, format: Format) -> Outcome {
 
 /// The text of a `sacctmgr dump` file (told by its `Cluster - ` line); `None` for budgets.
 fn dump(path: &Path) -> Option<String> {
-    let text = path.is_file().then(|| std::fs::read_to_string(path).ok()).flatten()?;
+    let text =
+        path.is_file().then(|| crate::read::read_text(path, crate::read::MAX_INPUT_BYTES).ok()).flatten()?;
     text.lines().any(|l| l.trim_start().starts_with("Cluster - ")).then_some(text)
 }
 

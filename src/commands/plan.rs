@@ -89,9 +89,9 @@ pub fn run(target: Target, format: Format) -> Outcome {
 /// read is an error naming it.
 pub fn read_dump(path: &Path) -> Result<String, Error> {
     let text = if path == Path::new("-") {
-        std::io::read_to_string(std::io::stdin())
+        crate::read::read_stdin(crate::read::MAX_INPUT_BYTES)
     } else {
-        std::fs::read_to_string(path)
+        crate::read::read_text(path, crate::read::MAX_INPUT_BYTES)
     };
     text.map_err(|e| Error::failed(format!("{}: {e}", path.display())))
 }
