@@ -1,10 +1,17 @@
 //! The filesystem loader: a budget repository folder on disk, read through the compiler's
 //! `Loader` trait.
+//!
+//! A budget file is read only where it really is inside the repository folder: its path
+//! is resolved through every symbolic link, and one that leads outside the folder or into
+//! a `.git` folder is refused without being read (its text would show in diagnostics).
+//! Only regular files of at most [`MAX_FILE_BYTES`] are read (see [`crate::read`]).
 
-use std::io::ErrorKind;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
-use allot_compiler::source::{LoadError, Loader};
+use allot_compiler::source::{LoadError, Loader, is_git_folder};
+use allot_compiler::syntax::MAX_FILE_BYTES;
+
+use crate::read::{Links, ReadError, read_regular};
 
 /// The entry file in a budget repository folder.
 pub const ENTRY_FILE: &str = "allot.kdl";
@@ -32,11 +39,47 @@ impl FsLoader {
     }
 }
 
+impl FsLoader {
+    /// Where the file at `path` really is, if that is inside the repository folder and
+    /// outside any `.git` folder.
+    fn real_path(&self, path: &str) -> Result<PathBuf, LoadError> {
+        let io = |e: std::io::Error| match e.kind() {
+            std::io::ErrorKind::NotFound => LoadError::NotFound,
+            _ => LoadError::Other(e.to_string()),
+        };
+        if path.split('/').any(is_git_folder) {
+            return Err(LoadError::Outside("is inside a `.git` folder".into()));
+        }
+        let root = if self.root.as_os_str().is_empty() { Path::new(".") } else { &self.root };
+        let root = root.canonicalize().map_err(io)?;
+        let real = self.disk_path(path).canonicalize().map_err(io)?;
+        let Ok(inside) = real.strip_prefix(&root) else {
+            return Err(LoadError::Outside(format!(
+                "is a symbolic link that leads outside the repository, to {}",
+                real.display()
+            )));
+        };
+        if inside
+            .components()
+            .any(|c| matches!(c, Component::Normal(n) if is_git_folder(&n.to_string_lossy())))
+        {
+            return Err(LoadError::Outside(format!(
+                "is a symbolic link that leads into a `.git` folder, to {}",
+                inside.display()
+            )));
+        }
+        Ok(real)
+    }
+}
+
 impl Loader for FsLoader {
     fn load(&self, path: &str) -> Result<Vec<u8>, LoadError> {
-        std::fs::read(self.disk_path(path)).map_err(|e| match e.kind() {
-            ErrorKind::NotFound => LoadError::NotFound,
-            _ => LoadError::Other(e.to_string()),
+        let real = self.real_path(path)?;
+        // The real path has no link left; one that appears since is refused, not followed.
+        read_regular(&real, MAX_FILE_BYTES as u64, Links::Refuse).map_err(|e| match e {
+            ReadError::NotFound => LoadError::NotFound,
+            ReadError::TooLarge { size, .. } => LoadError::TooLarge(size),
+            e => LoadError::Other(e.to_string()),
         })
     }
 

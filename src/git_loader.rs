@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use allot_compiler::source::{LoadError, Loader};
+use allot_compiler::syntax::MAX_FILE_BYTES;
 
 /// Why a git revision of the budgets cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -78,17 +79,57 @@ pub struct GitLoader<'r> {
     tree: git2::Oid,
 }
 
+/// Git's file modes of tree entries.
+const MODE_FOLDER: i32 = 0o040000;
+const MODE_LINK: i32 = 0o120000;
+const MODE_SUBMODULE: i32 = 0o160000;
+
 impl Loader for GitLoader<'_> {
+    /// Walks the revision's tree one component at a time, so that a symbolic link or a
+    /// submodule on the way is named as such (git stores a link as a blob of its target's
+    /// path, which must not be read as KDL), and reads the blob only after its size, from
+    /// the object's header, is known to be within the limit.
     fn load(&self, path: &str) -> Result<Vec<u8>, LoadError> {
-        let tree =
-            self.git.repo.find_tree(self.tree).map_err(|e| LoadError::Other(e.message().to_string()))?;
-        let entry = match tree.get_path(Path::new(&self.git.repo_path(path))) {
-            Ok(entry) => entry,
-            Err(e) if e.code() == git2::ErrorCode::NotFound => return Err(LoadError::NotFound),
-            Err(e) => return Err(LoadError::Other(e.message().to_string())),
-        };
-        let blob = self.git.repo.find_blob(entry.id()).map_err(|_| LoadError::Other("not a file".into()))?;
-        Ok(blob.content().to_vec())
+        let git = |e: git2::Error| LoadError::Other(e.message().to_string());
+        let repo = &self.git.repo;
+        let full = self.git.repo_path(path);
+        let parts: Vec<&str> = full.split('/').collect();
+        let mut tree = repo.find_tree(self.tree).map_err(git)?;
+        let mut blob = None;
+        for (i, part) in parts.iter().enumerate() {
+            let Some((mode, id)) = tree.get_name(part).map(|e| (e.filemode(), e.id())) else {
+                return Err(LoadError::NotFound);
+            };
+            let last = i + 1 == parts.len();
+            // The file itself ("is a ..."), or the folder on its way that is not one.
+            let shown = || {
+                if last { "is".to_string() } else { format!("its folder {} is", parts[..=i].join("/")) }
+            };
+            match mode {
+                MODE_LINK => {
+                    return Err(LoadError::Other(format!(
+                        "{} a symbolic link; allot reads only regular files from a git revision",
+                        shown()
+                    )));
+                }
+                MODE_SUBMODULE => {
+                    return Err(LoadError::Other(format!(
+                        "{} a git submodule; allot does not read submodules",
+                        shown()
+                    )));
+                }
+                MODE_FOLDER if last => return Err(LoadError::Other("is a folder".into())),
+                MODE_FOLDER => tree = repo.find_tree(id).map_err(git)?,
+                _ if last => blob = Some(id),
+                _ => return Err(LoadError::Other(format!("{} a file, not a folder", shown()))),
+            }
+        }
+        let id = blob.ok_or(LoadError::NotFound)?;
+        let (size, _) = repo.odb().and_then(|odb| odb.read_header(id)).map_err(git)?;
+        if size > MAX_FILE_BYTES {
+            return Err(LoadError::TooLarge(size as u64));
+        }
+        Ok(repo.find_blob(id).map_err(git)?.content().to_vec())
     }
 
     /// `REV:path/in/repository`, so that diagnostics name the revision.

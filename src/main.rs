@@ -10,6 +10,7 @@ mod fs_loader;
 mod git_loader;
 mod github;
 mod output;
+mod read;
 mod simulation;
 mod traces;
 

@@ -231,7 +231,7 @@ fn a_huge_dump_is_refused_before_it_is_read_whole() {
     std::fs::File::create(&live).unwrap().set_len(1 << 30).unwrap();
     let (status, _, stderr) = allot(&["plan", "slurm", s(dir.path()), "--live", s(&live)]);
     assert_eq!(status, 1);
-    assert!(stderr.contains("larger than 64 MiB"), "{stderr}");
+    assert!(stderr.contains("has 1073741824 bytes; allot reads at most 64 MiB"), "{stderr}");
 }
 
 #[cfg(unix)]

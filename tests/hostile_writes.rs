@@ -262,19 +262,29 @@ fn fmt_refuses_a_symlinked_file_and_leaves_the_link_and_its_target() {
 #[test]
 fn fmt_refuses_a_file_reached_through_a_symlinked_folder() {
     let dir = tempfile::tempdir().unwrap();
-    let outside = dir.path().join("elsewhere");
-    std::fs::create_dir(&outside).unwrap();
-    std::fs::write(outside.join("x.kdl"), "project   x share=1\n").unwrap();
     let repo = dir.path().join("repo");
-    std::fs::create_dir(&repo).unwrap();
+    std::fs::create_dir_all(repo.join("real")).unwrap();
+    std::fs::write(repo.join("real/x.kdl"), "project   x share=1\n").unwrap();
     std::fs::write(repo.join("allot.kdl"), "include \"teams/x.kdl\"\n").unwrap();
-    std::os::unix::fs::symlink(&outside, repo.join("teams")).unwrap();
+    // A link inside the repository is read, but fmt does not write through it.
+    std::os::unix::fs::symlink("real", repo.join("teams")).unwrap();
     let (status, _, stderr) = fmt(&repo, &[]);
     assert_eq!(status, 1);
     assert!(stderr.contains("is reached through the symbolic link `teams`"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(repo.join("real/x.kdl")).unwrap(), "project   x share=1\n");
+    // A link leading out of the repository is not even read.
+    let outside = dir.path().join("elsewhere");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("x.kdl"), "project   x share=1\n").unwrap();
+    std::fs::remove_file(repo.join("teams")).unwrap();
+    std::os::unix::fs::symlink(&outside, repo.join("teams")).unwrap();
+    let (status, _, stderr) = fmt(&repo, &[]);
+    assert_eq!(status, 1);
+    assert!(stderr.contains("allot::include::outside"), "{stderr}");
     assert_eq!(std::fs::read_to_string(outside.join("x.kdl")).unwrap(), "project   x share=1\n");
 }
 
+#[cfg(unix)]
 #[test]
 fn fmt_refuses_a_read_only_file() {
     let text = "project   a share=1\n";

@@ -75,6 +75,16 @@ impl Lowering<'_> {
         self.diagnostics.push(diagnostic);
     }
 
+    fn too_large(&mut self, what: &str, size: u64, via: Option<Span>, name: &str) {
+        let d = Diagnostic::error(
+            Code::SizeFileTooLarge,
+            format!("{what} has {size} bytes; allot reads files of at most 1 MiB"),
+        )
+        .help("split the tree over several files with `include`");
+        self.push(at(d, via, "included here", name));
+        self.complete = false;
+    }
+
     /// Loads and parses one file; `via` is the include that named it.
     ///
     /// A missing included file leaves a hole in the tree that checks can work around; an
@@ -87,17 +97,27 @@ impl Lowering<'_> {
             self.push(at(d, via, "this include is one too many", &name));
             return None;
         }
+        let what = if via.is_some() { format!("`{name}`") } else { "the file".to_string() };
         let bytes = match self.loader.load(path) {
             Ok(bytes) => bytes,
+            Err(LoadError::TooLarge(size)) => {
+                self.too_large(&what, size, via, &name);
+                return None;
+            }
             Err(error) => {
                 let (code, text) = match (&error, via) {
+                    (LoadError::Outside(_), Some(_)) => {
+                        (Code::IncludeOutside, format!("cannot read included file `{name}`: {error}"))
+                    }
                     (_, Some(_)) => {
                         (Code::IncludeMissing, format!("cannot read included file `{name}`: {error}"))
                     }
                     (LoadError::NotFound, None) => (Code::SourceUnreadable, "no such file".to_string()),
-                    (LoadError::Other(_), None) => (Code::SourceUnreadable, error.to_string()),
+                    (_, None) => (Code::SourceUnreadable, error.to_string()),
                 };
-                let help = if via.is_some() {
+                let help = if matches!(error, LoadError::Outside(_)) {
+                    "a symbolic link may lead only to a file inside the repository, outside `.git`"
+                } else if via.is_some() {
                     "include paths are relative to the file that holds the include"
                 } else {
                     "pass a budget repository folder holding `allot.kdl`, or the entry file itself"
@@ -107,15 +127,8 @@ impl Lowering<'_> {
                 return None;
             }
         };
-        let what = if via.is_some() { format!("`{name}`") } else { "the file".to_string() };
         if bytes.len() > syntax::MAX_FILE_BYTES {
-            let d = Diagnostic::error(
-                Code::SizeFileTooLarge,
-                format!("{what} has {} bytes; allot reads files of at most 1 MiB", bytes.len()),
-            )
-            .help("split the tree over several files with `include`");
-            self.push(at(d, via, "included here", &name));
-            self.complete = false;
+            self.too_large(&what, bytes.len() as u64, via, &name);
             return None;
         }
         let text = match String::from_utf8(bytes) {

@@ -118,6 +118,14 @@ impl Sources {
 pub enum LoadError {
     #[error("no such file")]
     NotFound,
+    /// The path resolves, through symbolic links, outside the repository or into `.git`;
+    /// the text says where (the file is not read).
+    #[error("{0}")]
+    Outside(String),
+    /// The file has this many bytes, more than [`crate::syntax::MAX_FILE_BYTES`] (it is
+    /// not read).
+    #[error("has {0} bytes")]
+    TooLarge(u64),
     #[error("{0}")]
     Other(String),
 }
@@ -164,6 +172,14 @@ pub enum PathError {
     OutsideRoot,
     #[error("is empty")]
     Empty,
+    #[error("names a `.git` folder")]
+    GitFolder,
+}
+
+/// Whether a path component is git's own folder (`.git`, in any case: some filesystems
+/// ignore it), which budget files must never read: it holds credentials and hooks.
+pub fn is_git_folder(component: &str) -> bool {
+    component.eq_ignore_ascii_case(".git")
 }
 
 /// Resolves `target`, written in the file at `from`, to a normalised repository path.
@@ -184,6 +200,7 @@ pub fn resolve_include(from: &str, target: &str) -> Result<String, PathError> {
                     return Err(PathError::OutsideRoot);
                 }
             }
+            other if is_git_folder(other) => return Err(PathError::GitFolder),
             other => parts.push(other),
         }
     }
@@ -203,6 +220,8 @@ mod tests {
         assert_eq!(resolve_include("allot.kdl", "../x.kdl"), Err(PathError::OutsideRoot));
         assert_eq!(resolve_include("allot.kdl", "/etc/x.kdl"), Err(PathError::Absolute));
         assert_eq!(resolve_include("allot.kdl", "C:/x.kdl"), Err(PathError::Absolute));
+        assert_eq!(resolve_include("allot.kdl", ".git/config"), Err(PathError::GitFolder));
+        assert_eq!(resolve_include("teams/a.kdl", "../.GIT/config"), Err(PathError::GitFolder));
     }
 
     #[test]

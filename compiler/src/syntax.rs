@@ -1,9 +1,15 @@
 //! Syntax: one file's text to a KDL 2.0 document with spans, or coded diagnostics.
 //!
-//! Guards run before the KDL parser: the parser recurses once per level of braces, so a
-//! file nested deeper than [`MAX_BRACE_DEPTH`] is refused rather than parsed.
+//! Guards run before the KDL parser, which recurses: once per level of braces, and in a
+//! block comment once per nested comment and per `*` or `/` in it. A file nested deeper
+//! than [`MAX_BRACE_DEPTH`] braces or [`MAX_COMMENT_DEPTH`] comments, or with a block
+//! comment of more than [`MAX_COMMENT_MARKS`] such characters, is refused rather than
+//! parsed. The parser also recurses on each error it recovers from, which no scan can
+//! bound beforehand; it runs on a thread of its own with a stack of
+//! [`PARSER_STACK_BYTES`] (taken from memory only as it is used), where a broken file of
+//! realistic size never reaches the end of it.
 
-use kdl::KdlDocument;
+use kdl::{KdlDocument, KdlError};
 
 use crate::diagnostic::{Code, Diagnostic};
 use crate::source::{FileId, Span};
@@ -12,19 +18,53 @@ use crate::source::{FileId, Span};
 pub const MAX_FILE_BYTES: usize = 1 << 20;
 /// Deepest nesting of `{` in one file.
 pub const MAX_BRACE_DEPTH: usize = 32;
+/// Deepest nesting of block comments (`/* /* */ */`) in one file.
+pub const MAX_COMMENT_DEPTH: usize = 32;
+/// Most `*` and `/` characters in one block comment, nested ones included.
+pub const MAX_COMMENT_MARKS: usize = 1024;
+/// The stack of the thread that runs the KDL parser.
+pub const PARSER_STACK_BYTES: usize = 256 << 20;
 
 /// Parses one file, or explains why it cannot be read.
 pub fn parse(file: FileId, text: &str) -> Result<KdlDocument, Vec<Diagnostic>> {
-    if let Some(offset) = too_deep_at(text) {
-        let span = Span { file, offset, len: 1 };
-        return Err(vec![
-            Diagnostic::error(Code::SizeTooDeep, format!("braces nest deeper than {MAX_BRACE_DEPTH} levels"))
-                .label(span, format!("level {} starts here", MAX_BRACE_DEPTH + 1))
-                .help("split the tree over files with `include`, or flatten it"),
-        ]);
+    if let Some(deep) = too_deep(text) {
+        let span = Span { file, offset: deep.offset, len: deep.len };
+        let (message, label, help) = match deep.what {
+            Deep::Braces => (
+                format!("braces nest deeper than {MAX_BRACE_DEPTH} levels"),
+                format!("level {} starts here", MAX_BRACE_DEPTH + 1),
+                "split the tree over files with `include`, or flatten it",
+            ),
+            Deep::Comments => (
+                format!("block comments nest deeper than {MAX_COMMENT_DEPTH} levels"),
+                format!("level {} starts here", MAX_COMMENT_DEPTH + 1),
+                "use `//` line comments, or fewer nested `/*`",
+            ),
+            Deep::Marks => (
+                format!("a block comment holds more than {MAX_COMMENT_MARKS} `*` and `/` characters"),
+                "this comment".to_string(),
+                "the KDL parser reads each `*` and `/` of a block comment one level deeper; use `//` line comments",
+            ),
+        };
+        return Err(vec![Diagnostic::error(Code::SizeTooDeep, message).label(span, label).help(help)]);
     }
-    KdlDocument::parse_v2(text)
+    parse_kdl(text)
         .map_err(|error| error.diagnostics.iter().map(|d| syntax_diagnostic(file, text, d)).collect())
+}
+
+/// The KDL parse, on a thread with a stack of [`PARSER_STACK_BYTES`].
+fn parse_kdl(text: &str) -> Result<KdlDocument, KdlError> {
+    std::thread::scope(|scope| {
+        let parser = std::thread::Builder::new()
+            .name("kdl parser".into())
+            .stack_size(PARSER_STACK_BYTES)
+            .spawn_scoped(scope, || KdlDocument::parse_v2(text));
+        match parser {
+            Ok(parser) => parser.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            // No thread to be had (a process limit): parse here; the guards still hold.
+            Err(_) => KdlDocument::parse_v2(text),
+        }
+    })
 }
 
 fn syntax_diagnostic(file: FileId, text: &str, d: &kdl::KdlDiagnostic) -> Diagnostic {
@@ -56,24 +96,72 @@ fn v2_keyword(word: &str) -> Option<&'static str> {
     }
 }
 
-/// The offset of the first `{` beyond [`MAX_BRACE_DEPTH`].
+/// What nests too deep, and where.
+#[derive(Debug, PartialEq, Eq)]
+struct TooDeep {
+    offset: usize,
+    len: usize,
+    what: Deep,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Deep {
+    Braces,
+    Comments,
+    Marks,
+}
+
+/// The first place where the parser would recurse beyond the limits: a `{` beyond
+/// [`MAX_BRACE_DEPTH`], a `/*` beyond [`MAX_COMMENT_DEPTH`], a block comment with more
+/// than [`MAX_COMMENT_MARKS`] `*` and `/`.
 ///
 /// A conservative scan: it only has to keep the parser's recursion bounded.
-fn too_deep_at(text: &str) -> Option<usize> {
+fn too_deep(text: &str) -> Option<TooDeep> {
     let mut depth = 0usize;
     for token in Scanner::new(text) {
         match token {
             Token::Open(offset) => {
                 depth += 1;
                 if depth > MAX_BRACE_DEPTH {
-                    return Some(offset);
+                    return Some(TooDeep { offset, len: 1, what: Deep::Braces });
                 }
             }
             Token::Close => depth = depth.saturating_sub(1),
+            Token::Comment(range) if text.as_bytes()[range.start..].starts_with(b"/*") => {
+                if let Some(deep) = comment_too_deep(text.as_bytes(), range) {
+                    return Some(deep);
+                }
+            }
             Token::Comment(_) | Token::Slashdash(_) => {}
         }
     }
     None
+}
+
+/// In the block comment at `range`: a `/*` nested beyond [`MAX_COMMENT_DEPTH`], or more
+/// than [`MAX_COMMENT_MARKS`] `*` and `/`.
+fn comment_too_deep(bytes: &[u8], range: std::ops::Range<usize>) -> Option<TooDeep> {
+    let comment = &bytes[range.clone()];
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i + 1 < comment.len() {
+        match &comment[i..i + 2] {
+            b"/*" => {
+                depth += 1;
+                if depth > MAX_COMMENT_DEPTH {
+                    return Some(TooDeep { offset: range.start + i, len: 2, what: Deep::Comments });
+                }
+                i += 2;
+            }
+            b"*/" => {
+                depth = depth.saturating_sub(1);
+                i += 2;
+            }
+            _ => i += 1,
+        }
+    }
+    let marks = comment.iter().filter(|&&b| b == b'*' || b == b'/').count();
+    (marks > MAX_COMMENT_MARKS).then_some(TooDeep { offset: range.start, len: 2, what: Deep::Marks })
 }
 
 /// The comments of a file, in order (for `fmt`, which must keep every one).
@@ -207,9 +295,34 @@ mod tests {
     fn braces_in_strings_and_comments_do_not_count() {
         let deep = "{".repeat(MAX_BRACE_DEPTH);
         let src = format!("a \"{deep}{{\" // {deep}\n/* {deep} /* {deep} */ */ b #\"{deep}\"# {{ }}");
-        assert_eq!(too_deep_at(&src), None);
+        assert_eq!(too_deep(&src), None);
         let src = format!("{}{}", "a {".repeat(MAX_BRACE_DEPTH + 1), "}".repeat(MAX_BRACE_DEPTH + 1));
-        assert_eq!(too_deep_at(&src), Some(3 * MAX_BRACE_DEPTH + 2));
+        let offset = 3 * MAX_BRACE_DEPTH + 2;
+        assert_eq!(too_deep(&src), Some(TooDeep { offset, len: 1, what: Deep::Braces }));
+    }
+
+    #[test]
+    fn block_comments_are_bounded_in_depth_and_marks() {
+        let nested = |n: usize| format!("a\n{}{}", "/*".repeat(n), "*/".repeat(n));
+        assert_eq!(too_deep(&nested(MAX_COMMENT_DEPTH)), None);
+        let deep = too_deep(&nested(MAX_COMMENT_DEPTH + 1)).unwrap();
+        assert_eq!((deep.offset, deep.what), (2 + 2 * MAX_COMMENT_DEPTH, Deep::Comments));
+        let stars = |n: usize| format!("a /*{}*/", "* ".repeat(n));
+        assert_eq!(too_deep(&stars(MAX_COMMENT_MARKS - 4)), None);
+        assert_eq!(too_deep(&stars(MAX_COMMENT_MARKS - 3)).map(|d| d.what), Some(Deep::Marks));
+        // Either way the parser is not reached: the issue's 4,000 levels give a diagnostic.
+        let errors = parse(FileId(0), &nested(4000)).unwrap_err();
+        assert_eq!(errors[0].code, Code::SizeTooDeep);
+    }
+
+    #[test]
+    fn a_realistic_broken_file_parses_to_diagnostics_on_the_parser_thread() {
+        // Each of these recurses once per error in the KDL parser: 1,500 levels, beyond a
+        // test thread's 2 MiB stack (in a debug build) but within the parser thread's.
+        for garbage in ["}", "= "] {
+            let errors = parse(FileId(0), &format!("a\n{}", garbage.repeat(1_500))).unwrap_err();
+            assert!(errors.iter().all(|e| e.code == Code::SyntaxKdl), "{garbage}: {errors:?}");
+        }
     }
 
     #[test]

@@ -25,13 +25,22 @@ pub struct Args {
 pub fn run(args: Args, format: Format) -> Outcome {
     let (loader, entry) = FsLoader::open(&args.path);
     let compilation = compile(&loader, &entry);
-    // Files that did not parse are not formatted; say why.
+    // Files that could not be read or did not parse are not formatted; say why.
     let unreadable: Vec<_> = compilation
         .diagnostics
         .iter()
         .filter(|d| {
             use Code::*;
-            matches!(d.code, SyntaxKdl | SyntaxKdlV1 | SizeTooDeep | SizeFileTooLarge | SourceUnreadable)
+            matches!(
+                d.code,
+                SyntaxKdl
+                    | SyntaxKdlV1
+                    | SizeTooDeep
+                    | SizeFileTooLarge
+                    | SourceUnreadable
+                    | IncludeMissing
+                    | IncludeOutside
+            )
         })
         .cloned()
         .collect();

@@ -2,7 +2,6 @@
 //! dump`) to the budgets, Terraform-style, with drift shown apart, a guard on deletions and
 //! the ordered `sacctmgr` script on request.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use allot_targets::slurm::{check_tree, plan, tree};
@@ -93,25 +92,16 @@ pub fn run(target: Target, format: Format) -> Outcome {
     Ok(Exit::changes(args.detailed_exitcode, !plan.is_empty()))
 }
 
-/// A `sacctmgr dump` (or a usage file) from a file, or from standard input for `-`; a file that cannot be
-/// read, or is larger than [`tree::MAX_DUMP_BYTES`], is an error naming it.
+/// A `sacctmgr dump` (or a usage file) from a regular file, or from standard input for
+/// `-`, within [`tree::MAX_DUMP_BYTES`]; a file that cannot be read is an error naming it.
 pub fn read_dump(path: &Path) -> Result<String, Error> {
-    let fail = |e: &dyn std::fmt::Display| Error::failed(format!("{}: {e}", path.display()));
     let limit = tree::MAX_DUMP_BYTES as u64;
-    let mut text = String::new();
-    let read = if path == Path::new("-") {
-        std::io::stdin().lock().take(limit + 1).read_to_string(&mut text)
+    let text = if path == Path::new("-") {
+        crate::read::read_stdin(limit)
     } else {
-        if !path.is_file() {
-            return Err(fail(&"not a regular file"));
-        }
-        std::fs::File::open(path).and_then(|f| f.take(limit + 1).read_to_string(&mut text))
+        crate::read::read_text(path, limit)
     };
-    read.map_err(|e| fail(&e))?;
-    if text.len() as u64 > limit {
-        return Err(fail(&format!("larger than {} MiB, the most allot reads", limit >> 20)));
-    }
-    Ok(text)
+    text.map_err(|e| Error::failed(format!("{}: {e}", path.display())))
 }
 
 #[cfg(unix)]

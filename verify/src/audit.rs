@@ -8,6 +8,12 @@
 //!
 //! Only jobs that have not ended are held (a heap of their coming events), so memory does
 //! not grow with the trace; waits are kept as one number per job for exact percentiles.
+//!
+//! Windows are sparse: one in which nothing happened (no GPU used or entitled, no job
+//! submitted) is not kept, and the audit jumps over a stretch where no job is waiting or
+//! running instead of walking it window by window. At most [`MAX_WINDOWS`] windows are
+//! kept; a trace with activity in more is an error that names the limit, so a job that
+//! runs for centuries under a one-second window costs an error, not the machine's memory.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -34,7 +40,16 @@ pub enum AuditError {
     /// Entitlement arithmetic that the budgets' numbers break.
     #[error(transparent)]
     Entitlement(#[from] EntitlementError),
+    #[error(
+        "the trace has activity in more than {limit} windows of {window} s, more than allot keeps; use a longer window"
+    )]
+    TooManyWindows { limit: usize, window: i64 },
 }
+
+/// The most windows an audit keeps (windows in which something happened).
+pub const MAX_WINDOWS: usize = 100_000;
+/// The longest window, in seconds (about 35,000 years: beyond any trace's times).
+const MAX_WINDOW_SECONDS: u64 = 1 << 40;
 
 /// A future change to one cluster's ledger.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -61,7 +76,7 @@ pub fn audit(
     let mut ledgers: Vec<Ledger<'_>> =
         clusters.iter().map(|b| Ledger::new(&b.hierarchy, b.gpus as f64)).collect::<Result<_, _>>()?;
     let mut pending: BinaryHeap<Reverse<Pending>> = BinaryHeap::new();
-    let window = window.max(1) as i64;
+    let window = window.clamp(1, MAX_WINDOW_SECONDS) as i64;
     let mut state = Progress::default();
     let mut audit = Audit::default();
 
@@ -117,7 +132,7 @@ pub fn audit(
     for ledger in ledgers.iter_mut() {
         ledger.advance_to(end as f64)?;
     }
-    state.close_window(end, clusters, &ledgers, &mut audit);
+    state.close_window(end, window, clusters, &ledgers, &mut audit)?;
     let origin = state.origin.unwrap_or(0);
     audit.whole = totals(origin, end, clusters, &ledgers, &state.all_waits);
     audit.leaves = clusters
@@ -160,7 +175,8 @@ impl Progress {
         }
     }
 
-    /// Closes every window that ends at or before `at`.
+    /// Closes every window that ends at or before `at`; when nothing is waiting or running
+    /// (no ledger changes before `at`), jumps to the window that holds `at`.
     fn ensure_window(
         &mut self,
         at: i64,
@@ -173,27 +189,35 @@ impl Progress {
             self.at_window_start = clusters.iter().map(|b| vec![(0.0, 0.0, 0.0); b.paths.len()]).collect();
         }
         while let Some(start) = self.window_start
-            && at >= start + window
+            && at >= start.saturating_add(window)
         {
-            let end = start + window;
+            let end = start.saturating_add(window);
+            if end <= start {
+                break; // at the end of time: the last window is closed by the caller
+            }
             for ledger in ledgers.iter_mut() {
                 ledger.advance_to(end as f64)?;
             }
-            self.close_window(end, clusters, ledgers, audit);
+            self.close_window(end, window, clusters, ledgers, audit)?;
+            if ledgers.iter().all(Ledger::is_idle) {
+                self.window_start = Some(end + at.saturating_sub(end) / window * window);
+            }
         }
         Ok(())
     }
 
+    /// Ends the current window at `end`; keeps its figures if anything happened in it.
     fn close_window(
         &mut self,
         end: i64,
+        window: i64,
         clusters: &[ClusterBudgets],
         ledgers: &[Ledger<'_>],
         audit: &mut Audit,
-    ) {
-        let Some(start) = self.window_start else { return };
+    ) -> Result<(), AuditError> {
+        let Some(start) = self.window_start else { return Ok(()) };
         if end <= start {
-            return;
+            return Ok(());
         }
         let mut span = Span { start, end, ..Span::default() };
         for (c, (cluster, ledger)) in clusters.iter().zip(ledgers).enumerate() {
@@ -241,8 +265,15 @@ impl Progress {
             .map(|(contract, waits)| ContractFigures { contract, waits })
             .collect();
         self.window_waits.budgets.clear();
-        audit.windows.push(span);
         self.window_start = Some(end);
+        if span.budgets.is_empty() && span.contracts.is_empty() {
+            return Ok(());
+        }
+        if audit.windows.len() >= MAX_WINDOWS {
+            return Err(AuditError::TooManyWindows { limit: MAX_WINDOWS, window });
+        }
+        audit.windows.push(span);
+        Ok(())
     }
 }
 

@@ -395,6 +395,12 @@ impl<'a> Ledger<'a> {
         Ok(())
     }
 
+    /// No budget has demand or use: until the next event nothing is entitled, delivered
+    /// or used (the audit skips such stretches instead of walking them window by window).
+    pub fn is_idle(&self) -> bool {
+        self.demand.iter().chain(&self.usage).all(|&gpus| gpus == 0.0)
+    }
+
     /// Integrates the current allocation and use from the last event to `at` seconds.
     pub fn advance_to(&mut self, at: f64) -> Result<(), EntitlementError> {
         if !at.is_finite() {

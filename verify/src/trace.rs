@@ -2,9 +2,18 @@
 //! JSON Lines, Slurm's `sacct --parsable2` output, and the Microsoft ITP layout). Rows
 //! become [`Job`]s one at a time, so a million-row trace never sits in memory as text; a
 //! bad row is an error naming its line (or, when the caller asks, counted and skipped).
+//!
+//! A trace is untrusted: no row is held beyond [`MAX_ROW_BYTES`] (the bytes are counted as
+//! they are read, before a longer row is gathered), and every time must lie within years
+//! -9999 to 9999, so that no arithmetic on times overflows.
 
 use std::collections::{BTreeMap, BinaryHeap};
-use std::io::BufRead;
+use std::io::{BufRead, Read};
+
+/// The longest row (line) of a trace allot reads: 1 MiB.
+pub const MAX_ROW_BYTES: usize = 1 << 20;
+/// What the CSV reader reads ahead of the row it parses.
+const READ_AHEAD_BYTES: usize = 64 << 10;
 
 /// One job of a trace. Times are seconds (since the epoch, or since the trace's own origin).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -55,6 +64,10 @@ pub enum RowError {
     StartsBeforeSubmit { start: i64, submit: i64 },
     #[error("ends ({end}) before it starts")]
     EndsBeforeStart { end: i64 },
+    #[error("time {0} is outside years -9999 to 9999")]
+    TimeOutOfRange(i64),
+    #[error("the row is longer than {} MiB; allot reads rows of at most that", MAX_ROW_BYTES >> 20)]
+    TooLong,
 }
 
 /// "column gpus", "columns gpus, submit".
@@ -120,10 +133,42 @@ fn optional_time(text: &str) -> Result<Option<i64>, RowError> {
     }
 }
 
+/// The first line of a trace (to [`detect`](Format::detect) its format), read up to
+/// [`MAX_ROW_BYTES`] only.
+pub fn first_line(input: impl BufRead) -> std::io::Result<String> {
+    let mut line = Vec::new();
+    input.take(MAX_ROW_BYTES as u64).read_until(b'\n', &mut line)?;
+    Ok(String::from_utf8_lossy(&line).into_owned())
+}
+
+/// A reader that counts the bytes read since the last row ended, and fails past
+/// [`MAX_ROW_BYTES`] (and what the CSV reader reads ahead) instead of handing them on.
+struct Bounded<R> {
+    input: R,
+    since_row: usize,
+    overflowed: bool,
+}
+
+impl<R: Read> Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let room = (MAX_ROW_BYTES + READ_AHEAD_BYTES).saturating_sub(self.since_row);
+        if room == 0 {
+            self.overflowed = true;
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, RowError::TooLong));
+        }
+        let cap = buf.len().min(room);
+        let read = self.input.read(&mut buf[..cap])?;
+        self.since_row += read;
+        Ok(read)
+    }
+}
+
 /// Reads one trace file's rows as jobs.
 pub struct Reader<R: BufRead> {
     format: Format,
-    csv: csv::Reader<R>,
+    csv: csv::Reader<Bounded<R>>,
+    /// A row could not be read (a failure to read, or a row too long): nothing follows.
+    ended: bool,
     columns: BTreeMap<String, usize>,
     record: csv::StringRecord,
     /// For ITP files: the budget every row belongs to.
@@ -134,24 +179,39 @@ impl<R: BufRead> Reader<R> {
     /// `budget` names the budget of an ITP file (its file name); other formats ignore it.
     pub fn new(input: R, format: Format, budget: &str) -> Result<Reader<R>, TraceError> {
         let mut builder = csv::ReaderBuilder::new();
-        builder.flexible(true).has_headers(true);
+        builder.flexible(true).has_headers(true).buffer_capacity(READ_AHEAD_BYTES);
         match format {
             Format::Sacct => builder.delimiter(b'|').quoting(false),
             Format::Jsonl => builder.delimiter(b'\x00').quoting(false).has_headers(false),
             _ => &mut builder,
         };
-        let mut csv = builder.from_reader(input);
+        let mut csv = builder.from_reader(Bounded { input, since_row: 0, overflowed: false });
         let mut columns = BTreeMap::new();
         if format != Format::Jsonl {
-            let headers = csv
-                .headers()
-                .map_err(|e| TraceError { line: 1, problem: RowError::Unreadable(e.to_string()) })?;
+            let headers = match csv.headers() {
+                Ok(headers) => headers.clone(),
+                Err(e) => {
+                    let problem = if csv.get_ref().overflowed {
+                        RowError::TooLong
+                    } else {
+                        RowError::Unreadable(e.to_string())
+                    };
+                    return Err(TraceError { line: 1, problem });
+                }
+            };
             for (i, name) in headers.iter().enumerate() {
                 columns.insert(name.trim().trim_start_matches('\u{feff}').to_lowercase(), i);
             }
         }
-        let reader =
-            Reader { format, csv, columns, record: csv::StringRecord::new(), budget: budget.to_string() };
+        csv.get_mut().since_row = 0;
+        let reader = Reader {
+            format,
+            csv,
+            ended: false,
+            columns,
+            record: csv::StringRecord::new(),
+            budget: budget.to_string(),
+        };
         reader.check_columns()?;
         Ok(reader)
     }
@@ -179,12 +239,22 @@ impl<R: BufRead> Reader<R> {
     /// The next job, `None` at the end. Rows that are not jobs (sacct job steps) are passed.
     pub fn next_job(&mut self) -> Option<Result<Job, TraceError>> {
         loop {
+            if self.ended {
+                return None;
+            }
+            let next_line = self.csv.position().line() as usize;
             match self.csv.read_record(&mut self.record) {
                 Ok(false) => return None,
-                Ok(true) => {}
+                Ok(true) => self.csv.get_mut().since_row = 0,
                 Err(e) => {
-                    let line = e.position().map_or(0, |p| p.line() as usize);
-                    return Some(Err(TraceError { line, problem: RowError::Unreadable(e.to_string()) }));
+                    let line = e.position().map_or(next_line, |p| p.line() as usize);
+                    let problem = if self.csv.get_ref().overflowed {
+                        RowError::TooLong
+                    } else {
+                        RowError::Unreadable(e.to_string())
+                    };
+                    self.ended = e.is_io_error();
+                    return Some(Err(TraceError { line, problem }));
                 }
             }
             let line = self.record.position().map_or(0, |p| p.line() as usize);
@@ -211,7 +281,7 @@ impl<R: BufRead> Reader<R> {
         let end = match (optional_time(self.field("end"))?, self.field("duration").trim()) {
             (Some(end), _) => Some(end),
             (None, "") => None,
-            (None, d) => Some(start.unwrap_or(submit) + parse_seconds(d)?),
+            (None, d) => Some(after(start.unwrap_or(submit), parse_seconds(d)?)?),
         };
         job(
             self.field("id"),
@@ -240,7 +310,7 @@ impl<R: BufRead> Reader<R> {
         let end = match (optional_time(&text("end"))?, text("duration")) {
             (Some(end), _) => Some(end),
             (None, d) if d.is_empty() => None,
-            (None, d) => Some(start.unwrap_or(submit) + parse_seconds(&d)?),
+            (None, d) => Some(after(start.unwrap_or(submit), parse_seconds(&d)?)?),
         };
         job(
             &text("id"),
@@ -295,7 +365,7 @@ impl<R: BufRead> Reader<R> {
             self.field("num_gpu"),
             submit,
             Some(submit),
-            Some(submit + duration),
+            Some(after(submit, duration)?),
             "",
         )
     }
@@ -308,6 +378,17 @@ fn parse_seconds(text: &str) -> Result<i64, RowError> {
         .filter(|s| s.is_finite() && *s >= 0.0)
         .map(|s| s.round() as i64)
         .ok_or_else(|| RowError::NotSeconds(text.to_owned()))
+}
+
+/// `seconds` after `time`, if that is a time a trace may hold.
+fn after(time: i64, seconds: i64) -> Result<i64, RowError> {
+    time.checked_add(seconds).ok_or(RowError::TimeOutOfRange(i64::MAX))
+}
+
+/// `time` if it lies within years -9999 to 9999 (jiff's range, which keeps every sum of
+/// two times and a window far from overflowing).
+fn in_range(time: i64) -> Result<i64, RowError> {
+    jiff::Timestamp::from_second(time).map(|_| time).map_err(|_| RowError::TimeOutOfRange(time))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -323,6 +404,9 @@ fn job(
     contract: &str,
 ) -> Result<Job, RowError> {
     let gpus: u32 = gpus.trim().parse().map_err(|_| RowError::NotAGpuCount(gpus.trim().to_owned()))?;
+    let submit = in_range(submit)?;
+    let start = start.map(in_range).transpose()?;
+    let end = end.map(in_range).transpose()?;
     if let Some(start) = start
         && start < submit
     {
@@ -348,38 +432,36 @@ fn job(
 }
 
 /// Several readers merged into one stream in submit order (each must be in submit order).
+///
+/// A bad row is handed on as soon as its reader meets it; that reader goes on after it
+/// (its next row is read when the error has been taken), so each reader holds at most one
+/// job or one error.
 pub struct Merged<R: BufRead> {
     readers: Vec<Reader<R>>,
     heads: BinaryHeap<std::cmp::Reverse<(i64, usize)>>,
     pending: Vec<Option<Job>>,
-    errors: Vec<TraceError>,
+    /// Errors met, with the reader that met them (each then waits to be read on).
+    errors: Vec<(usize, TraceError)>,
 }
 
 impl<R: BufRead> Merged<R> {
-    pub fn new(mut readers: Vec<Reader<R>>) -> Merged<R> {
-        let mut heads = BinaryHeap::new();
-        let mut pending = Vec::new();
-        let mut errors = Vec::new();
-        for (i, reader) in readers.iter_mut().enumerate() {
-            pending.push(None);
-            Self::fill(reader, i, &mut heads, &mut pending, &mut errors);
+    pub fn new(readers: Vec<Reader<R>>) -> Merged<R> {
+        let pending = readers.iter().map(|_| None).collect();
+        let mut merged = Merged { readers, heads: BinaryHeap::new(), pending, errors: Vec::new() };
+        for index in 0..merged.readers.len() {
+            merged.fill(index);
         }
-        Merged { readers, heads, pending, errors }
+        merged
     }
 
-    fn fill(
-        reader: &mut Reader<R>,
-        index: usize,
-        heads: &mut BinaryHeap<std::cmp::Reverse<(i64, usize)>>,
-        pending: &mut [Option<Job>],
-        errors: &mut Vec<TraceError>,
-    ) {
+    fn fill(&mut self, index: usize) {
+        let Some(reader) = self.readers.get_mut(index) else { return };
         match reader.next_job() {
             Some(Ok(job)) => {
-                heads.push(std::cmp::Reverse((job.submit, index)));
-                pending[index] = Some(job);
+                self.heads.push(std::cmp::Reverse((job.submit, index)));
+                self.pending[index] = Some(job);
             }
-            Some(Err(e)) => errors.push(e),
+            Some(Err(e)) => self.errors.push((index, e)),
             None => {}
         }
     }
@@ -389,14 +471,13 @@ impl<R: BufRead> Iterator for Merged<R> {
     type Item = Result<Job, TraceError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if let Some(error) = self.errors.pop() {
+        if let Some((index, error)) = self.errors.pop() {
+            self.fill(index);
             return Some(Err(error));
         }
         let std::cmp::Reverse((_, index)) = self.heads.pop()?;
         let job = self.pending.get_mut(index)?.take()?;
-        if let Some(reader) = self.readers.get_mut(index) {
-            Self::fill(reader, index, &mut self.heads, &mut self.pending, &mut self.errors);
-        }
+        self.fill(index);
         Some(Ok(job))
     }
 }
@@ -448,6 +529,43 @@ mod tests {
         assert_eq!(read[2].clone().unwrap_err().line, 4);
         let missing = Reader::new("id,project\n".as_bytes(), Format::Csv, "").err().unwrap();
         assert!(missing.problem.to_string().contains("gpus, submit"));
+    }
+
+    #[test]
+    fn a_bad_row_is_skipped_and_reading_goes_on() {
+        let a = "job_id,submission_time,duration,num_gpu\na1,1,10,1\na2,2,x,1\na3,3,10,1\n";
+        let read: Vec<_> = Merged::new(vec![Reader::new(a.as_bytes(), Format::Itp, "a").unwrap()]).collect();
+        assert_eq!(read.len(), 3);
+        assert_eq!(read[1].clone().unwrap_err().line, 3);
+        assert_eq!(read[2].clone().unwrap().id, "a3");
+    }
+
+    #[test]
+    fn times_beyond_years_9999_are_refused() {
+        let csv = format!("id,gpus,submit,start,end\n1,1,0,0,{}\n2,1,0,0,9223372036854775\n", i64::MAX);
+        let read = jobs(&csv, "");
+        assert_eq!(read[0].clone().unwrap_err().problem, RowError::TimeOutOfRange(i64::MAX));
+        assert!(matches!(read[1].clone().unwrap_err().problem, RowError::TimeOutOfRange(_)));
+        let itp = format!("job_id,submission_time,duration,num_gpu\nx,{},{},8\n", i64::MAX - 1, 10);
+        assert!(matches!(jobs(&itp, "b")[0].clone().unwrap_err().problem, RowError::TimeOutOfRange(_)));
+        let durations = "id,gpus,submit,duration\n1,1,0,1e300\n";
+        assert!(matches!(jobs(durations, "")[0].clone().unwrap_err().problem, RowError::TimeOutOfRange(_)));
+    }
+
+    #[test]
+    fn a_row_longer_than_the_limit_ends_the_file_with_an_error() {
+        // Rows are never gathered beyond the limit: an endless line stops there.
+        let endless = "id,gpus,submit\n1,1,0\n".as_bytes().chain(std::io::repeat(b'x'));
+        let mut reader = Reader::new(std::io::BufReader::new(endless), Format::Csv, "").unwrap();
+        assert!(reader.next_job().unwrap().is_ok());
+        let error = reader.next_job().unwrap().unwrap_err();
+        assert_eq!((error.line, error.problem), (3, RowError::TooLong));
+        assert!(reader.next_job().is_none());
+        let header = std::io::repeat(b'x');
+        let error = Reader::new(std::io::BufReader::new(header), Format::Csv, "").err().unwrap();
+        assert_eq!(error.problem, RowError::TooLong);
+        let line = first_line(std::io::BufReader::new(std::io::repeat(b'{'))).unwrap();
+        assert_eq!(line.len(), MAX_ROW_BYTES);
     }
 
     #[test]
