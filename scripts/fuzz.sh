@@ -8,7 +8,9 @@
 # `sacctmgr dump` parser, plan and import) and fmt_round_trip (`allot fmt`). Corpora grow
 # in fuzz/corpus/TARGET, seeded from the examples; crashes land in fuzz/artifacts/TARGET,
 # and the script exits 1 when any target found one (replay it with
-# `cargo +nightly fuzz run TARGET fuzz/artifacts/TARGET/crash-...`). Needs the nightly
+# `cargo +nightly fuzz run TARGET fuzz/artifacts/TARGET/crash-...`). Once fixed, a finding
+# becomes a regression test: copy it into fuzz/regressions/TARGET/, which
+# tests/fuzz_regressions.rs replays through the same checks (fuzz/oracles.rs). Needs the nightly
 # toolchain (libFuzzer's sanitizer flags); installs cargo-fuzz when it is missing. Not part
 # of the tests or of CI.
 set -euo pipefail

@@ -3,16 +3,7 @@
 
 #![no_main]
 
-use allot_compiler::format::format;
-use allot_compiler::source::FileId;
-use allot_compiler::syntax;
-use libfuzzer_sys::fuzz_target;
+#[path = "../oracles.rs"]
+mod oracles;
 
-fuzz_target!(|text: &str| {
-    let Ok(formatted) = format(text) else { return };
-    assert!(syntax::parse(FileId(0), &formatted).is_ok(), "fmt wrote text that does not parse:\n{formatted}");
-    assert_eq!(format(&formatted).as_deref(), Ok(formatted.as_str()), "fmt is not idempotent");
-    for comment in syntax::comments(text) {
-        assert!(formatted.contains(comment.trim()), "fmt lost the comment {comment:?}");
-    }
-});
+libfuzzer_sys::fuzz_target!(|text: &str| oracles::fmt_round_trip(text));

@@ -4,16 +4,7 @@
 
 #![no_main]
 
-use allot_compiler::{MemoryLoader, compile};
-use libfuzzer_sys::fuzz_target;
+#[path = "../oracles.rs"]
+mod oracles;
 
-fuzz_target!(|text: &str| {
-    let loader = MemoryLoader::new([("allot.kdl", text)]);
-    let compilation = compile(&loader, "allot.kdl");
-    let Some(model) = compilation.model else { return };
-    for target in allot_targets::registry() {
-        let files = target.emit(&model);
-        target.validate(&model, &files);
-        target.fidelity(&model).to_markdown();
-    }
-});
+libfuzzer_sys::fuzz_target!(|text: &str| oracles::kdl_front_end(text));

@@ -4,21 +4,7 @@
 
 #![no_main]
 
-use allot_compiler::{MemoryLoader, compile};
-use allot_targets::slurm::{import, plan, tree};
-use libfuzzer_sys::fuzz_target;
+#[path = "../oracles.rs"]
+mod oracles;
 
-fuzz_target!(|text: &str| {
-    let Ok(live) = tree::parse(text) else { return };
-    let unchanged = plan::plan(&live, &live);
-    assert!(unchanged.is_empty(), "a tree planned against itself changes: {}", plan::human(&unchanged));
-    let options = import::Options { gpus: 1024, gpu_type: "h100".to_string(), gpus_per_node: 8 };
-    let Ok(kdl) = import::to_kdl(&live, &options) else { return };
-    let loader = MemoryLoader::new([("allot.kdl", kdl.as_str())]);
-    let compilation = compile(&loader, "allot.kdl");
-    assert!(
-        !compilation.has_errors(),
-        "import wrote a budget file that does not check:\n{kdl}\n{:#?}",
-        compilation.diagnostics
-    );
-});
+libfuzzer_sys::fuzz_target!(|text: &str| oracles::slurm_dump(text));
