@@ -18,19 +18,7 @@ const SECRET: &str = "SECRET-TOKEN-d41d8cd98f00b204";
 
 /// Runs `allot` in `dir`, stopped (and failed) after a minute: nothing here may hang.
 fn allot(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let output = assert_cmd::Command::cargo_bin("allot")
-        .unwrap()
-        .current_dir(dir)
-        .args(args)
-        .env("NO_COLOR", "1")
-        .env_remove("CI")
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    let status = output.status.code().unwrap_or(-1);
-    assert_ne!(status, -1, "allot {args:?} was killed (a hang or a crash):\n{}", text(&output.stderr));
-    (status, text(&output.stdout), text(&output.stderr))
+    common::allot_within(dir, args, Duration::from_secs(60))
 }
 
 fn write(path: &Path, text: &str) {

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test file uses its own part
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The repository's root (the `allot` package).
 pub fn root() -> PathBuf {
@@ -17,16 +18,24 @@ pub fn allot(args: &[&str]) -> (i32, String, String) {
 
 /// Runs `allot` in `dir`, without colours and outside CI: (status, stdout, stderr).
 pub fn allot_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    allot_within(dir, args, Duration::from_secs(600))
+}
+
+/// [`allot_in`], stopped (and failed) after `limit`: for inputs that must not hang.
+pub fn allot_within(dir: &Path, args: &[&str], limit: Duration) -> (i32, String, String) {
     let output = assert_cmd::Command::cargo_bin("allot")
         .unwrap()
         .current_dir(dir)
         .args(args)
         .env("NO_COLOR", "1")
         .env_remove("CI")
+        .timeout(limit)
         .output()
         .unwrap();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
+    let status = output.status.code().unwrap_or(-1);
+    assert_ne!(status, -1, "allot {args:?} was killed (a hang or a crash):\n{}", text(&output.stderr));
+    (status, text(&output.stdout), text(&output.stderr))
 }
 
 /// Runs `git` in `dir` as a made-up author, and asserts it succeeded.
