@@ -38,7 +38,14 @@ impl Format {
     }
 }
 
+/// The most diagnostics `fancy`, `plain` and `github` show; beyond it they are counted, so
+/// that a file of a hundred thousand mistakes is not a hundred thousand reports (`json`
+/// lists them all).
+pub const MAX_SHOWN: usize = 200;
+
 pub fn render(format: Format, diagnostics: &[Diagnostic], sources: &Sources) -> std::io::Result<()> {
+    let shown = if format == Format::Json { diagnostics.len() } else { diagnostics.len().min(MAX_SHOWN) };
+    let (diagnostics, hidden) = (&diagnostics[..shown], diagnostics.len() - shown);
     match format {
         Format::Fancy | Format::Plain => {
             let theme = match format {
@@ -52,23 +59,29 @@ pub fn render(format: Format, diagnostics: &[Diagnostic], sources: &Sources) -> 
             for d in &diagnostics {
                 let _ = handler.render_report(&mut text, &d.with_sources(&sources));
             }
-            std::io::stderr().lock().write_all(text.as_bytes())
+            std::io::stderr().lock().write_all(text.as_bytes())?;
         }
         Format::Json => {
             let mut err = std::io::stderr().lock();
             for d in diagnostics {
                 writeln!(err, "{}", json(d, sources))?;
             }
-            Ok(())
         }
         Format::Github => {
             let mut out = std::io::stdout().lock();
             for d in diagnostics {
                 writeln!(out, "{}", github(d, sources))?;
             }
-            Ok(())
         }
     }
+    if hidden > 0 {
+        writeln!(
+            std::io::stderr().lock(),
+            "{} not shown (`--diagnostics json` lists them all)",
+            plural(hidden, "diagnostic")
+        )?;
+    }
+    Ok(())
 }
 
 /// Whether a character of a source file is shown as an escape: a hidden character (see

@@ -258,3 +258,23 @@ fn dumps_and_usage_files_must_be_regular_files_within_the_limit() {
     assert_eq!(status, 1);
     assert!(stderr.contains("big.cfg: has 68157440 bytes; allot reads at most 64 MiB"), "{stderr}");
 }
+
+#[test]
+fn a_storm_of_diagnostics_is_counted_not_rendered() {
+    // 20,000 unknown nodes: every one is counted, the first 200 are shown (rendering each
+    // with its source took minutes and gigabytes at 100,000).
+    let dir = tempfile::tempdir().unwrap();
+    write(&dir.path().join("allot.kdl"), &format!("{BASE}{}", "a;".repeat(20_000)));
+    let (status, _, stderr) = allot(dir.path(), &["check", "--diagnostics", "plain"]);
+    assert_eq!(status, 1);
+    assert_eq!(
+        stderr.matches("help: known here").count(),
+        200,
+        "{}",
+        &stderr[stderr.len().saturating_sub(500)..]
+    );
+    assert!(stderr.contains("19800 diagnostics not shown (`--diagnostics json` lists them all)"), "{stderr}");
+    assert!(stderr.contains("allot.kdl: 20000 errors, 0 warnings"), "{stderr}");
+    let (_, _, json) = allot(dir.path(), &["check", "--diagnostics", "json"]);
+    assert_eq!(json.lines().filter(|l| l.starts_with('{')).count(), 20_000);
+}
