@@ -52,10 +52,7 @@ pub fn markdown(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
         match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
+            '&' | '<' | '>' | '"' => out.push_str(entity(c)),
             '@' => out.push_str("@&#8203;"),
             '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '#' | '!' | '~' | '$' => {
                 out.push('\\');
@@ -77,15 +74,22 @@ pub fn html(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
+            '&' | '<' | '>' | '"' | '\'' => out.push_str(entity(c)),
             other => out.push(other),
         }
     }
     out
+}
+
+/// The HTML entity of one of `&` `<` `>` `"` `'`.
+fn entity(c: char) -> &'static str {
+    match c {
+        '&' => "&amp;",
+        '<' => "&lt;",
+        '>' => "&gt;",
+        '"' => "&quot;",
+        _ => "&#39;",
+    }
 }
 
 /// A fence for a code block holding `text`: three backticks, or more than its longest run
