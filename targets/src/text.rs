@@ -25,15 +25,11 @@ pub fn comment(text: &str) -> String {
     escape::controls(text, false).into_owned()
 }
 
-/// A control character, one of Unicode's line and paragraph separators (which some readers
-/// take as line ends), or a bidirectional control (which reorders what a reader sees).
-pub fn breaks_line(c: char) -> bool {
-    escape::is_hidden(c)
-}
-
 /// Why `text` cannot be written on one line of a native file, if it cannot.
 pub fn unwritable(text: &str) -> Option<&'static str> {
-    text.chars().any(breaks_line).then_some("it holds a line break or a control character")
+    text.chars()
+        .any(escape::is_hidden)
+        .then_some("it holds a line break, a control or a bidirectional character")
 }
 
 /// A rule of [`allot_compiler::names`]: why a name breaks it, if it does.
@@ -116,7 +112,7 @@ mod tests {
     fn comments_stay_on_their_line() {
         assert_eq!(comment("cluster jupiter"), "cluster jupiter");
         let hostile = comment("x\nrm -rf /\r\u{2028}\u{1b}[2J");
-        assert!(!hostile.chars().any(breaks_line), "{hostile}");
+        assert!(!hostile.chars().any(escape::is_hidden), "{hostile}");
         assert_eq!(comment("a\nb"), "a\\nb");
         assert!(unwritable("a\nb").is_some());
         assert!(unwritable("a b").is_none());

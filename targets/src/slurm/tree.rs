@@ -256,7 +256,8 @@ pub fn scaled_fairshares(shares: &[ShareSpec]) -> (Vec<u64>, f64) {
 /// character) is replaced by `_` so that the record stays one line: `validate` refuses
 /// such a tree ([`flat_file_problem`]) before anything is written.
 fn quoted(value: &str) -> String {
-    let clean: String = value.chars().map(|c| if crate::text::breaks_line(c) { '_' } else { c }).collect();
+    let clean: String =
+        value.chars().map(|c| if allot_compiler::escape::is_hidden(c) { '_' } else { c }).collect();
     match (clean.contains('\''), clean.contains('"')) {
         (false, _) => format!("'{clean}'"),
         (true, false) => format!("\"{clean}\""),
@@ -267,8 +268,8 @@ fn quoted(value: &str) -> String {
 /// Why `value` cannot be written as a flat-file value, if it cannot: the flat file has no
 /// escapes, so a quote, `#`, `\\` or a line break would change what `sacctmgr` reads.
 pub fn flat_file_problem(value: &str) -> Option<&'static str> {
-    if crate::text::unwritable(value).is_some() {
-        Some("it holds a line break or a control character")
+    if let Some(why) = crate::text::unwritable(value) {
+        Some(why)
     } else if value.chars().any(|c| matches!(c, '\'' | '"' | '#' | '\\')) {
         Some("sacctmgr's flat files cannot carry quotes, `#` or `\\` in a value")
     } else {
