@@ -23,7 +23,7 @@ use allot_compiler::ir::Model;
 use crate::budgets::{Assignment, Budgets, ClusterBudgets, JobError};
 use crate::entitlement::{Change, EntitlementError, Event, Ledger, NodeId};
 use crate::figures::{Audit, BudgetFigures, ClusterFigures, ContractFigures, Span, Waits};
-use crate::trace::{Job, TraceError};
+use crate::trace::{Job, TraceError, WaitCount};
 
 /// Why a trace cannot be audited (or simulated).
 #[derive(Debug, PartialEq, thiserror::Error)]
@@ -112,8 +112,12 @@ pub fn audit(
                 gpus: job.gpus,
                 ran: true,
             }));
-            if !job.requeued {
-                let wait = start - job.submit;
+            let wait = match job.wait {
+                WaitCount::Measured => Some(start - job.submit),
+                WaitCount::Total(wait) => Some(wait),
+                WaitCount::Elsewhere => None,
+            };
+            if let Some(wait) = wait {
                 let ClusterBudgets { name, paths, .. } = &clusters[cluster];
                 state.record_wait(&paths[node.0], name, budgets.contract(&job), wait);
             }

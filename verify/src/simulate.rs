@@ -35,7 +35,7 @@ use crate::audit::{AuditError, audit};
 use crate::budgets::{Assignment, Budgets, ClusterBudgets};
 use crate::entitlement::NodeId;
 use crate::figures::{Audit, Waits};
-use crate::trace::{Job, TraceError};
+use crate::trace::{Job, TraceError, WaitCount};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policy {
@@ -109,7 +109,8 @@ impl Run {
             start: Some(self.start),
             end: Some(self.end),
             contract: self.contract.to_string(),
-            requeued: self.attempt > 1,
+            wait: if self.attempt > 1 { WaitCount::Elsewhere } else { WaitCount::Measured },
+            ..Job::default()
         }
     }
 }
@@ -201,7 +202,9 @@ pub fn simulate(
             if read % 65_536 == 0 {
                 progress(read);
             }
-            let (Some(start), Some(end)) = (job.start, job.end) else {
+            // The work: the trace's duration, else its recorded runtime.
+            let recorded = job.start.zip(job.end).map(|(start, end)| end - start);
+            let Some(work) = job.duration.or(recorded) else {
                 not_replayed += 1;
                 continue;
             };
@@ -224,8 +227,8 @@ pub fn simulate(
                 gpus: job.gpus,
                 submit: job.submit,
                 queued_at: job.submit,
-                work: (end - start).min(max),
-                remaining: (end - start).min(max),
+                work: work.min(max),
+                remaining: work.min(max),
                 run: 0,
                 started: None,
                 first_start: None,

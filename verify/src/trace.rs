@@ -25,15 +25,35 @@ pub struct Job {
     pub user: String,
     /// An allot cluster, or a scheduler's cluster name; empty: the only cluster.
     pub cluster: String,
+    /// The scheduler's partition (sacct's `Partition`); empty: the cluster's only binding.
+    pub partition: String,
     pub gpus: u32,
     pub submit: i64,
+    /// When it could first run (sacct's `Eligible`: after a hold or a dependency); `None`:
+    /// when submitted.
+    pub eligible: Option<i64>,
     pub start: Option<i64>,
     /// When it ended (ran to its end, failed, or was cancelled while waiting).
     pub end: Option<i64>,
+    /// Seconds of work, when the trace gives a `duration`: with a start and no end it gives
+    /// the end; without a start it is the work a simulation runs.
+    pub duration: Option<i64>,
     /// A contract, or a QOS named like one; empty: the default contract.
     pub contract: String,
-    /// A later run of a preempted job (from a simulation): its wait counted with its first.
-    pub requeued: bool,
+    /// How the audit counts the job's wait.
+    pub wait: WaitCount,
+}
+
+/// How the audit counts a job's wait.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WaitCount {
+    /// From when it could run to its start (or, never started, to its end or the trace's).
+    #[default]
+    Measured,
+    /// A simulated job's time queued over all its runs, counted with its first run.
+    Total(i64),
+    /// A later run of a simulated job: its first run counts the job's wait.
+    Elsewhere,
 }
 
 /// A row of a trace that is not a job, with its line.
@@ -276,24 +296,20 @@ impl<R: BufRead> Reader<R> {
     }
 
     fn csv_job(&self) -> Result<Job, RowError> {
-        let submit = parse_time(self.field("submit"))?;
-        let start = optional_time(self.field("start"))?;
-        let end = match (optional_time(self.field("end"))?, self.field("duration").trim()) {
-            (Some(end), _) => Some(end),
-            (None, "") => None,
-            (None, d) => Some(after(start.unwrap_or(submit), parse_seconds(d)?)?),
-        };
-        job(
-            self.field("id"),
-            self.field("project"),
-            self.field("user"),
-            self.field("cluster"),
-            self.field("gpus"),
-            submit,
-            start,
-            end,
-            self.field("contract"),
-        )
+        job(Row {
+            id: self.field("id"),
+            project: self.field("project"),
+            user: self.field("user"),
+            cluster: self.field("cluster"),
+            partition: self.field("partition"),
+            gpus: self.field("gpus"),
+            submit: parse_time(self.field("submit"))?,
+            eligible: optional_time(self.field("eligible"))?,
+            start: optional_time(self.field("start"))?,
+            end: optional_time(self.field("end"))?,
+            duration: optional_seconds(self.field("duration"))?,
+            contract: self.field("contract"),
+        })
     }
 
     fn json_job(&self) -> Result<Job, RowError> {
@@ -305,24 +321,20 @@ impl<R: BufRead> Reader<R> {
             serde_json::Value::Number(n) => n.to_string(),
             _ => String::new(),
         };
-        let submit = parse_time(&text("submit"))?;
-        let start = optional_time(&text("start"))?;
-        let end = match (optional_time(&text("end"))?, text("duration")) {
-            (Some(end), _) => Some(end),
-            (None, d) if d.is_empty() => None,
-            (None, d) => Some(after(start.unwrap_or(submit), parse_seconds(&d)?)?),
-        };
-        job(
-            &text("id"),
-            &text("project"),
-            &text("user"),
-            &text("cluster"),
-            &text("gpus"),
-            submit,
-            start,
-            end,
-            &text("contract"),
-        )
+        job(Row {
+            id: &text("id"),
+            project: &text("project"),
+            user: &text("user"),
+            cluster: &text("cluster"),
+            partition: &text("partition"),
+            gpus: &text("gpus"),
+            submit: parse_time(&text("submit"))?,
+            eligible: optional_time(&text("eligible"))?,
+            start: optional_time(&text("start"))?,
+            end: optional_time(&text("end"))?,
+            duration: optional_seconds(&text("duration"))?,
+            contract: &text("contract"),
+        })
     }
 
     /// A `sacct --parsable2` row; `None` for job steps (`123.batch`).
@@ -338,36 +350,47 @@ impl<R: BufRead> Reader<R> {
             .find_map(|p| p.trim().strip_prefix("gres/gpu=").or_else(|| p.trim().strip_prefix("gres/gpu:")))
             .map(|n| n.rsplit('=').next().unwrap_or(n).to_string())
             .unwrap_or_else(|| "0".into());
-        let submit = parse_time(self.field("submit"))?;
-        job(
+        job(Row {
             id,
-            self.field("account"),
-            self.field("user"),
-            self.field("cluster"),
-            &gpus,
-            submit,
-            optional_time(self.field("start"))?,
-            optional_time(self.field("end"))?,
-            self.field("qos"),
-        )
+            project: self.field("account"),
+            user: self.field("user"),
+            cluster: self.field("cluster"),
+            partition: self.field("partition"),
+            gpus: &gpus,
+            submit: parse_time(self.field("submit"))?,
+            eligible: optional_time(self.field("eligible"))?,
+            start: optional_time(self.field("start"))?,
+            end: optional_time(self.field("end"))?,
+            duration: None,
+            contract: self.field("qos"),
+        })
         .map(Some)
     }
 
     fn itp_job(&self) -> Result<Job, RowError> {
         let submit = parse_time(self.field("submission_time"))?;
-        let duration = parse_seconds(self.field("duration"))?;
         // The trace records no start: each job is taken to start when submitted.
-        job(
-            self.field("job_id"),
-            &self.budget,
-            "",
-            "",
-            self.field("num_gpu"),
+        job(Row {
+            id: self.field("job_id"),
+            project: &self.budget,
+            user: "",
+            cluster: "",
+            partition: "",
+            gpus: self.field("num_gpu"),
             submit,
-            Some(submit),
-            Some(after(submit, duration)?),
-            "",
-        )
+            eligible: None,
+            start: Some(submit),
+            end: None,
+            duration: Some(parse_seconds(self.field("duration"))?),
+            contract: "",
+        })
+    }
+}
+
+fn optional_seconds(text: &str) -> Result<Option<i64>, RowError> {
+    match text.trim() {
+        "" | "null" => Ok(None),
+        t => parse_seconds(t).map(Some),
     }
 }
 
@@ -391,22 +414,38 @@ fn in_range(time: i64) -> Result<i64, RowError> {
     jiff::Timestamp::from_second(time).map(|_| time).map_err(|_| RowError::TimeOutOfRange(time))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn job(
-    id: &str,
-    project: &str,
-    user: &str,
-    cluster: &str,
-    gpus: &str,
+/// A row's fields, its times read.
+struct Row<'a> {
+    id: &'a str,
+    project: &'a str,
+    user: &'a str,
+    cluster: &'a str,
+    partition: &'a str,
+    gpus: &'a str,
     submit: i64,
+    eligible: Option<i64>,
     start: Option<i64>,
     end: Option<i64>,
-    contract: &str,
-) -> Result<Job, RowError> {
-    let gpus: u32 = gpus.trim().parse().map_err(|_| RowError::NotAGpuCount(gpus.trim().to_owned()))?;
-    let submit = in_range(submit)?;
-    let start = start.map(in_range).transpose()?;
+    duration: Option<i64>,
+    contract: &'a str,
+}
+
+/// The job of a row: its times in range and in order (a start and a duration without an
+/// end give the end; an eligibility is kept between submission and start).
+fn job(row: Row<'_>) -> Result<Job, RowError> {
+    let gpus: u32 =
+        row.gpus.trim().parse().map_err(|_| RowError::NotAGpuCount(row.gpus.trim().to_owned()))?;
+    let submit = in_range(row.submit)?;
+    let start = row.start.map(in_range).transpose()?;
+    let end = match (row.end, start, row.duration) {
+        (Some(end), _, _) => Some(end),
+        (None, Some(start), Some(duration)) => Some(after(start, duration)?),
+        (None, _, _) => None,
+    };
     let end = end.map(in_range).transpose()?;
+    if let Some(duration) = row.duration {
+        in_range(after(submit, duration)?)?;
+    }
     if let Some(start) = start
         && start < submit
     {
@@ -417,17 +456,26 @@ fn job(
     {
         return Err(RowError::EndsBeforeStart { end });
     }
+    let eligible = row
+        .eligible
+        .map(in_range)
+        .transpose()?
+        .map(|e| e.max(submit).min(start.unwrap_or(i64::MAX)))
+        .filter(|&e| e > submit);
     Ok(Job {
-        id: id.trim().to_string(),
-        project: project.trim().to_string(),
-        user: user.trim().to_string(),
-        cluster: cluster.trim().to_string(),
+        id: row.id.trim().to_string(),
+        project: row.project.trim().to_string(),
+        user: row.user.trim().to_string(),
+        cluster: row.cluster.trim().to_string(),
+        partition: row.partition.trim().to_string(),
         gpus,
         submit,
+        eligible,
         start,
         end,
-        contract: contract.trim().to_string(),
-        requeued: false,
+        duration: row.duration,
+        contract: row.contract.trim().to_string(),
+        wait: WaitCount::Measured,
     })
 }
 
@@ -503,8 +551,12 @@ mod tests {
         );
         assert_eq!(read[1].clone().unwrap().start, None);
 
-        let durations = "id,project,gpus,submit,duration\n1,a,2,100,50\n";
-        assert_eq!(jobs(durations, "")[0].clone().unwrap().end, Some(150));
+        // A duration with a start gives the end; without one it is work for a simulation.
+        let durations = "id,project,gpus,submit,start,duration,partition,eligible\n1,a,2,100,,50,gpu,\n2,a,2,100,120,50,,110\n";
+        let read = jobs(durations, "");
+        let (first, second) = (read[0].clone().unwrap(), read[1].clone().unwrap());
+        assert_eq!((first.end, first.duration, first.partition.as_str()), (None, Some(50), "gpu"));
+        assert_eq!((second.end, second.eligible), (Some(170), Some(110)));
 
         let jsonl = "{\"id\":\"1\",\"project\":\"a\",\"gpus\":4,\"submit\":10,\"start\":12,\"end\":20}\n";
         assert_eq!(jobs(jsonl, "")[0].clone().unwrap().gpus, 4);
