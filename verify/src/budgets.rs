@@ -29,6 +29,9 @@ pub(crate) struct ClusterBudgets {
     pub(crate) hierarchy: Hierarchy,
     /// The project path of each node.
     pub(crate) paths: Vec<String>,
+    /// The GPUs each node is guaranteed (the model's `guaranteed_gpus`; none for work
+    /// without a budget).
+    pub(crate) guaranteed: Vec<u64>,
     /// The node of the work no budget covers: a leaf with no share.
     pub(crate) unbudgeted: NodeId,
 }
@@ -37,12 +40,14 @@ impl ClusterBudgets {
     fn new(model: &Model, cluster: &Cluster) -> Result<ClusterBudgets, EntitlementError> {
         let mut nodes = Vec::new();
         let mut paths = Vec::new();
+        let mut guaranteed = Vec::new();
         fn add(
             projects: &[Project],
             cluster: &str,
             parent: Option<NodeId>,
             nodes: &mut Vec<Node>,
             paths: &mut Vec<String>,
+            guaranteed: &mut Vec<u64>,
         ) {
             for p in projects {
                 let Some(a) = p.clusters.get(cluster) else { continue };
@@ -53,19 +58,22 @@ impl ClusterBudgets {
                 }
                 nodes.push(node);
                 paths.push(p.path.clone());
-                add(&p.children, cluster, Some(id), nodes, paths);
+                guaranteed.push(a.guaranteed_gpus);
+                add(&p.children, cluster, Some(id), nodes, paths, guaranteed);
             }
         }
-        add(&model.projects, &cluster.name, None, &mut nodes, &mut paths);
+        add(&model.projects, &cluster.name, None, &mut nodes, &mut paths, &mut guaranteed);
         // Work outside any budget has demand but no share: it is entitled to nothing.
         let unbudgeted = NodeId(nodes.len());
         nodes.push(Node::new(UNBUDGETED, None, 1e-12).with_cap(0.0));
         paths.push(UNBUDGETED.into());
+        guaranteed.push(0);
         Ok(ClusterBudgets {
             name: cluster.name.clone(),
             gpus: cluster.gpus,
             hierarchy: Hierarchy::new(nodes)?,
             paths,
+            guaranteed,
             unbudgeted,
         })
     }
