@@ -40,6 +40,9 @@ pub enum AuditError {
     /// Entitlement arithmetic that the budgets' numbers break.
     #[error(transparent)]
     Entitlement(#[from] EntitlementError),
+    /// Not one job of the trace could be used, and why.
+    #[error("no job of the trace could be used: {0}")]
+    NoJobs(String),
     #[error(
         "the trace has activity in more than {limit} windows of {window} s, more than allot keeps; use a longer window"
     )]
