@@ -32,51 +32,110 @@ pub(crate) struct ClusterBudgets {
     /// The GPUs each node is guaranteed (the model's `guaranteed_gpus`; none for work
     /// without a budget).
     pub(crate) guaranteed: Vec<u64>,
-    /// The node of the work no budget covers: a leaf with no share.
+    /// The node of the work no budget covers: a leaf with what the top-level shares leave
+    /// (no share when they leave nothing).
     pub(crate) unbudgeted: NodeId,
+    /// (own leaf, its project) for every inner project: the jobs charged to the project
+    /// itself.
+    own: Vec<(NodeId, NodeId)>,
 }
 
 impl ClusterBudgets {
     fn new(model: &Model, cluster: &Cluster) -> Result<ClusterBudgets, EntitlementError> {
-        let mut nodes = Vec::new();
-        let mut paths = Vec::new();
-        let mut guaranteed = Vec::new();
-        fn add(
-            projects: &[Project],
-            cluster: &str,
-            parent: Option<NodeId>,
-            nodes: &mut Vec<Node>,
-            paths: &mut Vec<String>,
-            guaranteed: &mut Vec<u64>,
-        ) {
-            for p in projects {
-                let Some(a) = p.clusters.get(cluster) else { continue };
-                let id = NodeId(nodes.len());
-                let mut node = Node::new(&p.path, parent, a.normalized_share.max(1e-12));
-                if let Some(cap) = a.max_gpus {
-                    node = node.with_cap(cap as f64);
-                }
-                nodes.push(node);
-                paths.push(p.path.clone());
-                guaranteed.push(a.guaranteed_gpus);
-                add(&p.children, cluster, Some(id), nodes, paths, guaranteed);
-            }
-        }
-        add(&model.projects, &cluster.name, None, &mut nodes, &mut paths, &mut guaranteed);
-        // Work outside any budget has demand but no share: it is entitled to nothing.
-        let unbudgeted = NodeId(nodes.len());
-        nodes.push(Node::new(UNBUDGETED, None, 1e-12).with_cap(0.0));
-        paths.push(UNBUDGETED.into());
-        guaranteed.push(0);
+        let mut tree = Tree::default();
+        let top = tree.add(&model.projects, &cluster.name, None);
+        // What the top-level percentages leave belongs to the work no budget covers (as the
+        // emitted queues say): its entitlement when it has demand, shared out among the
+        // budgets when it has none. Without a rest that work has no share: it is entitled
+        // to nothing.
+        let rest = 1.0 - top;
+        let unbudgeted = NodeId(tree.nodes.len());
+        let node = if rest > SHARE_EPSILON {
+            Node::new(UNBUDGETED, None, rest)
+        } else {
+            Node::new(UNBUDGETED, None, NO_SHARE).with_cap(0.0)
+        };
+        tree.push(node, UNBUDGETED.into(), 0);
         Ok(ClusterBudgets {
             name: cluster.name.clone(),
             gpus: cluster.gpus,
-            hierarchy: Hierarchy::new(nodes)?,
-            paths,
-            guaranteed,
+            hierarchy: Hierarchy::new(tree.nodes)?,
+            paths: tree.paths,
+            guaranteed: tree.guaranteed,
             unbudgeted,
+            own: tree.own,
         })
     }
+
+    /// The node of the jobs charged to the project at `path`: the project's own leaf, or
+    /// the project when it is a leaf here.
+    pub(crate) fn node_of(&self, path: &str) -> Option<NodeId> {
+        let id = self.hierarchy.find(path)?;
+        if self.hierarchy.is_leaf(id) {
+            return Some(id);
+        }
+        self.own.iter().find(|(_, project)| *project == id).map(|(own, _)| *own)
+    }
+
+    /// Whether `id` holds an inner project's own jobs (listed only when it has some).
+    pub(crate) fn is_own(&self, id: NodeId) -> bool {
+        self.own.iter().any(|(own, _)| *own == id)
+    }
+}
+
+/// The weight of work without a share of its own: it is entitled only to what its
+/// siblings leave.
+const NO_SHARE: f64 = 1e-12;
+/// Shares closer than this to their parent's whole leave no rest.
+const SHARE_EPSILON: f64 = 1e-9;
+
+/// The entitlement tree of one cluster as it is built.
+#[derive(Default)]
+struct Tree {
+    nodes: Vec<Node>,
+    paths: Vec<String>,
+    guaranteed: Vec<u64>,
+    /// (own leaf, its project) for every inner project.
+    own: Vec<(NodeId, NodeId)>,
+}
+
+impl Tree {
+    fn push(&mut self, node: Node, path: String, guaranteed: u64) -> NodeId {
+        self.nodes.push(node);
+        self.paths.push(path);
+        self.guaranteed.push(guaranteed);
+        NodeId(self.nodes.len() - 1)
+    }
+
+    /// Adds the projects present on `cluster` under `parent`, each with its subtree;
+    /// returns the sum of their normalised shares.
+    fn add(&mut self, projects: &[Project], cluster: &str, parent: Option<NodeId>) -> f64 {
+        let mut shares = 0.0;
+        for p in projects {
+            let Some(a) = p.clusters.get(cluster) else { continue };
+            shares += a.normalized_share;
+            let mut node = Node::new(&p.path, parent, a.normalized_share.max(NO_SHARE));
+            if let Some(cap) = a.max_gpus {
+                node = node.with_cap(cap as f64);
+            }
+            let id = self.push(node, p.path.clone(), a.guaranteed_gpus);
+            let before = self.nodes.len();
+            self.add(&p.children, cluster, Some(id));
+            if self.nodes.len() > before {
+                // Its own jobs are a sibling of its sub-projects, as an account's users are
+                // siblings of its sub-accounts in Slurm, with no share of their own (Slurm
+                // gives each user a Fairshare of 1 beside the sub-accounts' shares).
+                let own = self.push(Node::new(&own_path(&p.path), Some(id), NO_SHARE), own_path(&p.path), 0);
+                self.own.push((own, id));
+            }
+        }
+        shares
+    }
+}
+
+/// The name of an inner project's own jobs in the figures.
+fn own_path(path: &str) -> String {
+    format!("{path} (own jobs)")
 }
 
 /// Where a job goes: its cluster (an index of [`Budgets::clusters`]) and its budget's node
@@ -125,14 +184,14 @@ impl<'m> Budgets<'m> {
         Ok(budgets)
     }
 
-    /// The job's cluster and budget: the leaf project it names (or its user's default), or
-    /// the cluster's unbudgeted node when no leaf budget there covers it.
+    /// The job's cluster and budget: the project it names (or its user's default; an inner
+    /// project's own jobs leaf), or the cluster's unbudgeted node when no budget there
+    /// covers it.
     pub(crate) fn assign(&self, job: &Job) -> Result<Assignment, JobError> {
         let cluster = self.cluster(job)?;
         // `cluster` indexes the model's clusters, and there is a book for each.
         let budgets = &self.clusters[cluster];
-        let node =
-            self.project(job).and_then(|p| budgets.hierarchy.find(&p.path)).unwrap_or(budgets.unbudgeted);
+        let node = self.project(job).and_then(|p| budgets.node_of(&p.path)).unwrap_or(budgets.unbudgeted);
         Ok(Assignment { cluster, node })
     }
 
@@ -146,7 +205,7 @@ impl<'m> Budgets<'m> {
         }
     }
 
-    /// The leaf project of a job, `None` when no budget covers it.
+    /// The project of a job, `None` when no budget covers it.
     fn project(&self, job: &Job) -> Option<&'m Project> {
         let named = if job.project.is_empty() {
             self.defaults.get(job.user.as_str()).copied()
@@ -158,7 +217,7 @@ impl<'m> Budgets<'m> {
                 }
             })
         };
-        named.filter(|p| p.children.is_empty())
+        named
     }
 
     /// The index of the job's cluster among the model's: the allot cluster it names, or the
