@@ -207,17 +207,15 @@ impl<'m> Budgets<'m> {
 
     /// The project of a job, `None` when no budget covers it.
     fn project(&self, job: &Job) -> Option<&'m Project> {
-        let named = if job.project.is_empty() {
-            self.defaults.get(job.user.as_str()).copied()
-        } else {
-            self.by_path.get(job.project.as_str()).copied().or_else(|| {
-                match self.by_name.get(job.project.as_str()).map(Vec::as_slice) {
-                    Some([only]) => Some(*only),
-                    _ => None,
-                }
-            })
-        };
-        named
+        if job.project.is_empty() {
+            return self.defaults.get(job.user.as_str()).copied();
+        }
+        self.by_path.get(job.project.as_str()).copied().or_else(|| {
+            match self.by_name.get(job.project.as_str()).map(Vec::as_slice) {
+                Some([only]) => Some(*only),
+                _ => None,
+            }
+        })
     }
 
     /// The index of the job's cluster among the model's: the allot cluster it names, or the
