@@ -19,6 +19,7 @@
 
 pub mod audit;
 pub mod budgets;
+pub mod decay;
 pub mod entitlement;
 pub mod expectations;
 pub mod figures;
