@@ -48,7 +48,14 @@ struct Slurm;
 impl Slurm {
     /// A fresh Slurm whose cluster is `cluster`; `None` when this machine cannot run one.
     fn start(cluster: &str) -> Option<Slurm> {
-        let output = run("scripts/slurm.sh", &["start"], &[("ALLOT_SLURM_CLUSTER", cluster)]);
+        Slurm::start_with(cluster, &[])
+    }
+
+    /// [`start`](Slurm::start) with more of `scripts/slurm.sh`'s settings.
+    fn start_with(cluster: &str, settings: &[(&str, &str)]) -> Option<Slurm> {
+        let mut env = vec![("ALLOT_SLURM_CLUSTER", cluster)];
+        env.extend_from_slice(settings);
+        let output = run("scripts/slurm.sh", &["start"], &env);
         match output.status.code() {
             Some(0) => Some(Slurm),
             Some(3) if std::env::var_os("ALLOT_REQUIRE_SLURM").is_none() => {
@@ -322,4 +329,95 @@ fn allot_against_a_real_slurm() {
 
         check_fair_tree(cluster);
     }
+    check_decay();
+}
+
+/// A job's usage as Slurm decays it, against allot's model of the decay thread
+/// (`allot_verify::decay`): a 2-GPU job of 50 s under a one-minute half-life, its RawUsage
+/// read after the first pass that follows its end. Slurm's passes come every
+/// PriorityCalcPeriod (1 minute here) from when slurmctld started; the last one is in
+/// `priority_last_decay_ran` in its StateSaveLocation (a big-endian 64-bit time).
+fn check_decay() {
+    let cluster = "decay";
+    let Some(_slurm) = Slurm::start_with(cluster, &[("ALLOT_SLURM_HALFLIFE", "00:01:00")]) else { return };
+    let state = std::env::var("ALLOT_SLURM_STATE").unwrap_or_else(|_| "/var/lib/allot-slurm".into());
+    let last_pass = || -> i64 {
+        let bytes = std::fs::read(Path::new(&state).join("ctld/priority_last_decay_ran")).unwrap_or_default();
+        bytes.get(..8).map_or(0, |b| i64::from_be_bytes(b.try_into().unwrap()))
+    };
+    ok("sacctmgr", &["-i", "add", "account", "decay", &format!("cluster={cluster}")]);
+    ok("sacctmgr", &["-i", "add", "user", "priya", "account=decay", &format!("cluster={cluster}")]);
+    let id = ok(
+        "runuser",
+        &[
+            "-u",
+            "priya",
+            "--",
+            "sbatch",
+            "--parsable",
+            "--chdir=/tmp",
+            "-o",
+            "/dev/null",
+            "--account=decay",
+            "--gres=gpu:2",
+            "--wrap",
+            "sleep 50",
+        ],
+    );
+    let id = id.trim().split(';').next().unwrap_or_default().to_string();
+    let fields = loop {
+        let output = run(
+            "sacct",
+            &["-j", &id, "-X", "-n", "-P", "-o", "State,Start,End,AllocTRES"],
+            &[("SLURM_TIME_FORMAT", "%s")],
+        );
+        let text = String::from_utf8_lossy(&output.stdout).trim().to_string();
+        let fields: Vec<String> = text.split('|').map(str::to_string).collect();
+        if fields.first().is_some_and(|s| s == "COMPLETED") {
+            break fields;
+        }
+        assert!(!fields.first().is_some_and(|s| s.contains("FAIL") || s.contains("CANCEL")), "{text}");
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    };
+    let (start, end): (i64, i64) = (fields[1].parse().unwrap(), fields[2].parse().unwrap());
+    let billing: f64 = fields[3]
+        .split(',')
+        .find_map(|t| t.strip_prefix("billing="))
+        .and_then(|b| b.parse().ok())
+        .unwrap_or_else(|| panic!("no billing in {}", fields[3]));
+    // The first pass after the end, and the usage Slurm holds then.
+    let pass = loop {
+        let pass = last_pass();
+        if pass > end {
+            break pass;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    };
+    let text =
+        ok("sshare", &["-a", "-P", "-n", &format!("--clusters={cluster}"), "-o", "account,user,rawusage"]);
+    assert_eq!(last_pass(), pass, "no pass between the two readings");
+    let slurm: f64 = text
+        .lines()
+        .map(|l| l.split('|').map(str::trim).collect::<Vec<_>>())
+        .find(|f| f.len() == 3 && f[0] == "decay" && f[1] == "priya")
+        .and_then(|f| f[2].parse().ok())
+        .unwrap_or_else(|| panic!("no usage of priya in decay:\n{text}"));
+    // allot's model, with the passes every 60 s back from the last one.
+    let decay = allot_verify::decay::Decay::new(60.0, 60);
+    let mut usage = allot_verify::decay::Usage::new(1, decay);
+    let origin = pass - 60 * ((pass - start) / 60 + 2);
+    usage.start(0, origin, 0.0);
+    usage.start(0, start, billing);
+    usage.stop(0, end, billing, start);
+    let ours = usage.raw(0, pass);
+    // What a continuous 2^(-t / half-life) decay would give.
+    let continuous: f64 = {
+        let rate = std::f64::consts::LN_2 / 60.0;
+        billing * ((-rate * (pass - end) as f64).exp() - (-rate * (pass - start) as f64).exp()) / rate
+    };
+    eprintln!(
+        "decay: job {id} from {start} to {end} (billing {billing}), pass {pass}: Slurm RawUsage {slurm}, allot {ours:.1}, continuous decay {continuous:.1}"
+    );
+    assert!((ours - slurm).abs() <= 0.03 * slurm + 1.0, "allot's decay {ours} vs Slurm's {slurm}");
+    assert!((ours - slurm).abs() < (continuous - slurm).abs(), "closer to Slurm than a continuous decay");
 }

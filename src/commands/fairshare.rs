@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use allot_compiler::ir::Model;
-use allot_targets::slurm::fair_tree::FairTree;
+use allot_targets::slurm::fair_tree::{FairTree, SiblingOrder};
 use allot_targets::slurm::tree::{self, Tree};
 use allot_targets::slurm::usage::Usage;
 
@@ -21,6 +21,19 @@ pub struct Args {
     /// CSV `account,user,raw_usage` (user empty for an account's own usage).
     #[arg(long)]
     usage: PathBuf,
+    /// The Slurm whose order of siblings tied on Level FS to follow: 22.05 (to 23.02: users
+    /// first, then by name) or 23.11 (and later: by lineage).
+    #[arg(long, value_enum, default_value = "22.05")]
+    slurm_version: SlurmVersion,
+}
+
+/// The Slurm versions whose Fair Tree tie order differs.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum SlurmVersion {
+    #[value(name = "22.05")]
+    Slurm22,
+    #[value(name = "23.11")]
+    Slurm23,
 }
 
 pub fn run(args: Args, format: Format) -> Outcome {
@@ -35,9 +48,14 @@ pub fn run(args: Args, format: Format) -> Outcome {
     };
     let text = read_dump(&args.usage)?;
     let usage = Usage::parse(&text).map_err(|e| Error::failed(format!("{} {e}", args.usage.display())))?;
+    let order = match args.slurm_version {
+        SlurmVersion::Slurm22 => SiblingOrder::Slurm22,
+        SlurmVersion::Slurm23 => SiblingOrder::Slurm23,
+    };
     let fair_tree =
-        FairTree::compute(&usage.associations(&tree)).map_err(|e| Error::failed(e.to_string()))?;
+        FairTree::compute_in(&usage.associations(&tree), order).map_err(|e| Error::failed(e.to_string()))?;
     print(&fair_tree.to_sshare_parsable())?;
+    eprintln!("allot fairshare: {}", order.describe());
     Ok(Exit::Success)
 }
 

@@ -3,8 +3,8 @@
 //! (test24.4), and the classic factor and decay against Slurm's documented numbers.
 
 use allot_targets::slurm::fair_tree::{
-    Association, Column, FairTree, FairTreeError, Shares, classic_effective_usage, classic_fair_share_factor,
-    decayed_usage, slurm_decay_factor, slurm_decay_multiplier,
+    Association, Column, FairTree, FairTreeError, Shares, SiblingOrder, classic_effective_usage,
+    classic_fair_share_factor, decayed_usage, slurm_decay_factor, slurm_decay_multiplier,
 };
 use proptest::prelude::*;
 
@@ -252,6 +252,35 @@ fn three_users(a: (u32, f64), b: (u32, f64), c: (u32, f64)) -> FairTree {
         user("c", c),
     ];
     FairTree::compute(&associations).unwrap()
+}
+
+#[test]
+fn tied_accounts_are_visited_in_the_order_of_the_slurm_version() {
+    // `a` and `a-b` have equal shares and equal usage (30 each): tied Level FS. Their users
+    // x (10) and y (20) in `a`, z (10) and w (20) in `a-b`. Four users: ranks 4 down to 1.
+    // Slurm 22.05 visits `a` first (by name): x 4, y 3; then `a-b`, tied with `a`, so its
+    // first user z ties with y at 3; w gets 1 (the rank without ties).
+    // Slurm 23.11 visits `/root/a-b/` first (`-` sorts before `/`): z 4, w 3; x ties at 3;
+    // y gets 1.
+    let associations = vec![
+        Association::account("a", "root", Shares::Count(1)),
+        Association::account("a-b", "root", Shares::Count(1)),
+        Association::user("x", "a", Shares::Count(1)).with_usage(10.0),
+        Association::user("y", "a", Shares::Count(1)).with_usage(20.0),
+        Association::user("z", "a-b", Shares::Count(1)).with_usage(10.0),
+        Association::user("w", "a-b", Shares::Count(1)).with_usage(20.0),
+    ];
+    let ranks = |order| {
+        let tree = FairTree::compute_in(&associations, order).unwrap();
+        let rank = |account, user| tree.row(account, Some(user)).unwrap().rank.unwrap();
+        [rank("a", "x"), rank("a", "y"), rank("a-b", "z"), rank("a-b", "w")]
+    };
+    assert_eq!(ranks(SiblingOrder::Slurm22), [4, 3, 3, 1]);
+    assert_eq!(ranks(SiblingOrder::Slurm23), [3, 1, 4, 3]);
+    assert_eq!(
+        FairTree::compute(&associations).unwrap(),
+        FairTree::compute_in(&associations, SiblingOrder::Slurm22).unwrap()
+    );
 }
 
 #[test]

@@ -216,6 +216,32 @@ impl Column {
     }
 }
 
+/// The order in which Fair Tree visits siblings tied on Level FS: the order of Slurm's
+/// association list, which changed with Slurm 23.11.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SiblingOrder {
+    /// Slurm 22.05 to 23.02: users first, then accounts, each by name (`a` before `a-b`).
+    #[default]
+    Slurm22,
+    /// Slurm 23.11 and later: by lineage, the path of names from root (`/root/a-b/` before
+    /// `/root/a/`, a user `u` of `a` as `/root/a/0-u/`).
+    Slurm23,
+}
+
+impl SiblingOrder {
+    /// What the order is, for a note beside the figures.
+    pub fn describe(self) -> &'static str {
+        match self {
+            SiblingOrder::Slurm22 => {
+                "siblings tied on Level FS in Slurm 22.05's order (users first, then by name)"
+            }
+            SiblingOrder::Slurm23 => {
+                "siblings tied on Level FS in Slurm 23.11's order (by lineage: /root/a-b/ before /root/a/)"
+            }
+        }
+    }
+}
+
 /// The result of one Fair Tree pass: a row per association in `sshare`'s order
 /// (depth first from root; within an account its users, then its sub-accounts, each by name).
 #[derive(Clone, Debug, PartialEq)]
@@ -225,14 +251,23 @@ pub struct FairTree {
 }
 
 impl FairTree {
-    /// Runs Fair Tree over `associations`, all below the implicit `root` account.
+    /// Runs Fair Tree over `associations`, all below the implicit `root` account, with
+    /// Slurm 22.05's order of tied siblings.
     pub fn compute(associations: &[Association]) -> Result<FairTree, FairTreeError> {
+        FairTree::compute_in(associations, SiblingOrder::default())
+    }
+
+    /// [`compute`](FairTree::compute) with tied siblings visited in `sibling_order`.
+    pub fn compute_in(
+        associations: &[Association],
+        sibling_order: SiblingOrder,
+    ) -> Result<FairTree, FairTreeError> {
         let nodes = build_nodes(associations)?;
         let order = preorder(&nodes);
         if order.len() < nodes.len() {
             return Err(not_under_root(&nodes, &order));
         }
-        let levels = Levels::compute(&nodes, &order);
+        let levels = Levels::compute(&nodes, &order, sibling_order);
         let user_count = nodes.iter().filter(|n| n.kind == Kind::User).count() as u32;
         let ranks = rank_users(&nodes, &levels, user_count);
         let depths = depths(&nodes, &order);
@@ -405,7 +440,7 @@ struct Levels {
 }
 
 impl Levels {
-    fn compute(nodes: &[Node], order: &[usize]) -> Levels {
+    fn compute(nodes: &[Node], order: &[usize], sibling_order: SiblingOrder) -> Levels {
         let usage = rolled_up_usage(nodes, order);
         let fair_share_parent = fair_share_parents(nodes, order);
         let mut fair_share_children = vec![Vec::new(); nodes.len()];
@@ -414,6 +449,12 @@ impl Levels {
                 fair_share_parent.get(index).copied().flatten().and_then(|p| fair_share_children.get_mut(p))
             {
                 children.push(index);
+            }
+        }
+        if sibling_order == SiblingOrder::Slurm23 {
+            let lineages = lineages(nodes, order);
+            for children in &mut fair_share_children {
+                children.sort_by(|&a, &b| lineages.get(a).cmp(&lineages.get(b)));
             }
         }
         let norm_shares = norm_shares(nodes, &fair_share_parent, &fair_share_children);
@@ -465,6 +506,24 @@ impl Levels {
             }
         }
     }
+}
+
+/// Each association's lineage as Slurm 23.11 stores it: `/root/` for root, then an
+/// account's name or `0-` and a user's name, each followed by `/`.
+fn lineages(nodes: &[Node], order: &[usize]) -> Vec<String> {
+    let mut out = vec![String::new(); nodes.len()];
+    for &index in order {
+        let Some(node) = nodes.get(index) else { continue };
+        let lineage = match node.parent.and_then(|p| out.get(p)) {
+            None => format!("/{}/", node.name),
+            Some(parent) if node.kind == Kind::User => format!("{parent}0-{}/", node.name),
+            Some(parent) => format!("{parent}{}/", node.name),
+        };
+        if let Some(slot) = out.get_mut(index) {
+            *slot = lineage;
+        }
+    }
+    out
 }
 
 /// Each association's usage plus its descendants', summed as Slurm's `long double`s.
