@@ -9,7 +9,7 @@
 //!   among the budgets with demand and integrates the GPU-hours each is entitled to.
 //! - [`audit`] measures the recorded schedule against those entitlements; [`simulate`]
 //!   makes a schedule of its own under a policy (the budgets, or static priorities) and
-//!   audits it. Both give [`figures`]: GPU-hours used, entitled and delivered, and waits, per
+//!   audits it, ranking budgets by usage [`decay`]ed as Slurm decays it. Both give [`figures`]: GPU-hours used, entitled and delivered, and waits, per
 //!   budget, contract, cluster and window.
 //! - [`expectations`] checks the figures against the budgets' `expect` block.
 //! - [`render`] lays the figures and the verdicts out as text, Markdown and JSON, and
