@@ -139,10 +139,11 @@ pub fn json(audit: &Audit, verdicts: &[Verdict]) -> Value {
     })
 }
 
-/// ", 3 rows of submissions only not audited", when there are such rows.
+/// ", 3 rows of submissions only (no start) not audited", when there are such rows.
 fn not_audited(audit: &Audit) -> String {
     match audit.not_audited {
         0 => String::new(),
+        1 => ", 1 row of a submission only (no start) not audited".to_string(),
         n => format!(", {n} rows of submissions only (no start) not audited"),
     }
 }
@@ -151,7 +152,8 @@ fn not_audited(audit: &Audit) -> String {
 fn windows(audit: &Audit) -> String {
     let partial: Vec<String> =
         audit.windows.iter().filter(|w| w.partial).map(|w| format!("{} to {}", w.start, w.end)).collect();
-    let mut line = format!("{} windows of {} s", audit.windows.len(), audit.window);
+    let count = audit.windows.len();
+    let mut line = format!("{count} window{} of {} s", if count == 1 { "" } else { "s" }, audit.window);
     if !partial.is_empty() {
         line.push_str(&format!(" (partial: {})", partial.join(", ")));
     }
