@@ -86,15 +86,16 @@ pub fn json(runs: &Runs<'_, '_>) -> Value {
 }
 
 fn simulated(scenario: &Scenario<'_>, input: &TraceInput) -> Result<Simulation, Error> {
-    let jobs = input.jobs()?;
     let bar = ProgressBar::new_spinner().with_message(scenario.label.clone());
     bar.set_style(
         ProgressStyle::with_template("{spinner} {msg}: {pos} jobs read ({per_sec}) {elapsed}")
             .expect("a valid template"),
     );
-    let result = simulate(scenario.model, jobs, scenario.policy.policy(), input.skip_bad_rows, &mut |read| {
-        bar.set_position(read as u64)
+    let result = input.replay(|jobs| {
+        simulate(scenario.model, jobs, scenario.policy.policy(), input.skip_bad_rows, &mut |read| {
+            bar.set_position(read as u64)
+        })
     });
     bar.finish_and_clear();
-    result.map_err(|e| Error::failed(format!("{}: {e}", input.trace.display())))
+    result
 }

@@ -1,6 +1,9 @@
 //! Job traces from disk, as the verifier's commands take them (`--trace`, `--trace-format`,
 //! `--skip-bad-rows`): one file, or a folder of files merged in submit order, each read as a
-//! stream by allot-verify's readers.
+//! stream by allot-verify's readers, and handed to a replay (the audit, the simulator) in
+//! submit order. A trace in submit order is streamed; one that turns out not to be (the
+//! replay stops with `NotSorted`) is read again whole, up to [`MAX_SORTED_JOBS`] jobs, and
+//! sorted by submit time (stable: ties keep the files' order, then the rows').
 //!
 //! Only regular files are read (a named pipe or a device is refused on the opened handle,
 //! without blocking); in a folder, only files whose real location is inside the folder's
@@ -11,7 +14,8 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
-use allot_verify::trace::{Format, Merged, Reader, first_line};
+use allot_verify::audit::AuditError;
+use allot_verify::trace::{Format, Job, Merged, Reader, TraceError, first_line};
 
 use crate::read::{Links, open_regular};
 use clap::ValueEnum;
@@ -52,8 +56,32 @@ pub struct TraceInput {
     pub skip_bad_rows: bool,
 }
 
-/// The jobs of a trace, in submit order.
-pub type Jobs = Merged<BufReader<File>>;
+/// The most jobs of a trace not in submit order that allot reads into memory to sort.
+pub const MAX_SORTED_JOBS: usize = 2_000_000;
+/// About what a job read for sorting takes in memory (the job, its names, the vector's room).
+const BYTES_PER_SORTED_JOB: usize = 400;
+
+/// A row of a trace: a job, or why it is not one.
+type Row = Result<Job, TraceError>;
+
+/// The jobs of a trace, in submit order (bad rows among them, or first when sorted).
+pub enum Jobs {
+    /// Read as they come: the files are in submit order (each of them, for a folder).
+    Streamed(Merged<BufReader<File>>),
+    /// Read whole and sorted.
+    Sorted(std::vec::IntoIter<Row>),
+}
+
+impl Iterator for Jobs {
+    type Item = Row;
+
+    fn next(&mut self) -> Option<Row> {
+        match self {
+            Jobs::Streamed(merged) => merged.next(),
+            Jobs::Sorted(rows) => rows.next(),
+        }
+    }
+}
 
 impl TraceInput {
     /// A trace file or folder in a detected format, stopping at a bad row.
@@ -61,13 +89,71 @@ impl TraceInput {
         TraceInput { trace: trace.to_path_buf(), trace_format: None, skip_bad_rows: false }
     }
 
-    /// Opens the trace's files, ready to be read job by job.
-    pub fn jobs(&self) -> Result<Jobs, Error> {
-        let readers = files(&self.trace)?
-            .iter()
-            .map(|file| reader(file, self.trace_format))
-            .collect::<Result<Vec<_>, Error>>()?;
-        Ok(Merged::new(readers))
+    /// Runs `replay` on the trace's jobs in submit order: streamed, or, when `replay` finds
+    /// them out of order, read again whole and sorted. Its error is said with the trace.
+    pub fn replay<T>(&self, mut replay: impl FnMut(Jobs) -> Result<T, AuditError>) -> Result<T, Error> {
+        let failed = |e: AuditError| Error::failed(format!("{}: {e}", self.trace.display()));
+        match replay(Jobs::Streamed(Merged::new(self.readers()?))) {
+            Err(AuditError::NotSorted { .. }) => replay(self.sorted(MAX_SORTED_JOBS)?).map_err(failed),
+            other => other.map_err(failed),
+        }
+    }
+
+    /// A reader for each of the trace's files.
+    fn readers(&self) -> Result<Vec<Reader<BufReader<File>>>, Error> {
+        files(&self.trace)?.iter().map(|file| reader(file, self.trace_format)).collect()
+    }
+
+    /// Every row of the trace, read into memory (at most `limit` jobs) and sorted by submit
+    /// time, stably; bad rows first, so that they stop the replay (or are counted) at once.
+    fn sorted(&self, limit: usize) -> Result<Jobs, Error> {
+        let mut rows: Vec<Row> = Vec::new();
+        let mut count = 0usize;
+        for mut reader in self.readers()? {
+            while let Some(row) = reader.next_job() {
+                count += 1;
+                if count <= limit {
+                    rows.push(row);
+                } else {
+                    rows = Vec::new();
+                }
+            }
+        }
+        if count > limit {
+            return Err(Error::failed(format!(
+                "{}: the trace is not in submit order, and it has {count} rows: more than the {limit} \
+                 allot sorts in memory (sorting it would take about {} MiB). Sort it by submit time \
+                 first{}",
+                self.trace.display(),
+                (count * BYTES_PER_SORTED_JOB).div_ceil(1 << 20),
+                self.how_to_sort()
+            )));
+        }
+        rows.sort_by_key(|row| row.as_ref().map_or((false, 0), |job| (true, job.submit)));
+        Ok(Jobs::Sorted(rows.into_iter()))
+    }
+
+    /// How to sort the trace's first file by submit time, from its header.
+    fn how_to_sort(&self) -> String {
+        let first = files(&self.trace).ok().and_then(|files| files.into_iter().next());
+        let header = first
+            .and_then(|file| open_regular(&file, Links::Follow).ok())
+            .map_or_else(String::new, |file| first_line(BufReader::new(file)).unwrap_or_default());
+        let format = self.trace_format.map_or_else(|| Format::detect(&header), TraceFormat::format);
+        let (separator, submit) = match format {
+            Format::Jsonl => return ", e.g. `jq -c -s 'sort_by(.submit)[]' FILE`".to_string(),
+            Format::Sacct => ('|', "submit"),
+            Format::Itp => (',', "submission_time"),
+            Format::Csv => (',', "submit"),
+        };
+        let column = header.trim().split(separator).position(|name| name.trim().eq_ignore_ascii_case(submit));
+        match column.map(|c| c + 1) {
+            Some(c) => format!(
+                ", keeping the header line: `(head -n 1 FILE; tail -n +2 FILE | sort -s -t'{separator}' -k{c},{c})` \
+                 (`-k{c},{c}n` for times in seconds)"
+            ),
+            None => String::new(),
+        }
     }
 }
 
@@ -112,4 +198,32 @@ fn reader(file: &Path, format: Option<TraceFormat>) -> Result<Reader<BufReader<F
     };
     let budget = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     Reader::new(open()?, format, &budget).map_err(|e| failed(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trace_out_of_order_is_sorted_up_to_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.csv");
+        std::fs::write(
+            &path,
+            "id,project,gpus,submit,start,end\n1,a,1,30,30,40\n2,a,x,0,0,0\n3,a,1,10,10,20\n4,a,1,10,12,20\n",
+        )
+        .unwrap();
+        let input = TraceInput::at(&path);
+        // Bad rows first, then by submit time, ties in the file's order.
+        let rows: Vec<String> = input
+            .sorted(4)
+            .unwrap()
+            .map(|row| row.map_or_else(|e| format!("line {}", e.line), |job| job.id))
+            .collect();
+        assert_eq!(rows, ["line 3", "3", "4", "1"]);
+        let Err(error) = input.sorted(3) else { panic!("sorted beyond the limit") };
+        let message = error.to_string();
+        assert!(message.contains("it has 4 rows: more than the 3 allot sorts in memory"), "{message}");
+        assert!(message.contains("sort -s -t',' -k4,4)"), "{message}");
+    }
 }

@@ -106,6 +106,128 @@ fn bad_trace_rows_name_their_line_or_are_skipped() {
     );
 }
 
+/// A trace of 12 jobs in submit order (distinct submit times), two of them pending at the
+/// end, and one bad row.
+fn jobs_in_order() -> Vec<String> {
+    (0..12)
+        .map(|i| {
+            let (submit, project, gpus) = (i * 600, ["a", "b"][i % 2], 1 + i % 4);
+            match i {
+                5 | 9 => format!("{i},{project},{gpus},{submit},,"),
+                _ => format!(
+                    "{i},{project},{gpus},{submit},{},{}",
+                    submit + 300 * (i % 3),
+                    submit + 3600 + 60 * i
+                ),
+            }
+        })
+        .chain(std::iter::once("99,a,bad,0,0,0".to_string()))
+        .collect()
+}
+
+const HEADER: &str = "id,project,gpus,submit,start,end\n";
+
+fn lines(rows: &[String]) -> String {
+    HEADER.to_string() + &rows.join("\n") + "\n"
+}
+
+#[test]
+fn a_trace_out_of_submit_order_gives_what_the_sorted_trace_gives() {
+    let dir = scratch(BUDGETS, &lines(&jobs_in_order()));
+    let path = |f: &str| dir.path().join(f).to_string_lossy().into_owned();
+    // The same rows shuffled (a fixed permutation), and a folder of two files, each reversed.
+    let mut shuffled = jobs_in_order();
+    for i in 0..shuffled.len() {
+        shuffled.swap(i, (i * 7 + 3) % 13);
+    }
+    std::fs::write(path("shuffled.csv"), lines(&shuffled)).unwrap();
+    std::fs::create_dir(path("folder")).unwrap();
+    let rows = jobs_in_order();
+    let halves = [&rows[..6], &rows[6..]];
+    for (name, half) in ["folder/first.csv", "folder/second.csv"].into_iter().zip(halves) {
+        let reversed: Vec<String> = half.iter().rev().cloned().collect();
+        std::fs::write(path(name), lines(&reversed)).unwrap();
+    }
+    for command in ["audit", "simulate"] {
+        let output = |trace: &str| {
+            let (status, stdout, stderr) = allot(&[
+                "replay",
+                command,
+                &path("allot.kdl"),
+                "--trace",
+                &path(trace),
+                "--skip-bad-rows",
+                "--format",
+                "json",
+            ]);
+            assert!(status == 0 || status == 1, "{command} {trace}: {stderr}");
+            assert!(!stderr.contains("error"), "{command} {trace}: {stderr}");
+            stdout
+        };
+        let sorted = output("trace.csv");
+        let report: Value = serde_json::from_str(&sorted).unwrap();
+        let totals =
+            if command == "audit" { &report["totals"] } else { &report["runs"][0]["audit"]["totals"] };
+        assert_eq!(totals["skipped_rows"], 1, "{command}: {totals}");
+        assert_eq!(output("shuffled.csv"), sorted, "{command}: shuffled");
+        assert_eq!(output("folder"), sorted, "{command}: a folder of reversed files");
+    }
+}
+
+#[test]
+fn a_trace_of_submissions_only_is_an_error() {
+    let dir = scratch(BUDGETS, "id,project,gpus,submit,duration\n1,a,1,0,100\n2,b,1,10,100\n");
+    let path = |f: &str| dir.path().join(f).to_string_lossy().into_owned();
+    let (status, stdout, stderr) =
+        allot(&["replay", "audit", &path("allot.kdl"), "--trace", &path("trace.csv")]);
+    assert_eq!((status, stdout.as_str()), (1, ""), "{stderr}");
+    assert!(
+        stderr.contains(
+            "no job of the trace could be used: the trace's rows record submissions only (no start times): \
+             `allot replay simulate` replays them"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn windows_align_to_the_epoch_on_request() {
+    // 10 GPUs from noon of day 0 for two days under one-day windows.
+    let dir = scratch(BUDGETS, "id,project,gpus,submit,start,end\n1,a,10,43200,43200,216000\n");
+    let path = |f: &str| dir.path().join(f).to_string_lossy().into_owned();
+    let windows = |align: &str| {
+        let (status, stdout, stderr) = allot(&[
+            "replay",
+            "audit",
+            &path("allot.kdl"),
+            "--trace",
+            &path("trace.csv"),
+            "--window",
+            "1d",
+            "--align",
+            align,
+            "--format",
+            "json",
+        ]);
+        assert!(status <= 1, "{stderr}");
+        let report: Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!((report["start"].as_i64(), report["end"].as_i64()), (Some(43_200), Some(216_000)));
+        report["windows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| {
+                (w["start"].as_i64().unwrap(), w["end"].as_i64().unwrap(), w["partial"].as_bool().unwrap())
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(windows("first-submit"), [(43_200, 129_600, false), (129_600, 216_000, false)]);
+    assert_eq!(
+        windows("epoch"),
+        [(43_200, 86_400, true), (86_400, 172_800, false), (172_800, 216_000, true)]
+    );
+}
+
 /// The Slurm reference's example tree and its usage after four 30-second jobs.
 #[test]
 fn fairshare_prints_what_sshare_prints() {

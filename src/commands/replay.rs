@@ -34,8 +34,19 @@ pub struct AuditArgs {
     /// The window of the per-window figures [default: the policy window].
     #[arg(long)]
     window: Option<String>,
+    /// Where windows start: at the first submission, or at multiples of the window since
+    /// the epoch.
+    #[arg(long, value_enum, default_value = "first-submit")]
+    align: Align,
     #[arg(long, value_enum, default_value = "human")]
     format: output::Format,
+}
+
+/// Where the audit's windows start, as `--align` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Align {
+    FirstSubmit,
+    Epoch,
 }
 
 #[derive(clap::Args)]
@@ -71,10 +82,15 @@ fn audit(args: AuditArgs, format: Format) -> Outcome {
         other => other.flatten(),
     };
     let Some(model) = args.repository.model(format)? else { return Ok(Exit::Problems) };
-    let jobs = args.input.jobs()?;
-    let window = window.unwrap_or(model.policy.window_seconds);
-    let result = audit::audit(&model, jobs, window, args.input.skip_bad_rows)
-        .map_err(|e| Error::failed(format!("{}: {e}", args.input.trace.display())))?;
+    let options = audit::Options {
+        window: window.unwrap_or(model.policy.window_seconds),
+        skip_bad_rows: args.input.skip_bad_rows,
+        align: match args.align {
+            Align::FirstSubmit => audit::Alignment::FirstSubmit,
+            Align::Epoch => audit::Alignment::Epoch,
+        },
+    };
+    let result = args.input.replay(|jobs| audit::audit_with(&model, jobs, options))?;
     let verdicts = expectations::check(&model, &result);
     print(&match args.format {
         output::Format::Human => render::audit::text(&result, &verdicts),

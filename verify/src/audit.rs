@@ -1,15 +1,22 @@
 //! The audit: what happened in a trace, measured against the budgets. Jobs are replayed
 //! in submit order with their recorded start and end, each placed on its cluster and
-//! budget by [`budgets`](crate::budgets); at every event each cluster's GPUs are divided
-//! among the budgets with demand ([`entitlement`](crate::entitlement)), and entitled,
-//! delivered and used GPU-hours are integrated exactly into [`figures`](crate::figures),
-//! per budget (leaf and inner), per window and over the whole trace, with wait percentiles
-//! per contract and per budget.
+//! budget by [`budgets`](crate::budgets); a job is demand from when it could run (its
+//! eligibility, else its submission) until it ends. At every event each cluster's GPUs are
+//! divided among the budgets with demand ([`entitlement`](crate::entitlement)), and
+//! entitled, delivered and used GPU-hours are integrated exactly into
+//! [`figures`](crate::figures), per budget (leaf and inner), per window and over the whole
+//! trace (from its first submission to its last event), with wait percentiles per contract
+//! and per budget. A job that never started waited until it was cancelled, or until the
+//! trace ends (a censored wait); a row with a duration and no start records a submission
+//! only and is counted, not audited.
 //!
 //! Only jobs that have not ended are held (a heap of their coming events), so memory does
-//! not grow with the trace; waits are kept as one number per job for exact percentiles.
+//! not grow with the trace; waits are kept as one number per job for exact percentiles,
+//! and the jobs still waiting at the end as one record each.
 //!
-//! Windows are sparse: one in which nothing happened (no GPU used or entitled, no job
+//! Windows start at the first submission, or at multiples of the window since the epoch
+//! ([`Alignment`]); the first and the last may be cut short by the trace's span
+//! ([`Span::partial`](crate::figures::Span::partial)). Windows are sparse: one in which nothing happened (no GPU used or entitled, no job
 //! submitted) is not kept, and the audit jumps over a stretch where no job is waiting or
 //! running instead of walking it window by window. At most [`MAX_WINDOWS`] windows are
 //! kept; a trace with activity in more is an error that names the limit, so a job that
@@ -54,11 +61,34 @@ pub const MAX_WINDOWS: usize = 100_000;
 /// The longest window, in seconds (about 35,000 years: beyond any trace's times).
 const MAX_WINDOW_SECONDS: u64 = 1 << 40;
 
+/// Where windows start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Alignment {
+    /// At the first submission, and every window after it.
+    #[default]
+    FirstSubmit,
+    /// At multiples of the window since the epoch (the first window cut to start at the
+    /// first submission).
+    Epoch,
+}
+
+/// How to audit a trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// The windows' length, in seconds.
+    pub window: u64,
+    /// Count and pass over bad rows (rows that are not jobs, jobs the budgets cannot place)
+    /// instead of stopping at the first.
+    pub skip_bad_rows: bool,
+    pub align: Alignment,
+}
+
 /// A future change to one cluster's ledger.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Pending {
     at: i64,
-    /// 0 a start, 1 an end: a job that starts and ends at one instant starts first.
+    /// [`DEMAND`], [`START`] or [`END`]: at one instant a job is demand before it starts,
+    /// and starts before it ends.
     order: u8,
     cluster: usize,
     node: usize,
@@ -67,81 +97,151 @@ struct Pending {
     ran: bool,
 }
 
-/// Replays `jobs` (in submit order) against the model; `window` in seconds.
+const DEMAND: u8 = 0;
+const START: u8 = 1;
+const END: u8 = 2;
+
+/// A job still waiting when the trace ends: its wait is known at the end.
+struct Censored<'m> {
+    /// The start of the window it was submitted in.
+    window: i64,
+    cluster: usize,
+    node: usize,
+    contract: &'m str,
+    /// When it became demand.
+    since: i64,
+}
+
+/// Replays `jobs` (in submit order) against the model; `window` in seconds, windows aligned
+/// to the first submission.
 pub fn audit(
     model: &Model,
     jobs: impl Iterator<Item = Result<Job, TraceError>>,
     window: u64,
     skip_bad_rows: bool,
 ) -> Result<Audit, AuditError> {
+    audit_with(model, jobs, Options { window, skip_bad_rows, align: Alignment::FirstSubmit })
+}
+
+/// Replays `jobs` (in submit order) against the model, as `options` say.
+pub fn audit_with(
+    model: &Model,
+    jobs: impl Iterator<Item = Result<Job, TraceError>>,
+    options: Options,
+) -> Result<Audit, AuditError> {
     let budgets = Budgets::new(model)?;
     let clusters = &budgets.clusters;
     let mut ledgers: Vec<Ledger<'_>> =
         clusters.iter().map(|b| Ledger::new(&b.hierarchy, b.gpus as f64)).collect::<Result<_, _>>()?;
     let mut pending: BinaryHeap<Reverse<Pending>> = BinaryHeap::new();
-    let window = window.clamp(1, MAX_WINDOW_SECONDS) as i64;
+    let window = options.window.clamp(1, MAX_WINDOW_SECONDS) as i64;
     let mut state = Progress::default();
-    let mut audit = Audit::default();
+    let mut audit = Audit { window, ..Audit::default() };
+    let mut censored: Vec<Censored<'_>> = Vec::new();
+    let mut last_submit: Option<i64> = None;
 
     for job in jobs {
         let job = match job {
             Ok(job) => job,
-            Err(_) if skip_bad_rows => {
+            Err(_) if options.skip_bad_rows => {
                 audit.skipped_rows += 1;
                 continue;
             }
             Err(e) => return Err(AuditError::Trace(e)),
         };
-        if let Some(previous) = state.last_submit
+        if let Some(previous) = last_submit
             && job.submit < previous
         {
             return Err(AuditError::NotSorted { id: job.id, submit: job.submit, previous });
         }
-        state.last_submit = Some(job.submit);
-        let origin = *state.origin.get_or_insert(job.submit.div_euclid(window) * window);
-        flush(&mut pending, &mut ledgers, job.submit, clusters, &mut state, &mut audit, window)?;
-        let Assignment { cluster, node } =
-            budgets.assign(&job).map_err(|error| AuditError::Job { id: job.id.clone(), error })?;
-        let gpus = f64::from(job.gpus);
-        state.window_start.get_or_insert(origin);
-        state.ensure_window(job.submit, window, clusters, &mut ledgers, &mut audit)?;
-        ledgers[cluster].apply(&Event { at: job.submit as f64, change: Change::Demand { node, gpus } })?;
-        if let Some(start) = job.start {
-            pending.push(Reverse(Pending {
-                at: start,
-                order: 0,
-                cluster,
-                node: node.0,
-                gpus: job.gpus,
-                ran: true,
-            }));
-            let wait = match job.wait {
-                WaitCount::Measured => Some(start - job.submit),
-                WaitCount::Total(wait) => Some(wait),
-                WaitCount::Elsewhere => None,
-            };
-            if let Some(wait) = wait {
-                let ClusterBudgets { name, paths, .. } = &clusters[cluster];
-                state.record_wait(&paths[node.0], name, budgets.contract(&job), wait);
+        last_submit = Some(job.submit);
+        if job.start.is_none() && job.duration.is_some() {
+            // A submission with the work it asks for: what a simulation replays.
+            audit.not_audited += 1;
+            continue;
+        }
+        let Assignment { cluster, node } = match budgets.assign(&job) {
+            Ok(assignment) => assignment,
+            Err(_) if options.skip_bad_rows => {
+                audit.skipped_rows += 1;
+                continue;
             }
+            Err(error) => return Err(AuditError::Job { id: job.id, error }),
+        };
+        if state.window_start.is_none() {
+            // The trace's span and its first window start at its first submission.
+            state.origin = job.submit;
+            state.phase = match options.align {
+                Alignment::FirstSubmit => job.submit,
+                Alignment::Epoch => 0,
+            };
+            state.window_start = Some(job.submit);
+            state.last_event = job.submit;
+        }
+        flush(&mut pending, &mut ledgers, job.submit, clusters, &mut state, &mut audit, window)?;
+        state.ensure_window(job.submit, window, clusters, &mut ledgers, &mut audit)?;
+        state.last_event = state.last_event.max(job.submit);
+        let event = |at: i64, order: u8, ran: bool| {
+            Reverse(Pending { at, order, cluster, node: node.0, gpus: job.gpus, ran })
+        };
+        // Demand from when the job could run: held or waiting on another, it is no one's.
+        let demand = job.eligible.unwrap_or(job.submit);
+        pending.push(event(demand, DEMAND, false));
+        if let Some(start) = job.start {
+            pending.push(event(start, START, true));
         }
         // A job without an end holds its demand (and use) to the end of the trace.
         if let Some(end) = job.end {
-            let ran = job.start.is_some();
-            pending.push(Reverse(Pending { at: end, order: 1, cluster, node: node.0, gpus: job.gpus, ran }));
+            pending.push(event(end, END, job.start.is_some()));
+        }
+        let contract = budgets.contract(&job);
+        let wait = match (job.wait, job.start, job.end) {
+            (WaitCount::Measured, Some(start), _) => Some(start - demand),
+            // Cancelled while waiting: it waited until then.
+            (WaitCount::Measured, None, Some(end)) => Some(end - demand),
+            (WaitCount::Measured, None, None) => {
+                let window = state.window_start.unwrap_or(job.submit);
+                censored.push(Censored { window, cluster, node: node.0, contract, since: demand });
+                state.expect_censored(&clusters[cluster].paths[node.0], &clusters[cluster].name, contract);
+                None
+            }
+            (WaitCount::Total(wait), _, _) => Some(wait),
+            (WaitCount::Elsewhere, _, _) => None,
+        };
+        if let Some(wait) = wait {
+            let ClusterBudgets { name, paths, .. } = &clusters[cluster];
+            state.record_wait(&paths[node.0], name, contract, wait);
         }
         audit.jobs += 1;
     }
-    let last = pending.iter().map(|Reverse(p)| p.at).max().or(state.last_submit).unwrap_or(0);
+    if audit.jobs == 0 {
+        return Err(AuditError::NoJobs(no_jobs(&audit)));
+    }
     flush(&mut pending, &mut ledgers, i64::MAX - 1, clusters, &mut state, &mut audit, window)?;
-    let end = last.max(state.last_event);
+    let end = state.last_event;
     state.ensure_window(end, window, clusters, &mut ledgers, &mut audit)?;
     for ledger in ledgers.iter_mut() {
         ledger.advance_to(end as f64)?;
     }
     state.close_window(end, window, clusters, &ledgers, &mut audit)?;
-    let origin = state.origin.unwrap_or(0);
-    audit.whole = totals(origin, end, clusters, &ledgers, &state.all_waits);
+    for job in censored {
+        let (path, name) = (&clusters[job.cluster].paths[job.node], &clusters[job.cluster].name);
+        let wait = end - job.since;
+        let whole = &mut state.all_waits;
+        whole.budgets.entry((path.clone(), name.clone())).or_default().push_censored(wait);
+        whole.contracts.entry(job.contract.to_string()).or_default().push_censored(wait);
+        // The window it was submitted in was kept with a row for its budget and contract.
+        if let Ok(w) = audit.windows.binary_search_by_key(&job.window, |w| w.start) {
+            let span = &mut audit.windows[w];
+            if let Some(b) = span.budgets.iter_mut().find(|b| b.project == *path && b.cluster == *name) {
+                b.waits.push_censored(wait);
+            }
+            if let Some(c) = span.contracts.iter_mut().find(|c| c.contract == job.contract) {
+                c.waits.push_censored(wait);
+            }
+        }
+    }
+    audit.whole = totals(state.origin, end, clusters, &ledgers, &state.all_waits);
     audit.leaves = clusters
         .iter()
         .flat_map(|b| {
@@ -155,6 +255,17 @@ pub fn audit(
     Ok(audit)
 }
 
+/// Why no job of a trace could be audited.
+fn no_jobs(audit: &Audit) -> String {
+    let submissions = "record submissions only (no start times): `allot replay simulate` replays them";
+    match (audit.skipped_rows, audit.not_audited) {
+        (0, 0) => "the trace has no jobs".to_string(),
+        (0, _) => format!("the trace's rows {submissions}"),
+        (skipped, 0) => format!("every row was skipped as bad ({skipped})"),
+        (skipped, rest) => format!("{skipped} rows were skipped as bad, and the other {rest} {submissions}"),
+    }
+}
+
 /// Waits by (budget, cluster) and by contract.
 #[derive(Default)]
 struct WaitBook {
@@ -164,8 +275,10 @@ struct WaitBook {
 
 #[derive(Default)]
 struct Progress {
-    origin: Option<i64>,
-    last_submit: Option<i64>,
+    /// The first submission: where the trace's span starts.
+    origin: i64,
+    /// A boundary of windows: the first submission, or the epoch.
+    phase: i64,
     last_event: i64,
     window_start: Option<i64>,
     /// Cumulative figures at the start of the current window, per cluster and node.
@@ -182,6 +295,20 @@ impl Progress {
         }
     }
 
+    /// Keeps the current window's rows of a budget and a contract with a job still waiting
+    /// at the end of the trace: its wait is added to them then.
+    fn expect_censored(&mut self, project: &str, cluster: &str, contract: &str) {
+        let book = &mut self.window_waits;
+        book.budgets.entry((project.to_string(), cluster.to_string())).or_default();
+        book.contracts.entry(contract.to_string()).or_default();
+    }
+
+    /// The end of the window that holds `at`: the next boundary after it.
+    fn window_end(&self, at: i64, window: i64) -> i64 {
+        let offset = at.saturating_sub(self.phase);
+        self.phase.saturating_add((offset.div_euclid(window) + 1).saturating_mul(window))
+    }
+
     /// Closes every window that ends at or before `at`; when nothing is waiting or running
     /// (no ledger changes before `at`), jumps to the window that holds `at`.
     fn ensure_window(
@@ -195,19 +322,17 @@ impl Progress {
         if self.at_window_start.is_empty() {
             self.at_window_start = clusters.iter().map(|b| vec![(0.0, 0.0, 0.0); b.paths.len()]).collect();
         }
-        while let Some(start) = self.window_start
-            && at >= start.saturating_add(window)
-        {
-            let end = start.saturating_add(window);
-            if end <= start {
-                break; // at the end of time: the last window is closed by the caller
+        while let Some(start) = self.window_start {
+            let end = self.window_end(start, window);
+            if at < end || end <= start {
+                break;
             }
             for ledger in ledgers.iter_mut() {
                 ledger.advance_to(end as f64)?;
             }
             self.close_window(end, window, clusters, ledgers, audit)?;
             if ledgers.iter().all(Ledger::is_idle) {
-                self.window_start = Some(end + at.saturating_sub(end) / window * window);
+                self.window_start = Some(end + (at - end) / window * window);
             }
         }
         Ok(())
@@ -226,7 +351,7 @@ impl Progress {
         if end <= start {
             return Ok(());
         }
-        let mut span = Span { start, end, ..Span::default() };
+        let mut span = Span { start, end, partial: end - start < window, ..Span::default() };
         for (c, (cluster, ledger)) in clusters.iter().zip(ledgers).enumerate() {
             let mut cluster_used = 0.0;
             for (i, path) in cluster.paths.iter().enumerate() {
@@ -241,11 +366,11 @@ impl Progress {
                 if cluster.hierarchy.node(id).is_some_and(|n| n.parent.is_none()) {
                     cluster_used += now.0 - before.0;
                 }
-                let waits = self
-                    .window_waits
-                    .budgets
-                    .remove(&(path.clone(), cluster.name.clone()))
-                    .unwrap_or_default();
+                // A budget with jobs in the window keeps its row, even before their waits are
+                // known (jobs still waiting at the end of the trace).
+                let waits = self.window_waits.budgets.remove(&(path.clone(), cluster.name.clone()));
+                let had_jobs = waits.is_some();
+                let waits = waits.unwrap_or_default();
                 let figures = BudgetFigures {
                     project: path.clone(),
                     cluster: cluster.name.clone(),
@@ -254,7 +379,7 @@ impl Progress {
                     delivered_gpu_hours: now.2 - before.2,
                     waits,
                 };
-                if figures.has_activity() {
+                if figures.has_activity() || had_jobs {
                     span.budgets.push(figures);
                 }
                 if let Some(slot) = self.at_window_start.get_mut(c).and_then(|v| v.get_mut(i)) {
@@ -304,12 +429,14 @@ fn flush(
         let gpus = f64::from(next.gpus);
         let ledger = &mut ledgers[next.cluster];
         let at = next.at as f64;
-        if next.order == 0 {
-            ledger.apply(&Event { at, change: Change::Use { node, gpus } })?;
-        } else {
-            ledger.apply(&Event { at, change: Change::Demand { node, gpus: -gpus } })?;
-            if next.ran {
-                ledger.apply(&Event { at, change: Change::Use { node, gpus: -gpus } })?;
+        match next.order {
+            DEMAND => ledger.apply(&Event { at, change: Change::Demand { node, gpus } })?,
+            START => ledger.apply(&Event { at, change: Change::Use { node, gpus } })?,
+            _ => {
+                ledger.apply(&Event { at, change: Change::Demand { node, gpus: -gpus } })?;
+                if next.ran {
+                    ledger.apply(&Event { at, change: Change::Use { node, gpus: -gpus } })?;
+                }
             }
         }
         state.last_event = state.last_event.max(next.at);

@@ -20,6 +20,14 @@ pub enum JobError {
     NoCluster,
     #[error("cluster `{0}` is not in the budgets")]
     UnknownCluster(String),
+    /// Several allot clusters are bound to partitions of the job's Slurm cluster, and the
+    /// job's partition is none of theirs.
+    #[error(
+        "Slurm cluster `{cluster}` holds several clusters of the budgets, on partitions {}, and the job {}",
+        .partitions.join(", "),
+        if .partition.is_empty() { "names no partition".to_string() } else { format!("is on partition `{}`", .partition) }
+    )]
+    NoPartition { cluster: String, partition: String, partitions: Vec<String> },
 }
 
 /// One cluster's budgets as an entitlement hierarchy.
@@ -218,18 +226,36 @@ impl<'m> Budgets<'m> {
         })
     }
 
-    /// The index of the job's cluster among the model's: the allot cluster it names, or the
-    /// one bound to the Slurm cluster it names; the only cluster when it names none.
+    /// The index of the job's cluster among the model's: the one bound to the Slurm
+    /// cluster it names (when several are bound to partitions of that Slurm cluster, the one
+    /// on the job's partition), else the allot cluster it names; the only cluster when it
+    /// names none.
     fn cluster(&self, job: &Job) -> Result<usize, JobError> {
         let clusters = &self.model.clusters;
         if job.cluster.is_empty() {
             return if clusters.len() == 1 { Ok(0) } else { Err(JobError::NoCluster) };
         }
-        clusters
-            .iter()
-            .position(|c| {
-                c.name == job.cluster || c.bindings.slurm.as_ref().is_some_and(|s| s.cluster == job.cluster)
+        let bound = || {
+            clusters.iter().enumerate().filter_map(|(i, c)| {
+                c.bindings
+                    .slurm
+                    .as_ref()
+                    .filter(|s| s.cluster == job.cluster)
+                    .map(|s| (i, s.partition.as_str()))
             })
-            .ok_or_else(|| JobError::UnknownCluster(job.cluster.clone()))
+        };
+        let on_partition = || bound().find(|&(_, partition)| partition == job.partition).map(|(i, _)| i);
+        match bound().count() {
+            0 => clusters
+                .iter()
+                .position(|c| c.name == job.cluster)
+                .ok_or_else(|| JobError::UnknownCluster(job.cluster.clone())),
+            1 => Ok(bound().next().map_or(0, |(i, _)| i)),
+            _ => on_partition().filter(|_| !job.partition.is_empty()).ok_or_else(|| JobError::NoPartition {
+                cluster: job.cluster.clone(),
+                partition: job.partition.clone(),
+                partitions: bound().map(|(_, p)| p.to_string()).collect(),
+            }),
+        }
     }
 }

@@ -28,31 +28,48 @@ impl BudgetFigures {
     }
 }
 
-/// Waits of a set of jobs, in seconds, for exact nearest-rank percentiles.
+/// Waits of a set of jobs, in seconds, for exact nearest-rank percentiles. A job still
+/// waiting when the trace ends counts as waiting until then: its wait is *censored* (the
+/// real one is longer), and the waits say how many are.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Waits(Vec<u32>);
+pub struct Waits {
+    values: Vec<u32>,
+    censored: usize,
+}
 
 impl Waits {
     /// Adds one job's wait, in seconds (a negative wait counts as none).
     pub(crate) fn push(&mut self, seconds: i64) {
-        self.0.push(seconds.clamp(0, u32::MAX as i64) as u32);
+        self.values.push(seconds.clamp(0, u32::MAX as i64) as u32);
     }
 
+    /// Adds the wait of a job still waiting when the trace ends, up to its end.
+    pub(crate) fn push_censored(&mut self, seconds: i64) {
+        self.push(seconds);
+        self.censored += 1;
+    }
+
+    /// The jobs counted, censored or not.
     pub fn jobs(&self) -> usize {
-        self.0.len()
+        self.values.len()
+    }
+
+    /// How many of the waits end with the trace, the job still waiting.
+    pub fn censored(&self) -> usize {
+        self.censored
     }
 
     /// Every wait, in seconds, in the order the jobs were recorded (for histograms).
     pub fn values(&self) -> &[u32] {
-        &self.0
+        &self.values
     }
 
     /// The nearest-rank percentile: the smallest wait that `p`% of the jobs do not exceed.
     pub fn percentile(&self, p: f64) -> Option<u64> {
-        if self.0.is_empty() {
+        if self.values.is_empty() {
             return None;
         }
-        let mut sorted = self.0.clone();
+        let mut sorted = self.values.clone();
         sorted.sort_unstable();
         let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
         sorted.get(rank.min(sorted.len()) - 1).map(|&w| u64::from(w))
@@ -79,6 +96,9 @@ pub struct ClusterFigures {
 pub struct Span {
     pub start: i64,
     pub end: i64,
+    /// A window shorter than the audit's window: the first (when windows are aligned to the
+    /// epoch) or the last, cut to the trace's span. Never set on the whole trace's span.
+    pub partial: bool,
     pub budgets: Vec<BudgetFigures>,
     pub contracts: Vec<ContractFigures>,
     pub clusters: Vec<ClusterFigures>,
@@ -107,12 +127,21 @@ impl Span {
 /// What an audit found: the figures of the whole trace and of each window.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Audit {
+    /// From the first submission to the last event (submission, eligibility, start or end).
     pub whole: Span,
     pub windows: Vec<Span>,
+    /// The windows' length, in seconds.
+    pub window: i64,
     /// Leaf budgets' paths (for the overall ratio and the per-budget expectation).
     pub leaves: Vec<String>,
+    /// The jobs audited (started or not).
     pub jobs: usize,
+    /// Rows skipped under `--skip-bad-rows`: rows that are not jobs, and jobs the budgets
+    /// cannot place (an unknown cluster, a partition that picks none).
     pub skipped_rows: usize,
+    /// Rows that record a submission only (a duration, no start): what a simulation
+    /// replays, not what happened.
+    pub not_audited: usize,
 }
 
 impl Audit {

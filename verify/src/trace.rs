@@ -29,8 +29,9 @@ pub struct Job {
     pub partition: String,
     pub gpus: u32,
     pub submit: i64,
-    /// When it could first run (sacct's `Eligible`: after a hold or a dependency); `None`:
-    /// when submitted.
+    /// When it could first run (sacct's `Eligible`: after a hold or a dependency), kept
+    /// between its submission and its start (or, never started, its end); `None`: when
+    /// submitted.
     pub eligible: Option<i64>,
     pub start: Option<i64>,
     /// When it ended (ran to its end, failed, or was cancelled while waiting).
@@ -431,7 +432,7 @@ struct Row<'a> {
 }
 
 /// The job of a row: its times in range and in order (a start and a duration without an
-/// end give the end; an eligibility is kept between submission and start).
+/// end give the end; an eligibility is kept between submission and start, or end).
 fn job(row: Row<'_>) -> Result<Job, RowError> {
     let gpus: u32 =
         row.gpus.trim().parse().map_err(|_| RowError::NotAGpuCount(row.gpus.trim().to_owned()))?;
@@ -460,7 +461,7 @@ fn job(row: Row<'_>) -> Result<Job, RowError> {
         .eligible
         .map(in_range)
         .transpose()?
-        .map(|e| e.max(submit).min(start.unwrap_or(i64::MAX)))
+        .map(|e| e.max(submit).min(start.or(end).unwrap_or(i64::MAX)))
         .filter(|&e| e > submit);
     Ok(Job {
         id: row.id.trim().to_string(),

@@ -8,7 +8,7 @@ use super::table::{Cell, Column, Table};
 use crate::expectations::Verdict;
 use crate::figures::{Audit, BudgetFigures, ContractFigures, Span};
 
-const BUDGETS: [Column<'static>; 8] = [
+const BUDGETS: [Column<'static>; 9] = [
     Column::left().text("  ", "CLUSTER", 10).heading("cluster").key("cluster"),
     Column::left().text(" ", "BUDGET", 34).heading("budget").key("project"),
     Column::right().text(" ", "USED GPUh", 10).heading("used GPU-h").key("used_gpu_hours"),
@@ -17,12 +17,15 @@ const BUDGETS: [Column<'static>; 8] = [
     Column::right().text(" ", "RATIO", 7).heading("delivered").key("delivered_ratio"),
     Column::right().key("jobs"),
     Column::left().text("  ", "WAIT", 0).heading("wait p50 / p90 / p99").key("wait"),
+    // In text and Markdown, the wait cell says how many waits are censored.
+    Column::right().key("censored"),
 ];
 
-const CONTRACTS: [Column<'static>; 3] = [
+const CONTRACTS: [Column<'static>; 4] = [
     Column::left().text("  ", "", 16).heading("contract").key("contract"),
     Column::right().text(" ", "", 8).heading("jobs").key("jobs"),
     Column::left().text(" jobs  wait ", "", 0).heading("wait p50 / p90 / p99 (nearest rank)").key("wait"),
+    Column::right().key("censored"),
 ];
 
 const CLUSTERS: [Column<'static>; 4] = [
@@ -47,9 +50,15 @@ const VERDICTS: [Column<'static>; 6] = [
 pub fn text(audit: &Audit, verdicts: &[Verdict]) -> String {
     let whole = &audit.whole;
     let mut out = format!(
-        "Audit of {} jobs from {} to {} ({} rows skipped); waits are nearest-rank p50 / p90 / p99\n\n",
-        audit.jobs, whole.start, whole.end, audit.skipped_rows
+        "Audit of {} jobs from {} to {} ({} rows skipped{}); waits are nearest-rank p50 / p90 / p99\n",
+        audit.jobs,
+        whole.start,
+        whole.end,
+        audit.skipped_rows,
+        not_audited(audit)
     );
+    out.push_str(&windows(audit));
+    out.push('\n');
     out.push_str(&shown_budgets(whole).text());
     out.push_str("\nContracts:\n");
     out.push_str(&contracts(&whole.contracts).text());
@@ -75,6 +84,11 @@ pub fn markdown(audit: &Audit, verdicts: &[Verdict]) -> String {
         verdicts.len() - failed,
         verdicts.len()
     );
+    if audit.skipped_rows > 0 || audit.not_audited > 0 {
+        out.push_str(&format!("{} rows skipped{}.\n\n", audit.skipped_rows, not_audited(audit)));
+    }
+    out.push_str(&windows(audit));
+    out.push('\n');
     out.push_str(&shown_budgets(whole).markdown());
     out.push('\n');
     out.push_str(&contracts(&whole.contracts).markdown());
@@ -97,6 +111,7 @@ pub fn json(audit: &Audit, verdicts: &[Verdict]) -> Value {
             json!({
                 "start": w.start,
                 "end": w.end,
+                "partial": w.partial,
                 "budgets": budgets(&w.budgets).json(),
                 "contracts": contracts(&w.contracts).json(),
                 "clusters": clusters(w).json(),
@@ -113,6 +128,7 @@ pub fn json(audit: &Audit, verdicts: &[Verdict]) -> Value {
         "totals": {
             "jobs": audit.jobs,
             "skipped_rows": audit.skipped_rows,
+            "not_audited": audit.not_audited,
             "used_gpu_hours": leaves(|b| b.used_gpu_hours),
             "entitled_gpu_hours": leaves(|b| b.entitled_gpu_hours),
             "delivered_gpu_hours": leaves(|b| b.delivered_gpu_hours),
@@ -121,6 +137,27 @@ pub fn json(audit: &Audit, verdicts: &[Verdict]) -> Value {
         "windows": windows,
         "expectations": verdicts_table(verdicts).json(),
     })
+}
+
+/// ", 3 rows of submissions only (no start) not audited", when there are such rows.
+fn not_audited(audit: &Audit) -> String {
+    match audit.not_audited {
+        0 => String::new(),
+        1 => ", 1 row of a submission only (no start) not audited".to_string(),
+        n => format!(", {n} rows of submissions only (no start) not audited"),
+    }
+}
+
+/// The windows in a line: how many, how long, and which are partial.
+fn windows(audit: &Audit) -> String {
+    let partial: Vec<String> =
+        audit.windows.iter().filter(|w| w.partial).map(|w| format!("{} to {}", w.start, w.end)).collect();
+    let count = audit.windows.len();
+    let mut line = format!("{count} window{} of {} s", if count == 1 { "" } else { "s" }, audit.window);
+    if !partial.is_empty() {
+        line.push_str(&format!(" (partial: {})", partial.join(", ")));
+    }
+    line + "\n"
 }
 
 /// The budgets of a span for people: those with nothing to show (no use, no entitlement,
@@ -142,6 +179,7 @@ fn budgets<'a>(budgets: impl IntoIterator<Item = &'a BudgetFigures>) -> Table<'a
                 Cell::Ratio(b.delivered_ratio()),
                 Cell::Count(b.waits.jobs() as u64),
                 Cell::Waits(&b.waits),
+                Cell::Count(b.waits.censored() as u64),
             ]
         })
         .collect();
@@ -151,7 +189,14 @@ fn budgets<'a>(budgets: impl IntoIterator<Item = &'a BudgetFigures>) -> Table<'a
 fn contracts(contracts: &[ContractFigures]) -> Table<'_> {
     let rows = contracts
         .iter()
-        .map(|c| vec![Cell::text(&c.contract), Cell::Count(c.waits.jobs() as u64), Cell::Waits(&c.waits)])
+        .map(|c| {
+            vec![
+                Cell::text(&c.contract),
+                Cell::Count(c.waits.jobs() as u64),
+                Cell::Waits(&c.waits),
+                Cell::Count(c.waits.censored() as u64),
+            ]
+        })
         .collect();
     Table::new(CONTRACTS.to_vec(), rows)
 }

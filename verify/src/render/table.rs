@@ -86,7 +86,7 @@ pub(crate) enum Cell<'a> {
     Ratio(Option<f64>),
     /// A measure to compare with a threshold: three decimals in text.
     Number(f64),
-    /// Nearest-rank p50, p90 and p99 of waits.
+    /// Nearest-rank p50, p90 and p99 of waits (and in text, how many are censored).
     Waits(&'a Waits),
     /// Whether an expectation is met: `ok` or `FAIL` in text, `met` or `**not met**` in
     /// Markdown.
@@ -144,7 +144,11 @@ impl fmt::Display for Cell<'_> {
             Cell::Waits(waits) => {
                 let [p50, p90, p99] =
                     [50.0, 90.0, 99.0].map(|p| waits.percentile(p).map_or("-".into(), wait));
-                write!(f, "{p50} / {p90} / {p99}")
+                write!(f, "{p50} / {p90} / {p99}")?;
+                match waits.censored() {
+                    0 => Ok(()),
+                    n => write!(f, " ({n} censored)"),
+                }
             }
             Cell::Met(true) => f.write_str("ok"),
             Cell::Met(false) => f.write_str("FAIL"),
