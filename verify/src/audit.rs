@@ -242,14 +242,19 @@ pub fn audit_with(
         }
     }
     audit.whole = totals(state.origin, end, clusters, &ledgers, &state.all_waits);
-    audit.leaves = clusters
+    // Leaf budgets: an inner project's own jobs only when it had some.
+    let listed: std::collections::HashSet<(&str, &str)> =
+        audit.whole.budgets.iter().map(|b| (b.project.as_str(), b.cluster.as_str())).collect();
+    let leaves: Vec<String> = clusters
         .iter()
         .flat_map(|b| {
             (0..b.paths.len())
                 .filter(|&i| b.hierarchy.is_leaf(NodeId(i)) && NodeId(i) != b.unbudgeted)
+                .filter(|&i| listed.contains(&(b.paths[i].as_str(), b.name.as_str())))
                 .map(|i| b.paths[i].clone())
         })
         .collect();
+    audit.leaves = leaves;
     audit.leaves.sort();
     audit.leaves.dedup();
     Ok(audit)
@@ -466,6 +471,10 @@ fn totals(
             };
             if cluster.hierarchy.node(id).is_some_and(|n| n.parent.is_none()) {
                 cluster_used += figures.used_gpu_hours;
+            }
+            // An inner project's own jobs are listed only when it had some.
+            if cluster.is_own(id) && !figures.has_activity() {
+                continue;
             }
             span.budgets.push(figures);
         }

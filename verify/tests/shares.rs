@@ -87,3 +87,11 @@ fn an_inner_projects_own_jobs_yield_to_its_sub_projects_shares() {
     assert!(close(entitled(&result, "p/q"), 5.0) && close(entitled(&result, "p/r"), 5.0));
     assert!(close(entitled(&result, "p (own jobs)"), 0.0));
 }
+
+#[test]
+fn an_inner_project_without_own_jobs_lists_none() {
+    let trace = "id,project,gpus,submit,start,end\n1,p/q,5,0,0,3600\n";
+    let result = run(NESTED, trace);
+    assert!(result.whole.budgets.iter().all(|b| b.project != "p (own jobs)"));
+    assert_eq!(result.leaves, ["p/q", "p/r"]);
+}
