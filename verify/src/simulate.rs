@@ -44,7 +44,7 @@
 //! each preemption to its restart.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -538,19 +538,31 @@ impl Simulator {
         let mut changed = false;
         for &phase in phases {
             let mut cursor = Cursor::new(cluster, &ranks);
-            while let Some(index) = cursor.next(cluster) {
+            while let Some(head) = cursor.next() {
                 if cluster.pool.free_gpus == 0 && !self.may_preempt(cluster, &tried, phase, entitled) {
                     break;
                 }
+                let index = head.2;
                 let job = &self.jobs[index as usize];
                 let (leaf, gpus, limit) = (job.leaf as usize, job.gpus, self.limit(job));
-                if phase.is_some_and(|high| cluster.has_high_room(job) != high) {
+                // Dropping a group (not following it) skips the rest of its jobs, all of the
+                // same budget and size, for this pass; each condition only grows stricter as
+                // the pass goes on (jobs start, none ends), so none of them could start:
+                // - the priority phase is not theirs (high-priority GPUs only grow);
+                // - they would take a budget beyond its `max-gpus` (running GPUs only grow);
+                // - they fit nowhere now (free GPUs only shrink), their budget has had its
+                //   try at a preemption, and a job already holds the reservation.
+                if phase.is_some_and(|high| cluster.has_high_room(job) != high)
+                    || !cluster.within_limits(leaf, gpus)
+                {
                     continue;
                 }
-                if !cluster.within_limits(leaf, gpus) {
+                let fits = cluster.pool.fits(gpus);
+                if !fits && tried[leaf] && holder.is_some() {
                     continue;
                 }
-                if cluster.pool.fits(gpus) {
+                cursor.follow(cluster, head);
+                if fits {
                     let placement = match holder {
                         None => cluster.pool.place(gpus),
                         Some(holder) => {
@@ -571,7 +583,7 @@ impl Simulator {
                 }
                 if !tried[leaf] {
                     tried[leaf] = true;
-                    if !cluster.pool.fits(gpus) && self.preempt_for(cluster, index, entitled, now) {
+                    if !fits && self.preempt_for(cluster, index, entitled, now) {
                         // The running jobs changed: a new pass, with a new reservation.
                         return true;
                     }
@@ -752,33 +764,47 @@ impl Simulator {
 }
 
 /// The waiting jobs of a cluster in the policy's order, merged from the budgets' queues by
-/// (rank of the budget, time entered, trace order); a queue is read from where the last job
-/// taken from it stood, so starts during the walk do not disturb it.
+/// (rank of the budget, time entered, trace order). Each queue is read by job size (one
+/// group per budget and size, each in queue order), so that a pass can drop a whole group
+/// none of whose jobs can start in it; a group is read from where the last job taken from
+/// it stood, so starts during the walk do not disturb it.
 struct Cursor {
-    heads: BinaryHeap<Reverse<(u32, i64, u32, usize)>>,
+    heads: BinaryHeap<Reverse<Head>>,
     ranks: Vec<Option<u32>>,
 }
+
+/// The next job of one group: (rank, time entered, job, leaf, GPUs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Head(u32, i64, u32, usize, u32);
 
 impl Cursor {
     fn new(cluster: &ClusterState, ranks: &[Option<u32>]) -> Cursor {
         let mut cursor = Cursor { heads: BinaryHeap::new(), ranks: ranks.to_vec() };
         for &leaf in &cluster.leaves {
-            cursor.push_after(cluster, leaf, Bound::Unbounded);
+            for &gpus in cluster.by_size[leaf].keys() {
+                cursor.push_after(cluster, leaf, gpus, Bound::Unbounded);
+            }
         }
         cursor
     }
 
-    fn push_after(&mut self, cluster: &ClusterState, leaf: usize, after: Bound<(i64, u32)>) {
+    fn push_after(&mut self, cluster: &ClusterState, leaf: usize, gpus: u32, after: Bound<(i64, u32)>) {
         let Some(rank) = self.ranks[leaf] else { return };
-        if let Some(&(entered, index)) = cluster.queues[leaf].range((after, Bound::Unbounded)).next() {
-            self.heads.push(Reverse((rank, entered, index, leaf)));
+        let Some(group) = cluster.by_size[leaf].get(&gpus) else { return };
+        if let Some(&(entered, index)) = group.range((after, Bound::Unbounded)).next() {
+            self.heads.push(Reverse(Head(rank, entered, index, leaf, gpus)));
         }
     }
 
-    fn next(&mut self, cluster: &ClusterState) -> Option<u32> {
-        let Reverse((_, entered, index, leaf)) = self.heads.pop()?;
-        self.push_after(cluster, leaf, Bound::Excluded((entered, index)));
-        Some(index)
+    /// The next job; its group goes on only when [`Cursor::follow`] says so.
+    fn next(&mut self) -> Option<Head> {
+        self.heads.pop().map(|Reverse(head)| head)
+    }
+
+    /// Goes on with the group of `head` after it.
+    fn follow(&mut self, cluster: &ClusterState, head: Head) {
+        let Head(_, entered, index, leaf, gpus) = head;
+        self.push_after(cluster, leaf, gpus, Bound::Excluded((entered, index)));
     }
 }
 
@@ -792,6 +818,8 @@ struct ClusterState<'b> {
     leaves: Vec<usize>,
     /// Waiting jobs per tree node (leaves only), by (time entered, job).
     queues: Vec<BTreeSet<(i64, u32)>>,
+    /// The same, grouped by GPUs asked for.
+    by_size: Vec<BTreeMap<u32, BTreeSet<(i64, u32)>>>,
     waiting: Vec<f64>,
     /// Running GPUs per tree node (an inner node: its subtree's).
     running: Vec<f64>,
@@ -861,6 +889,7 @@ impl<'b> ClusterState<'b> {
             pool: Pool::new(budgets.gpus, gpus_per_node.max(1)),
             leaves,
             queues: vec![BTreeSet::new(); n],
+            by_size: vec![BTreeMap::new(); n],
             waiting: vec![0.0; n],
             running: vec![0.0; n],
             running_jobs: vec![BTreeSet::new(); n],
@@ -928,6 +957,7 @@ impl<'b> ClusterState<'b> {
     fn enqueue(&mut self, jobs: &[SimJob], index: u32) {
         let job = &jobs[index as usize];
         self.queues[job.leaf as usize].insert((job.entered, index));
+        self.by_size[job.leaf as usize].entry(job.gpus).or_default().insert((job.entered, index));
         self.waiting[job.leaf as usize] += f64::from(job.gpus);
         self.dirty = true;
     }
@@ -935,8 +965,15 @@ impl<'b> ClusterState<'b> {
     /// Takes a job out of its queue (nothing when it is not there).
     fn dequeue(&mut self, jobs: &[SimJob], index: u32) {
         let job = &jobs[index as usize];
-        if self.queues[job.leaf as usize].remove(&(job.entered, index)) {
-            self.waiting[job.leaf as usize] -= f64::from(job.gpus);
+        let leaf = job.leaf as usize;
+        if self.queues[leaf].remove(&(job.entered, index)) {
+            self.waiting[leaf] -= f64::from(job.gpus);
+            if let Some(group) = self.by_size[leaf].get_mut(&job.gpus) {
+                group.remove(&(job.entered, index));
+                if group.is_empty() {
+                    self.by_size[leaf].remove(&job.gpus);
+                }
+            }
         }
     }
 
@@ -1005,9 +1042,7 @@ impl<'b> ClusterState<'b> {
                 at.get_or_insert(end);
             }
         }
-        let free_then: Vec<u32> = (0..self.pool.free.len() as u32)
-            .map(|n| room.free.get(&n).copied().unwrap_or(self.pool.free[n as usize]))
-            .collect();
+        let free_then = room.free;
         let Some(at) = at else {
             // It cannot fit even once every running job has ended: it never will (it is
             // not placeable, which the reading of the trace rules out); nothing to hold.
@@ -1145,8 +1180,8 @@ impl DecayedUsage {
 struct Room<'p> {
     pool: &'p Pool,
     gpus: u32,
-    /// Free GPUs of the nodes given back to.
-    free: HashMap<u32, u32>,
+    /// Free GPUs of each node, counting what was given back.
+    free: Vec<u32>,
     /// GPUs on idle nodes, counting those the given-back jobs leave idle.
     idle: u32,
 }
@@ -1157,10 +1192,11 @@ impl Room<'_> {
         let pool = self.pool;
         let mut fits = false;
         for &(node, gpus) in placement {
-            let free = self.free.entry(node).or_insert(pool.free[node as usize]);
+            let free = &mut self.free[node as usize];
             *free += gpus;
             let capacity = pool.capacity[node as usize];
-            if *free == capacity && !pool.idle.contains(&node) {
+            // Idle now, and not before (a node with a job given back was not idle).
+            if *free == capacity {
                 self.idle += capacity;
             }
             fits |= self.gpus <= pool.per_node && *free >= self.gpus;
@@ -1319,7 +1355,7 @@ impl Pool {
     /// Room for `gpus` as running jobs are given back one by one (nothing changes).
     fn room_for(&self, gpus: u32) -> Room<'_> {
         let idle = self.idle.iter().map(|&n| self.capacity[n as usize]).sum();
-        Room { pool: self, gpus, free: HashMap::new(), idle }
+        Room { pool: self, gpus, free: self.free.clone(), idle }
     }
 
     fn take(&mut self, node: u32, gpus: u32) {
