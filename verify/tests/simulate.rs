@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 
 use allot_compiler::ir::Model;
-use allot_verify::simulate::{Policy, Simulation, simulate};
+use allot_verify::audit::AuditError;
+use allot_verify::simulate::{Policy, Run, Simulation, simulate};
 use allot_verify::trace::Job;
 use proptest::prelude::*;
 
@@ -48,8 +49,15 @@ fn an_under_served_budget_preempts_once_the_minimum_runtime_is_over() {
     assert_eq!(wait_of(&sim, "b"), Some(3000));
     let last = sim.runs.iter().find(|r| &*r.id == "1" && !r.preempted).unwrap();
     assert_eq!((last.start, last.end, last.attempt), (7200, 43_200, 2));
-    // The audit counts a's wait once, from its first start.
-    assert_eq!(wait_of(&sim, "a"), Some(0));
+    // a's wait is all the time it was queued: none before its first start, then 3600 s
+    // from its preemption to its restart; counted once, with its first run.
+    assert_eq!(wait_of(&sim, "a"), Some(3600));
+    let a = sim.audit.whole.budgets.iter().find(|b| b.project == "a").unwrap();
+    assert_eq!(a.waits.jobs(), 1);
+    // The largest jobs (the 99th percentile of [4, 8] GPUs: 8) are a's: 3600 s. The short
+    // jobs (an hour of work at most) are b's: 3000 s.
+    assert_eq!((sim.largest.min_gpus, sim.largest.waits.values()), (8, &[3600][..]));
+    assert_eq!(sim.short_jobs.values(), &[3000]);
 }
 
 #[test]
@@ -117,17 +125,279 @@ fn the_maximum_runtime_ends_a_job() {
     assert_eq!(sim.runs[0].end, 3600);
 }
 
+fn start_of(sim: &Simulation, id: &str) -> i64 {
+    sim.runs.iter().filter(|r| &*r.id == id).map(|r| r.start).min().unwrap()
+}
+
+#[test]
+fn a_preemption_takes_no_victim_it_can_spare() {
+    // a fills the one 8-GPU node with three jobs started at 0: 2 GPUs (job 1), 4 (job 2),
+    // 2 (job 3). b asks for 4 at 3600, when their protection (1 h) is over; each budget is
+    // entitled to 4. Newest first, job 3 (2 GPUs) then job 2 (4) free room enough; job 2
+    // alone does too, so job 3 is spared: one preemption, of job 2, which restarts when
+    // b's job ends at 7200 (4 GPUs × 3600 s lost).
+    let jobs = [
+        job(1, "a", 2, 0, 36_000, "batch"),
+        job(2, "a", 4, 0, 36_000, "batch"),
+        job(3, "a", 2, 0, 36_000, "batch"),
+        job(4, "b", 4, 3600, 3600, "batch"),
+    ];
+    let sim = run(&model(PAIR), &jobs, Policy::Budget);
+    assert_eq!(sim.preemptions, 1);
+    let preempted: Vec<&str> = sim.runs.iter().filter(|r| r.preempted).map(|r| &*r.id).collect();
+    assert_eq!(preempted, ["2"]);
+    assert_eq!(start_of(&sim, "4"), 3600);
+    assert!((sim.lost_gpu_hours - 4.0).abs() < 1e-9, "{}", sim.lost_gpu_hours);
+    let restart = sim.runs.iter().find(|r| &*r.id == "2" && !r.preempted).unwrap();
+    assert_eq!((restart.start, restart.end), (7200, 43_200));
+}
+
+#[test]
+fn gpus_a_preemption_frees_are_used_in_the_same_instant() {
+    // a's 8-GPU job (1) holds the node from 0; b asks for 4 GPUs (job 2) and 2 (job 3) at
+    // 600: entitled to 4 each. At 3600 a's protection ends, b (no usage) ranks first, job 2
+    // preempts job 1 and starts; the pass runs again in that instant and job 3 starts on
+    // the 4 GPUs left free (before, it waited for the next event, 7200). Both of b's jobs
+    // end at 7200, when job 1 restarts.
+    let jobs = [
+        job(1, "a", 8, 0, 36_000, "batch"),
+        job(2, "b", 4, 600, 3600, "batch"),
+        job(3, "b", 2, 600, 3600, "batch"),
+    ];
+    let sim = run(&model(PAIR), &jobs, Policy::Budget);
+    assert_eq!(sim.preemptions, 1);
+    assert_eq!((start_of(&sim, "2"), start_of(&sim, "3")), (3600, 3600));
+    let restart = sim.runs.iter().find(|r| &*r.id == "1" && !r.preempted).unwrap();
+    assert_eq!(restart.start, 7200);
+}
+
+#[test]
+fn a_budget_never_runs_more_than_its_max_gpus() {
+    // An idle 16-GPU cluster; a is capped at 4 GPUs and asks for ten 1-GPU jobs of 100 s at
+    // 0: four run at 0, four at 100, two at 200, under either policy. A 5-GPU job of a can
+    // never run: it is counted unplaceable.
+    let text = "cluster c gpus=16 gpu-type=h100 gpus-per-node=8\n\
+        contract batch min-runtime=\"0s\" default=#true\n\
+        project a share=1 max-gpus=4\nproject b share=1\n";
+    let mut jobs: Vec<Job> = (0..10).map(|i| job(i, "a", 1, 0, 100, "batch")).collect();
+    jobs.push(job(10, "a", 5, 0, 100, "batch"));
+    for policy in [Policy::Budget, Policy::Priority] {
+        let sim = run(&model(text), &jobs, policy);
+        let mut starts: Vec<i64> = sim.runs.iter().map(|r| r.start).collect();
+        starts.sort_unstable();
+        assert_eq!(starts, [0, 0, 0, 0, 100, 100, 100, 100, 200, 200], "{policy:?}");
+        assert_eq!((sim.unplaceable, sim.preemptions), (1, 0), "{policy:?}");
+    }
+}
+
+#[test]
+fn backfill_starts_small_jobs_that_do_not_delay_the_head() {
+    // One 8-GPU node, one budget, no protection. Job 1 (6 GPUs) runs 0..1000. Job 2 (8 GPUs,
+    // at 10) heads the queue and cannot start: it holds a reservation at 1000, when job 1
+    // ends, on the whole node. Job 3 (2 GPUs, 500 s, at 20) ends at 520, before 1000: it
+    // starts at once (strict FIFO made it wait for job 2, to 2000). Job 4 (2 GPUs, 2000 s,
+    // at 30) would still run at 1000 on GPUs job 2 needs: it waits, starting when job 2
+    // ends at 2000. Job 2 starts at 1000 as reserved.
+    //
+    // The priority baseline serves jobs that would run high first: the cap is all 8 GPUs,
+    // so job 2 (6 + 8 > 8) would run low and job 3 high (6 + 2): job 3 starts at 20 either
+    // way; when it ends at 520, job 4 would run high and goes before job 2: it starts at
+    // 520, and job 2, reserved behind it, at 2520.
+    let text = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8\n\
+        contract batch min-runtime=\"0s\" default=#true\nproject a share=1\n";
+    let jobs = [
+        job(1, "a", 6, 0, 1000, "batch"),
+        job(2, "a", 8, 10, 1000, "batch"),
+        job(3, "a", 2, 20, 500, "batch"),
+        job(4, "a", 2, 30, 2000, "batch"),
+    ];
+    for (policy, expected) in [(Policy::Budget, [0, 1000, 20, 2000]), (Policy::Priority, [0, 2520, 20, 520])]
+    {
+        let sim = run(&model(text), &jobs, policy);
+        let starts: Vec<i64> = ["1", "2", "3", "4"].iter().map(|id| start_of(&sim, id)).collect();
+        assert_eq!(starts, expected, "{policy:?}");
+        assert_eq!(sim.preemptions, 0);
+    }
+}
+
+#[test]
+fn backfill_leaves_the_reserved_nodes_free() {
+    // Two 8-GPU nodes. Job 1 (6 GPUs, 0..1000) goes on node 0; job 2 (4 GPUs, 0..5000,
+    // budget b) best-fits on node 1. Job 3 (8 GPUs, at 10) fits no node: reserved at 1000 on
+    // node 0 (8 free then; node 1 has 4). Job 4 (1 GPU, 5000 s, at 20) runs past 1000 but
+    // fits on node 1, which the reservation does not need: it starts at 20 there. Job 5 (4
+    // GPUs, at 30) fits no node now (2 free on node 0, 3 on node 1): it waits for job 3
+    // (node 0 at 2000).
+    let text = "cluster c gpus=16 gpu-type=h100 gpus-per-node=8\n\
+        contract batch min-runtime=\"0s\" default=#true\nproject a share=1\nproject b share=1\n";
+    let jobs = [
+        job(1, "a", 6, 0, 1000, "batch"),
+        job(2, "b", 4, 0, 5000, "batch"),
+        job(3, "a", 8, 10, 1000, "batch"),
+        job(4, "a", 1, 20, 5000, "batch"),
+        job(5, "a", 4, 30, 100, "batch"),
+    ];
+    let sim = run(&model(text), &jobs, Policy::Budget);
+    let first = |id: &str| sim.runs.iter().find(|r| &*r.id == id).unwrap();
+    assert_eq!((first("1").nodes.clone(), first("2").nodes.clone()), (vec![(0, 6)], vec![(1, 4)]));
+    assert_eq!((first("3").start, first("3").nodes.clone()), (1000, vec![(0, 8)]));
+    assert_eq!((first("4").start, first("4").nodes.clone()), (20, vec![(1, 1)]));
+    assert_eq!(first("5").start, 2000);
+    assert_eq!(sim.preemptions, 0);
+}
+
+#[test]
+fn priority_caps_are_the_guaranteed_gpus() {
+    // Shares of 30% and 30% of 10 GPUs guarantee 3 each (renormalised weights made them 5).
+    // a starts ten 1-GPU jobs at 0: three high, seven low. At 600 b asks for five 1-GPU
+    // jobs: three are within its 3 and preempt a's newest low jobs (one victim each, at
+    // once); the other two would run low and wait: they start when b's first three end, at
+    // 4200, high again.
+    let text = "cluster c gpus=10 gpu-type=h100 gpus-per-node=10\n\
+        contract batch min-runtime=\"0s\" default=#true\n\
+        project a share=\"30%\"\nproject b share=\"30%\"\n";
+    let mut jobs: Vec<Job> = (0..10).map(|i| job(i, "a", 1, 0, 36_000, "batch")).collect();
+    jobs.extend((10..15).map(|i| job(i, "b", 1, 600, 3600, "batch")));
+    let sim = run(&model(text), &jobs, Policy::Priority);
+    assert_eq!(sim.preemptions, 3);
+    let mut preempted: Vec<&str> = sim.runs.iter().filter(|r| r.preempted).map(|r| &*r.id).collect();
+    preempted.sort_unstable();
+    assert_eq!(preempted, ["7", "8", "9"]);
+    let b: Vec<i64> = (10..15).map(|i| start_of(&sim, &i.to_string())).collect();
+    assert_eq!(b, [600, 600, 600, 4200, 4200]);
+}
+
+#[test]
+fn fair_tree_ties_are_served_by_submit_time() {
+    // Unbudgeted work (protected for its whole 1000 s) fills the node from 0. a asks at 20,
+    // b at 10, for the whole node each. Neither has usage: they are tied, with the same
+    // rank, so b's job, submitted first, starts first (at 1000), a's at 2000. (Ranked by
+    // declaration, a's went first.)
+    let jobs = [
+        job(1, "nobody", 8, 0, 1000, "batch"),
+        job(3, "b", 8, 10, 1000, "batch"),
+        job(2, "a", 8, 20, 1000, "batch"),
+    ];
+    let sim = run(&model(PAIR), &jobs, Policy::Budget);
+    assert_eq!((start_of(&sim, "3"), start_of(&sim, "2")), (1000, 2000));
+}
+
+#[test]
+fn fair_tree_ties_reach_into_a_tied_account() {
+    // lab and c are tied (no usage) and so are lab's x and y: Slurm 22.05 visits the leaf c
+    // before the account lab, and lab's first child is tied with c, so all three share one
+    // rank and their jobs go by submit time: y's (10), c's (20), x's (30), each at 1000 after
+    // the other, behind the unbudgeted job protected until its end at 1000.
+    let text = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8\n\
+        contract batch min-runtime=\"1h\" default=#true\n\
+        project lab share=2 {\n  project x share=1\n  project y share=1\n}\nproject c share=1\n";
+    let jobs = [
+        job(1, "nobody", 8, 0, 1000, "batch"),
+        job(2, "y", 8, 10, 1000, "batch"),
+        job(3, "c", 8, 20, 1000, "batch"),
+        job(4, "x", 8, 30, 1000, "batch"),
+    ];
+    let sim = run(&model(text), &jobs, Policy::Budget);
+    let starts: Vec<i64> = ["2", "3", "4"].iter().map(|id| start_of(&sim, id)).collect();
+    assert_eq!(starts, [1000, 2000, 3000]);
+}
+
+#[test]
+fn a_job_enters_its_queue_when_eligible() {
+    // One node, a blocker until 1000. Job 2 is submitted at 0 but eligible at 500; job 3 is
+    // submitted (and eligible) at 100: job 3 is queued first and starts first, at 1000; job
+    // 2 at 2000, having waited 1500 s from its eligibility.
+    let text = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8\n\
+        contract batch min-runtime=\"0s\" default=#true\nproject a share=1\n";
+    let mut late = job(2, "a", 8, 0, 1000, "batch");
+    late.eligible = Some(500);
+    let jobs = [job(1, "a", 8, 0, 1000, "batch"), late, job(3, "a", 8, 100, 1000, "batch")];
+    let sim = run(&model(text), &jobs, Policy::Budget);
+    assert_eq!((start_of(&sim, "3"), start_of(&sim, "2")), (1000, 2000));
+    let two = sim.runs.iter().find(|r| &*r.id == "2").unwrap();
+    assert_eq!((two.submit, two.queued), (0, 500));
+    assert_eq!(wait_of(&sim, "a"), Some(1500));
+}
+
+#[test]
+fn submissions_and_durations_alone_simulate() {
+    // No start, no end: the duration is the work. Two 8-GPU jobs on one node: 0..600 and
+    // 600..1200 (the second waited 590 s).
+    let text = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8\n\
+        contract batch min-runtime=\"0s\" default=#true\nproject a share=1\n";
+    let row = |id: &str, submit: i64| Job {
+        id: id.into(),
+        project: "a".into(),
+        gpus: 8,
+        submit,
+        duration: Some(600),
+        ..Job::default()
+    };
+    let sim = run(&model(text), &[row("1", 0), row("2", 10)], Policy::Budget);
+    assert_eq!((start_of(&sim, "1"), start_of(&sim, "2")), (0, 600));
+    assert_eq!((sim.audit.jobs, wait_of(&sim, "a")), (2, Some(590)));
+}
+
+#[test]
+fn a_simulation_of_no_usable_job_is_an_error() {
+    let text = "cluster c gpus=8 gpu-type=h100\ncontract batch min-runtime=\"0s\" default=#true\nproject a share=1\n";
+    let never_ran = Job { id: "1".into(), project: "a".into(), gpus: 1, ..Job::default() };
+    let too_large = job(2, "a", 9, 0, 100, "batch");
+    let result = simulate(
+        &model(text),
+        [never_ran, too_large].into_iter().map(Ok),
+        Policy::Budget,
+        false,
+        &mut |_| {},
+    );
+    match result {
+        Err(AuditError::NoJobs(why)) => {
+            assert!(why.contains("1 without a runtime") && why.contains("1 larger"), "{why}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let empty = simulate(&model(text), std::iter::empty(), Policy::Budget, false, &mut |_| {});
+    assert!(matches!(empty, Err(AuditError::NoJobs(_))));
+}
+
+#[test]
+fn a_row_of_an_unknown_cluster_is_a_bad_row() {
+    let text = "cluster c gpus=8 gpu-type=h100\ncontract batch min-runtime=\"0s\" default=#true\nproject a share=1\n";
+    let mut stray = job(1, "a", 1, 0, 100, "batch");
+    stray.cluster = "elsewhere".into();
+    let jobs = [stray, job(2, "a", 1, 0, 100, "batch")];
+    let skipped =
+        simulate(&model(text), jobs.iter().cloned().map(Ok), Policy::Budget, true, &mut |_| {}).unwrap();
+    assert_eq!((skipped.audit.skipped_rows, skipped.audit.jobs), (1, 1));
+    let refused = simulate(&model(text), jobs.iter().cloned().map(Ok), Policy::Budget, false, &mut |_| {});
+    assert!(matches!(refused, Err(AuditError::Job { ref id, .. }) if id == "1"), "{refused:?}");
+}
+
 const TREE: &str = "cluster c gpus=24 gpu-type=h100 gpus-per-node=8\n\
     contract batch min-runtime=\"30m\" default=#true\n\
     contract checkpointed min-runtime=\"10m\" resumable=#true\n\
     contract debug min-runtime=\"0s\" max-runtime=\"1h\"\n\
     project lab share=3 {\n  project vision share=2\n  project nlp share=1\n}\nproject infra share=1\n";
 
+/// TREE with `max-gpus`: lab (vision and nlp) at most 20 GPUs, nlp at most 10.
+const CAPPED_TREE: &str = "cluster c gpus=24 gpu-type=h100 gpus-per-node=8\n\
+    contract batch min-runtime=\"30m\" default=#true\n\
+    contract checkpointed min-runtime=\"10m\" resumable=#true\n\
+    contract debug min-runtime=\"0s\" max-runtime=\"1h\"\n\
+    project lab share=3 max-gpus=20 {\n  project vision share=2\n  project nlp share=1 max-gpus=10\n}\n\
+    project infra share=1\n";
+const CAPS: [(&str, u64); 2] = [("lab", 20), ("lab/nlp", 10)];
+
 const PROJECTS: [&str; 4] = ["vision", "nlp", "infra", "nobody"];
 const CONTRACTS: [&str; 3] = ["batch", "checkpointed", "debug"];
 
 fn trace() -> impl Strategy<Value = Vec<Job>> {
-    prop::collection::vec((0..4usize, 1..=20u32, 0..3usize, 0..4000i64, 1..20_000i64), 1..60).prop_map(
+    traces(20)
+}
+
+/// Traces of jobs of 1 to `most` GPUs.
+fn traces(most: u32) -> impl Strategy<Value = Vec<Job>> {
+    prop::collection::vec((0..4usize, 1..=most, 0..3usize, 0..4000i64, 1..20_000i64), 1..60).prop_map(
         |rows| {
             let mut submit = 0;
             rows.into_iter()
@@ -161,7 +431,7 @@ fn budgets_do_not_take_turns_preempting_each_other() {
     ];
     let model = model(TREE);
     let sim = run(&model, &jobs, Policy::Budget);
-    check_invariants(&model, &jobs, &sim, Policy::Budget).unwrap();
+    check_invariants(&model, &jobs, &sim, Policy::Budget, &[]).unwrap();
     // A ceiling, not a figure worked out by hand: the schedule itself still has flaws of
     // its own (job 13 is started and preempted in the same instant).
     assert!(sim.preemptions <= 10, "{} preemptions", sim.preemptions);
@@ -172,7 +442,9 @@ fn check_invariants(
     jobs: &[Job],
     sim: &Simulation,
     policy: Policy,
+    caps: &[(&str, u64)],
 ) -> Result<(), TestCaseError> {
+    check_instants(sim, caps)?;
     let by_id: BTreeMap<&str, &Job> = jobs.iter().map(|j| (j.id.as_str(), j)).collect();
     let contract = |name: &str| model.contracts.iter().find(|c| c.name == name).unwrap();
     // No GPU is used twice: on each node, GPUs held at any instant stay within the node.
@@ -227,26 +499,128 @@ fn check_invariants(
         prop_assert_eq!(work.get(job.id.as_str()).copied(), Some((needed, 1)), "job {}", job.id);
     }
     prop_assert!((lost - sim.lost_gpu_hours).abs() < 1e-6);
+    // A job's last run is the one that finishes.
+    for job in jobs {
+        let last = sim.runs.iter().filter(|r| *r.id == *job.id).max_by_key(|r| (r.start, r.attempt)).unwrap();
+        prop_assert!(!last.preempted, "job {}: its last run is preempted", job.id);
+    }
+    // Waits are counted once per job: the audit has one wait per job, its first run's.
+    let waits: usize = sim.audit.whole.contracts.iter().map(|c| c.waits.jobs()).sum();
+    prop_assert_eq!(waits, jobs.len());
     let used: f64 = sim.audit.whole.clusters.iter().map(|c| c.used_gpu_hours).sum();
     let ran: f64 = sim.runs.iter().map(|r| (r.end - r.start) as f64 * f64::from(r.gpus) / 3600.0).sum();
     prop_assert!((used - ran).abs() < 1e-6, "the audit counts {used} GPU-hours, the runs {ran}");
     Ok(())
 }
 
+/// The schedule at every instant (after the instant's scheduling: runs with start <= t < end
+/// run, runs with queued <= t < start wait), on the 8-GPU nodes of the test clusters:
+/// - no budget with a `max-gpus` in `caps` (a path and its subtree) runs more;
+/// - no job waits that fits the free GPUs now and is within its caps, unless another
+///   waiting job within its caps does not fit (the reservation that may hold it back is
+///   such a job's: a sound, weaker form of "no idle GPU while a job that would not delay
+///   the reservation waits").
+fn check_instants(sim: &Simulation, caps: &[(&str, u64)]) -> Result<(), TestCaseError> {
+    let mut instants: Vec<i64> = sim.runs.iter().flat_map(|r| [r.queued, r.start, r.end]).collect();
+    instants.sort_unstable();
+    instants.dedup();
+    let under = |project: &str, cap: &str| project == cap || project.starts_with(&format!("{cap}/"));
+    for t in instants {
+        let running: Vec<&Run> = sim.runs.iter().filter(|r| r.start <= t && t < r.end).collect();
+        let waiting: Vec<&Run> = sim.runs.iter().filter(|r| r.queued <= t && t < r.start).collect();
+        let mut free = [8u32; 3];
+        for run in &running {
+            for &(node, gpus) in &run.nodes {
+                free[node as usize] -= gpus;
+            }
+        }
+        let held = |cap: &str| -> u64 {
+            running.iter().filter(|r| under(&r.project, cap)).map(|r| u64::from(r.gpus)).sum()
+        };
+        for &(cap, most) in caps {
+            prop_assert!(held(cap) <= most, "{cap} runs {} GPUs at {t}, beyond its {most}", held(cap));
+        }
+        let within = |run: &Run| {
+            caps.iter()
+                .all(|&(cap, most)| !under(&run.project, cap) || held(cap) + u64::from(run.gpus) <= most)
+        };
+        let fits = |gpus: u32| {
+            if gpus <= 8 {
+                free.iter().any(|&f| f >= gpus)
+            } else {
+                free.iter().filter(|&&f| f == 8).count() as u32 * 8 >= gpus
+            }
+        };
+        for w in &waiting {
+            if within(w) && fits(w.gpus) {
+                let held_back = waiting.iter().any(|o| o.id != w.id && within(o) && !fits(o.gpus));
+                prop_assert!(held_back, "job {} waits at {t} though it fits and nothing holds it back", w.id);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Instants at which demand changes: a job enters its queue or finishes.
+fn demand_changes(jobs: &[Job], sim: &Simulation) -> usize {
+    let mut changes: Vec<i64> = jobs.iter().map(|j| j.submit).collect();
+    changes.extend(sim.runs.iter().filter(|r| !r.preempted).map(|r| r.end));
+    changes.sort_unstable();
+    changes.dedup();
+    changes.len()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Budgets do not take turns. The argument (`closer_to_budgets`): while demand is
+    /// unchanged every accepted preemption raises the best standing (GPUs within, then fewer
+    /// beyond), GPUs within never fall, and at equal GPUs within the GPUs beyond fall by at
+    /// least one; so between two demand changes there are finitely many preemptions, at most
+    /// (C + 1) for each value the GPUs within take (C the cluster's GPUs). That bound is far
+    /// above what schedules do; this property checks a ceiling of one preemption per demand
+    /// change over the whole trace (on 2,000 traces the most seen was 0.61 per change, and 7
+    /// in one stretch of unchanged demand), which a return of turn-taking breaks at once.
+    #[test]
+    fn preemptions_stay_below_one_per_demand_change(jobs in trace()) {
+        let model = model(TREE);
+        for policy in [Policy::Budget, Policy::Priority] {
+            let sim = run(&model, &jobs, policy);
+            let changes = demand_changes(&jobs, &sim);
+            prop_assert!(sim.preemptions as usize <= changes, "{policy:?}: {} preemptions, {changes} demand changes", sim.preemptions);
+        }
+    }
+
+    #[test]
+    fn caps_hold_under_the_budget_policy(jobs in traces(12)) {
+        let model = model(CAPPED_TREE);
+        let jobs: Vec<Job> = jobs.into_iter().filter(|j| j.project != "nlp" || j.gpus <= 10).collect();
+        prop_assume!(!jobs.is_empty());
+        let sim = run(&model, &jobs, Policy::Budget);
+        check_invariants(&model, &jobs, &sim, Policy::Budget, &CAPS)?;
+    }
+
+    #[test]
+    fn caps_hold_under_the_priority_policy(jobs in traces(12)) {
+        let model = model(CAPPED_TREE);
+        let jobs: Vec<Job> = jobs.into_iter().filter(|j| j.project != "nlp" || j.gpus <= 10).collect();
+        prop_assume!(!jobs.is_empty());
+        let sim = run(&model, &jobs, Policy::Priority);
+        check_invariants(&model, &jobs, &sim, Policy::Priority, &CAPS)?;
+    }
+
 
     #[test]
     fn the_budget_policy_keeps_the_invariants(jobs in trace()) {
         let model = model(TREE);
         let sim = run(&model, &jobs, Policy::Budget);
-        check_invariants(&model, &jobs, &sim, Policy::Budget)?;
+        check_invariants(&model, &jobs, &sim, Policy::Budget, &[])?;
     }
 
     #[test]
     fn the_priority_policy_keeps_the_invariants(jobs in trace()) {
         let model = model(TREE);
         let sim = run(&model, &jobs, Policy::Priority);
-        check_invariants(&model, &jobs, &sim, Policy::Priority)?;
+        check_invariants(&model, &jobs, &sim, Policy::Priority, &[])?;
     }
 }
