@@ -36,14 +36,15 @@ fn the_itp_trace_under_budgets_and_under_priorities() {
         assert_eq!(r["lost_gpu_hours"], 0.0);
     }
     let delivered = |r: &Value| r["audit"]["totals"]["delivered_ratio"].as_f64().unwrap();
-    let short_p50 = |r: &Value| r["short_jobs"]["wait_p50_s"].as_u64().unwrap();
+    // Backfill starts most short jobs at once under both; the tail tells them apart.
+    let short_p90 = |r: &Value| r["short_jobs"]["wait_p90_s"].as_u64().unwrap();
     assert!(
         delivered(budget) > delivered(priority) + 0.05,
         "{} vs {}",
         delivered(budget),
         delivered(priority)
     );
-    assert!(short_p50(budget) < short_p50(priority), "{} vs {}", short_p50(budget), short_p50(priority));
+    assert!(short_p90(budget) < short_p90(priority), "{} vs {}", short_p90(budget), short_p90(priority));
     let page = std::fs::read_to_string(report_dir.join("index.html")).unwrap();
     assert!(page.contains("budget policy") && page.contains("priority baseline"));
     assert_eq!(page.matches("<svg").count(), 4);

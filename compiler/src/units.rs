@@ -100,6 +100,13 @@ pub fn parse_percent(text: &str) -> Option<f64> {
     valid.then(|| number.parse().ok()).flatten()
 }
 
+/// The decay half-life that gives past usage the weight a sliding window of
+/// `window_seconds` gives it in total: `window × ln 2`, in whole seconds. allot's Slurm
+/// output sets it as `PriorityDecayHalfLife`, and the simulator decays usage with it.
+pub fn decay_half_life(window_seconds: Seconds) -> Seconds {
+    (window_seconds as f64 * std::f64::consts::LN_2).round() as Seconds
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

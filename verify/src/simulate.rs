@@ -22,8 +22,9 @@
 //! give a real scheduler, so backfill here is as good as it can be.
 //!
 //! Two policies:
-//! - [`Policy::Budget`]: jobs in Fair Tree order over usage decayed with the policy window
-//!   (`e^(-age / window)`, Slurm's half-life of window × ln 2): budgets ranked as Slurm's
+//! - [`Policy::Budget`]: jobs in Fair Tree order over usage decayed as Slurm decays it
+//!   ([`decay`](crate::decay): the half-life of window × ln 2 and the 5-minute passes
+//!   allot's Slurm output sets; usage as `sshare` would show it): budgets ranked as Slurm's
 //!   Fair Tree ranks users, ties given the same rank, then jobs by rank, the time they
 //!   entered the queue and trace order. A budget below its entitlement whose job does not fit
 //!   preempts jobs of budgets above theirs (and unbudgeted work), most over-served budget and
@@ -49,9 +50,11 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use allot_compiler::ir::Model;
+use allot_compiler::units::decay_half_life;
 
 use crate::audit::{AuditError, audit};
 use crate::budgets::{Assignment, Budgets, ClusterBudgets};
+use crate::decay::{Decay, Usage};
 use crate::entitlement::NodeId;
 use crate::figures::{Audit, Waits};
 use crate::trace::{Job, TraceError, WaitCount};
@@ -144,6 +147,10 @@ impl Run {
 /// The most work (seconds) a short job does: an hour.
 pub const SHORT_JOB: i64 = 3600;
 
+/// Seconds between two passes of Slurm's decay thread: the `PriorityCalcPeriod=5` (minutes)
+/// that allot's Slurm output sets.
+const CALC_PERIOD: i64 = 300;
+
 #[derive(Debug, Default)]
 pub struct LargestJobs {
     pub min_gpus: u32,
@@ -160,12 +167,13 @@ pub fn simulate(
     progress: &mut dyn FnMut(usize),
 ) -> Result<Simulation, AuditError> {
     let budgets = Budgets::new(model)?;
-    let window = model.policy.window_seconds.max(1) as f64;
+    // The decay allot's Slurm output sets: a half-life of window × ln 2, every 5 minutes.
+    let decay = Decay::new(decay_half_life(model.policy.window_seconds) as f64, CALC_PERIOD);
     let mut clusters: Vec<ClusterState> = budgets
         .clusters
         .iter()
         .zip(&model.clusters)
-        .map(|(budgets, c)| ClusterState::new(budgets, c.gpus_per_node, window))
+        .map(|(budgets, c)| ClusterState::new(budgets, c.gpus_per_node, decay))
         .collect();
     let contracts: Vec<Terms> = model
         .contracts
@@ -833,7 +841,7 @@ struct ClusterState<'b> {
     guaranteed: Vec<u64>,
     /// Each node's `max-gpus` (for an inner node, its whole subtree's).
     limits: Vec<Option<u64>>,
-    usage: DecayedUsage,
+    usage: Usage,
     dirty: bool,
     /// The best standing since demand last changed (the budget policy's preemption rule).
     best: Best,
@@ -871,7 +879,7 @@ struct RankState {
 }
 
 impl<'b> ClusterState<'b> {
-    fn new(budgets: &'b ClusterBudgets, gpus_per_node: u64, window: f64) -> ClusterState<'b> {
+    fn new(budgets: &'b ClusterBudgets, gpus_per_node: u64, decay: Decay) -> ClusterState<'b> {
         let hierarchy = &budgets.hierarchy;
         let n = hierarchy.len();
         let leaves: Vec<usize> = (0..n).filter(|&i| hierarchy.is_leaf(NodeId(i))).collect();
@@ -897,7 +905,7 @@ impl<'b> ClusterState<'b> {
             high: vec![0; n],
             guaranteed: budgets.guaranteed.clone(),
             limits,
-            usage: DecayedUsage::new(n, 1.0 / window),
+            usage: Usage::new(n, decay),
             dirty: false,
             best: Best::default(),
         }
@@ -989,28 +997,34 @@ impl<'b> ClusterState<'b> {
         if job.high {
             self.high[job.leaf as usize] += u64::from(job.gpus);
         }
-        self.add_running(job.leaf as usize, f64::from(job.gpus), now);
+        self.add_running(job.leaf as usize, f64::from(job.gpus), now, None);
     }
 
     fn release(&mut self, jobs: &mut [SimJob], index: u32, now: i64) {
         let job = &mut jobs[index as usize];
         let leaf = job.leaf as usize;
-        self.running_jobs[leaf].remove(&(job.started.expect("a running job"), index));
+        let started = job.started.expect("a running job");
+        self.running_jobs[leaf].remove(&(started, index));
         self.ends.remove(&(job.expected_end, index));
         if job.high {
             self.high[leaf] -= u64::from(job.gpus);
         }
         self.pool.free(&std::mem::take(&mut job.placement));
         let gpus = f64::from(job.gpus);
-        self.add_running(leaf, -gpus, now);
+        self.add_running(leaf, -gpus, now, Some(started));
         self.dirty = true;
     }
 
-    fn add_running(&mut self, leaf: usize, gpus: f64, now: i64) {
+    /// `gpus` more (or fewer, stopping runs that `started`) running on `leaf` and its
+    /// ancestors, in their counts and their usage.
+    fn add_running(&mut self, leaf: usize, gpus: f64, now: i64, started: Option<i64>) {
         let mut node = Some(NodeId(leaf));
         while let Some(id) = node {
             self.running[id.0] += gpus;
-            self.usage.add_rate(id.0, now as f64, gpus);
+            match started {
+                None => self.usage.start(id.0, now, gpus),
+                Some(started) => self.usage.stop(id.0, now, -gpus, started),
+            }
             node = self.budgets.hierarchy.node(id).and_then(|n| n.parent);
         }
     }
@@ -1062,7 +1076,7 @@ impl<'b> ClusterState<'b> {
         match policy {
             Policy::Budget => {
                 let mut state = RankState::default();
-                self.fair_tree(self.budgets.hierarchy.roots(), now as f64, false, &mut state, &mut ranks);
+                self.fair_tree(self.budgets.hierarchy.roots(), now, false, &mut state, &mut ranks);
                 // Work no budget covers goes after every budget.
                 ranks[self.budgets.unbudgeted.0] = Some(u32::MAX);
             }
@@ -1086,7 +1100,7 @@ impl<'b> ClusterState<'b> {
     fn fair_tree(
         &self,
         siblings: &[NodeId],
-        now: f64,
+        now: i64,
         parent_tied: bool,
         state: &mut RankState,
         ranks: &mut [Option<u32>],
@@ -1097,7 +1111,7 @@ impl<'b> ClusterState<'b> {
             .filter(|id| **id != self.budgets.unbudgeted)
             .map(|&id| {
                 let node = hierarchy.node(id).expect("a node");
-                let per_share = self.usage.current(id.0, now) / node.weight;
+                let per_share = self.usage.raw(id.0, now) / node.weight;
                 (per_share, !hierarchy.is_leaf(id), node.name.as_str(), id)
             })
             .collect();
@@ -1120,59 +1134,6 @@ impl<'b> ClusterState<'b> {
                 ranks[id.0] = Some(state.rank);
             }
         }
-    }
-}
-
-/// Usage decayed as `e^(-rate × age)`, held in units that grow as `e^(rate × t)` so that
-/// only the nodes whose running GPUs change are touched.
-struct DecayedUsage {
-    rate: f64,
-    origin: f64,
-    usage: Vec<f64>,
-    gpus: Vec<f64>,
-    since: Vec<f64>,
-}
-
-impl DecayedUsage {
-    fn new(nodes: usize, rate: f64) -> DecayedUsage {
-        DecayedUsage {
-            rate,
-            origin: f64::NAN,
-            usage: vec![0.0; nodes],
-            gpus: vec![0.0; nodes],
-            since: vec![0.0; nodes],
-        }
-    }
-
-    fn growth(&self, t: f64) -> f64 {
-        ((t - self.origin) * self.rate).exp()
-    }
-
-    /// Usage of node `i` at `t`, in the current units (comparable across nodes).
-    fn current(&self, i: usize, t: f64) -> f64 {
-        if self.origin.is_nan() {
-            return 0.0;
-        }
-        self.usage[i] + self.gpus[i] * (self.growth(t) - self.growth(self.since[i])) / self.rate
-    }
-
-    fn add_rate(&mut self, i: usize, t: f64, gpus: f64) {
-        if self.origin.is_nan() {
-            self.origin = t;
-            self.since.fill(t);
-        }
-        if self.growth(t) > 1e150 {
-            // Rebase before the units overflow: every node to `t`, then shrink.
-            let shrink = 1.0 / self.growth(t);
-            for n in 0..self.usage.len() {
-                self.usage[n] = self.current(n, t) * shrink;
-                self.since[n] = t;
-            }
-            self.origin = t;
-        }
-        self.usage[i] = self.current(i, t);
-        self.since[i] = t;
-        self.gpus[i] = (self.gpus[i] + gpus).max(0.0);
     }
 }
 
@@ -1407,17 +1368,5 @@ mod tests {
         assert!(pool.room_for(16).give_back(&small));
         pool.free(&small);
         assert_eq!(pool.place(16).expect("two idle nodes").len(), 2);
-    }
-
-    #[test]
-    fn decayed_usage_halves_over_window_ln2() {
-        let mut usage = DecayedUsage::new(2, 1.0 / 100.0);
-        usage.add_rate(0, 0.0, 1.0);
-        usage.add_rate(0, 10.0, -1.0);
-        usage.add_rate(1, 10.0, 1.0);
-        usage.add_rate(1, 20.0, -1.0);
-        // The same work, done later, weighs more by e^(10/100).
-        let ratio = usage.current(1, 50.0) / usage.current(0, 50.0);
-        assert!((ratio - (0.1f64).exp()).abs() < 1e-9, "{ratio}");
     }
 }

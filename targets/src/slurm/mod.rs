@@ -14,7 +14,7 @@ pub mod usage;
 use std::collections::BTreeMap;
 
 use allot_compiler::ir::{Contract, Model};
-use allot_compiler::units::format_duration;
+use allot_compiler::units::{decay_half_life, format_duration};
 
 use allot_compiler::names;
 
@@ -228,14 +228,8 @@ fn qos_settings(c: &Contract) -> String {
     )
 }
 
-/// The decay half-life that gives past usage the weight a sliding window gives it in
-/// total: `window × ln 2`.
-pub fn half_life(window_seconds: u64) -> u64 {
-    (window_seconds as f64 * std::f64::consts::LN_2).round() as u64
-}
-
 fn slurm_conf(model: &Model, cluster: &str, tree: &Tree) -> String {
-    let half_life = half_life(model.policy.window_seconds);
+    let half_life = decay_half_life(model.policy.window_seconds);
     let projects = model.projects_by_path();
     let mut out = format!(
         "# allot: slurm.conf lines for cluster {}; merge them into slurm.conf, then `scontrol reconfigure`.\n",
@@ -292,14 +286,14 @@ fn shares_row(model: &Model) -> Row {
 
 fn fidelity(model: &Model) -> Report {
     let window = model.policy.window_seconds;
-    let h = half_life(window) as f64;
+    let h = decay_half_life(window) as f64;
     let weight_at = |age: f64| 0.5f64.powf(age / h);
     let rows = vec![
         Row::approximated(
             format!("fair share over a {} window", format_duration(window)),
             format!(
                 "Fair Tree over usage decayed with `PriorityDecayHalfLife={}` (window × ln 2): the same total weight as the window; usage {} old still weighs {:.2}, {} old {:.2}, and {:.0}% of the weight lies beyond the window",
-                slurm_duration(half_life(window)),
+                slurm_duration(decay_half_life(window)),
                 format_duration(window),
                 weight_at(window as f64),
                 format_duration(2 * window),
@@ -357,6 +351,6 @@ mod tests {
         assert_eq!(slurm_duration(0), "00:00:00");
         assert_eq!(slurm_duration(5_400), "01:30:00");
         assert_eq!(slurm_duration(8 * 86_400 + 60), "8-00:01:00");
-        assert_eq!(half_life(604_800), 419_215); // 4 d 20 h 27 min
+        assert_eq!(decay_half_life(604_800), 419_215); // 4 d 20 h 27 min
     }
 }
