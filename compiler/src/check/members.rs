@@ -5,21 +5,23 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::ast::{Budget, Member, walk};
 use crate::diagnostic::{Code, Diagnostic};
+use crate::source::Span;
 
 pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
-    // Each user's memberships, one per project (a project is known by its name's span).
-    let mut memberships: BTreeMap<&str, Vec<(&str, &Member)>> = BTreeMap::new();
+    // Each user's memberships, one per project and default flag (a project is known by its
+    // name's span), and the distinct projects among them.
+    let mut memberships: BTreeMap<&str, (Vec<(&str, &Member)>, BTreeSet<Span>)> = BTreeMap::new();
     let mut seen = BTreeSet::new();
     walk(&budget.projects, &mut |_, project| {
         for member in &project.users {
             if seen.insert((member.name.value.as_str(), project.name.span, member.default)) {
-                let projects = memberships.entry(member.name.value.as_str()).or_default();
+                let (projects, distinct) = memberships.entry(member.name.value.as_str()).or_default();
                 projects.push((project.name.value.as_str(), member));
+                distinct.insert(project.name.span);
             }
         }
     });
-    for (user, projects) in memberships {
-        let distinct: BTreeSet<_> = seen.iter().filter(|(u, _, _)| *u == user).map(|(_, p, _)| p).collect();
+    for (user, (projects, distinct)) in memberships {
         if distinct.len() < 2 {
             continue;
         }
