@@ -7,10 +7,12 @@ use crate::ast::{Budget, Member, walk};
 use crate::diagnostic::{Code, Diagnostic};
 use crate::source::Span;
 
+/// A user's memberships, one per project and default flag, and the distinct projects
+/// (known by their names' spans) among them.
+type Memberships<'a> = (Vec<(&'a str, &'a Member)>, BTreeSet<Span>);
+
 pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
-    // Each user's memberships, one per project and default flag (a project is known by its
-    // name's span), and the distinct projects among them.
-    let mut memberships: BTreeMap<&str, (Vec<(&str, &Member)>, BTreeSet<Span>)> = BTreeMap::new();
+    let mut memberships: BTreeMap<&str, Memberships> = BTreeMap::new();
     let mut seen = BTreeSet::new();
     walk(&budget.projects, &mut |_, project| {
         for member in &project.users {
