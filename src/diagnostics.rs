@@ -123,11 +123,7 @@ fn visible(diagnostics: &[Diagnostic], sources: &Sources) -> (Vec<Diagnostic>, S
     let mut growth = Vec::new();
     for (_, file) in sources.files() {
         let (text, grown) = visible_text(&file.text);
-        shown.add(SourceFile {
-            path: file.path.clone(),
-            name: controls(&file.name, false).into_owned(),
-            text: text.into(),
-        });
+        shown.add(SourceFile::new(file.path.clone(), controls(&file.name, false).into_owned(), text.into()));
         growth.push(grown);
     }
     let span = |span: Span| match growth.get(span.file.0 as usize) {

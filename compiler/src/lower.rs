@@ -145,7 +145,7 @@ impl Lowering<'_> {
                 return None;
             }
         };
-        let file = self.sources.add(SourceFile { path: path.to_string(), name, text: text.into() });
+        let file = self.sources.add(SourceFile::new(path.to_string(), name, text.into()));
         let text = self.sources.get(file).map(|f| f.text.clone()).unwrap_or_default();
         match syntax::parse(file, &text) {
             Ok(doc) => Some((file, doc)),

@@ -2,7 +2,7 @@
 //! `Loader` trait through which the compiler reads them (the compiler itself does no I/O).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Index of a loaded file in [`Sources`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -47,6 +47,8 @@ pub struct SourceFile {
     /// What diagnostics call the file (for the filesystem: the path as the user sees it).
     pub name: String,
     pub text: Arc<str>,
+    /// The byte offset at which each line starts, computed on first use.
+    line_starts: OnceLock<Vec<usize>>,
 }
 
 /// A 1-based line and column (in characters) of a byte offset.
@@ -57,12 +59,22 @@ pub struct LineColumn {
 }
 
 impl SourceFile {
+    pub fn new(path: String, name: String, text: Arc<str>) -> SourceFile {
+        SourceFile { path, name, text, line_starts: OnceLock::new() }
+    }
+
+    /// The line and column of `offset` (a position inside a character counts as that
+    /// character). The line starts are found once per file; each position then costs a
+    /// binary search and a count of the characters before it on its line.
     pub fn line_column(&self, offset: usize) -> LineColumn {
         let offset = floor_char_boundary(&self.text, offset);
-        let before = &self.text[..offset];
-        let line = before.matches('\n').count() + 1;
-        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-        LineColumn { line, column: before[line_start..].chars().count() + 1 }
+        let starts = self.line_starts.get_or_init(|| {
+            std::iter::once(0).chain(self.text.match_indices('\n').map(|(i, _)| i + 1)).collect()
+        });
+        // The last line starting at or before `offset` (`starts[0]` is 0, so there is one).
+        let line = starts.partition_point(|&start| start <= offset);
+        let line_start = starts[line - 1];
+        LineColumn { line, column: self.text[line_start..offset].chars().count() + 1 }
     }
 }
 
@@ -226,9 +238,15 @@ mod tests {
 
     #[test]
     fn line_and_column_count_characters() {
-        let file = SourceFile { path: "a".into(), name: "a".into(), text: "ab\nßc d\n".into() };
+        let file = SourceFile::new("a".into(), "a".into(), "ab\nßc d\n".into());
         assert_eq!(file.line_column(0), LineColumn { line: 1, column: 1 });
+        assert_eq!(file.line_column(2), LineColumn { line: 1, column: 3 });
         assert_eq!(file.line_column(3), LineColumn { line: 2, column: 1 });
+        assert_eq!(file.line_column(4), LineColumn { line: 2, column: 1 });
         assert_eq!(file.line_column(6), LineColumn { line: 2, column: 3 });
+        assert_eq!(file.line_column(9), LineColumn { line: 3, column: 1 });
+        assert_eq!(file.line_column(100), LineColumn { line: 3, column: 1 });
+        let empty = SourceFile::new("e".into(), "e".into(), "".into());
+        assert_eq!(empty.line_column(5), LineColumn { line: 1, column: 1 });
     }
 }

@@ -5,21 +5,25 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::ast::{Budget, Member, walk};
 use crate::diagnostic::{Code, Diagnostic};
+use crate::source::Span;
+
+/// A user's memberships, one per project and default flag, and the distinct projects
+/// (known by their names' spans) among them.
+type Memberships<'a> = (Vec<(&'a str, &'a Member)>, BTreeSet<Span>);
 
 pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
-    // Each user's memberships, one per project (a project is known by its name's span).
-    let mut memberships: BTreeMap<&str, Vec<(&str, &Member)>> = BTreeMap::new();
+    let mut memberships: BTreeMap<&str, Memberships> = BTreeMap::new();
     let mut seen = BTreeSet::new();
     walk(&budget.projects, &mut |_, project| {
         for member in &project.users {
             if seen.insert((member.name.value.as_str(), project.name.span, member.default)) {
-                let projects = memberships.entry(member.name.value.as_str()).or_default();
+                let (projects, distinct) = memberships.entry(member.name.value.as_str()).or_default();
                 projects.push((project.name.value.as_str(), member));
+                distinct.insert(project.name.span);
             }
         }
     });
-    for (user, projects) in memberships {
-        let distinct: BTreeSet<_> = seen.iter().filter(|(u, _, _)| *u == user).map(|(_, p, _)| p).collect();
+    for (user, (projects, distinct)) in memberships {
         if distinct.len() < 2 {
             continue;
         }

@@ -55,9 +55,14 @@ impl Target for Slurm {
     fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation> {
         let mut violations = binding_names(model);
         violations.extend(crate::text::model_names("", model));
+        // Each Slurm cluster's file and the tree allot wants there, built once.
+        let wanted: BTreeMap<String, Tree> =
+            slurm_clusters(model).into_iter().map(|c| (format!("{c}.cfg"), desired(model, &c))).collect();
         for cluster in slurm_clusters(model) {
             let path = format!("{cluster}.cfg");
-            violations.extend(check_tree(&path, &desired(model, &cluster)));
+            if let Some(tree) = wanted.get(&path) {
+                violations.extend(check_tree(&path, tree));
+            }
         }
         if model.contracts.iter().any(|c| c.name == PREEMPTIBLE_QOS) {
             violations.push(Violation::at(
@@ -73,7 +78,11 @@ impl Target for Slurm {
             match tree::parse(&file.contents) {
                 Err(error) => violations
                     .push(Violation::new(&file.path, format!("the flat file does not read back: {error}"))),
-                Ok(back) => violations.extend(reads_back(&file.path, model, &back)),
+                Ok(back) => {
+                    if let Some(tree) = wanted.get(&file.path) {
+                        violations.extend(reads_back(&file.path, tree, &back));
+                    }
+                }
             }
         }
         violations
@@ -106,21 +115,17 @@ fn binding_names(model: &Model) -> Vec<Violation> {
 
 /// The flat file read back names the accounts and users of the tree allot wanted, under
 /// the same parents: nothing in a name changed what `sacctmgr` reads.
-fn reads_back(path: &str, model: &Model, back: &Tree) -> Vec<Violation> {
-    let Some(wanted) = slurm_clusters(model).into_iter().find(|c| format!("{c}.cfg") == path) else {
-        return Vec::new();
-    };
-    let wanted = desired(model, &wanted);
+fn reads_back(path: &str, wanted: &Tree, back: &Tree) -> Vec<Violation> {
     let accounts = |t: &Tree| -> Vec<(String, String)> {
         t.accounts.iter().map(|a| (a.name.to_lowercase(), a.parent.to_lowercase())).collect()
     };
     let users = |t: &Tree| -> Vec<(String, String)> {
         t.users.iter().map(|u| (u.name.to_lowercase(), u.account.to_lowercase())).collect()
     };
-    let (mut want, mut got) = (accounts(&wanted), accounts(back));
+    let (mut want, mut got) = (accounts(wanted), accounts(back));
     want.sort();
     got.sort();
-    let (mut want_users, mut got_users) = (users(&wanted), users(back));
+    let (mut want_users, mut got_users) = (users(wanted), users(back));
     want_users.sort();
     got_users.sort();
     if want != got || want_users != got_users || back.cluster != wanted.cluster.to_lowercase() {

@@ -2,7 +2,7 @@
 //! Slurm has (from a `sacctmgr dump`), in one shape so that `plan` can compare them, and
 //! the flat-file format `sacctmgr load` reads and `sacctmgr dump` writes.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use allot_compiler::ir::{Location, Model, Project, ShareSpec, WorkRule};
 
@@ -106,7 +106,8 @@ pub fn desired_with_loss(model: &Model, cluster: &str) -> (Tree, f64) {
     let mut tree = Tree { cluster: cluster.to_string(), ..Tree::default() };
     let mut loss = 0.0;
     let context = Context { bound: &bound, preemptible, default_qos: default_contract.as_deref() };
-    add(&mut tree, &mut loss, &model.projects, "root", None, &context);
+    let mut associations = HashSet::new();
+    add(&mut tree, &mut associations, &mut loss, &model.projects, "root", None, &context);
     let defaults = default_accounts(&tree);
     for user in &mut tree.users {
         user.default_account = defaults.get(&user.name).cloned();
@@ -135,10 +136,12 @@ pub fn slurm_clusters(model: &Model) -> Vec<String> {
 
 /// Adds `projects` under account `parent`, whose own GPU cap is `parent_cap`: a sub-project
 /// carries `GrpTRES` only when its cap is tighter (Slurm applies a parent's to its subtree).
-fn add(
+/// `associations` holds the (user, account) pairs already in `tree.users`.
+fn add<'m>(
     tree: &mut Tree,
+    associations: &mut HashSet<(&'m str, &'m str)>,
     loss: &mut f64,
-    projects: &[Project],
+    projects: &'m [Project],
     parent: &str,
     parent_cap: Option<u64>,
     context: &Context,
@@ -175,7 +178,7 @@ fn add(
             line: None,
         });
         for user in &project.users {
-            if !tree.users.iter().any(|u| u.name == user.name && u.account == project.name) {
+            if associations.insert((user.name.as_str(), project.name.as_str())) {
                 tree.users.push(User {
                     name: user.name.clone(),
                     account: project.name.clone(),
@@ -189,7 +192,7 @@ fn add(
             }
         }
         let cap = allocation.and_then(|a| a.max_gpus);
-        add(tree, loss, &project.children, &project.name, cap, context);
+        add(tree, associations, loss, &project.children, &project.name, cap, context);
     }
 }
 
@@ -283,12 +286,18 @@ pub fn flat_file(tree: &Tree, comment: &str) -> String {
     let mut out = format!("# {}\nCluster - {}\n", crate::text::comment(comment), quoted(&tree.cluster));
     let mut parents: Vec<&str> = vec!["root"];
     parents.extend(tree.accounts.iter().map(|a| a.name.as_str()));
+    // Each parent's accounts and users, in the tree's order.
+    let mut children: HashMap<&str, (Vec<&Account>, Vec<&User>)> = HashMap::new();
+    for a in &tree.accounts {
+        children.entry(a.parent.as_str()).or_default().0.push(a);
+    }
+    for u in &tree.users {
+        children.entry(u.account.as_str()).or_default().1.push(u);
+    }
     for parent in parents {
-        let accounts: Vec<&Account> = tree.accounts.iter().filter(|a| a.parent == parent).collect();
-        let users: Vec<&User> = tree.users.iter().filter(|u| u.account == parent).collect();
-        if accounts.is_empty() && users.is_empty() {
+        let Some((accounts, users)) = children.get(parent) else {
             continue;
-        }
+        };
         out.push_str(&format!("Parent - {}\n", quoted(parent)));
         for a in accounts {
             let mut line = format!(
