@@ -51,9 +51,11 @@ impl Target for Kueue {
             violations.extend(check_names(&path, &tree(model, &cluster.name), &[]));
         }
         for file in files {
-            for object in super::parse(&file.contents) {
-                violations.extend(webhook_rules(&object).into_iter().map(|m| Violation::new(&file.path, m)));
-            }
+            let problems = match super::parse(&file.contents) {
+                Ok(objects) => objects.iter().flat_map(webhook_rules).collect(),
+                Err(e) => vec![format!("does not parse: {e}")],
+            };
+            violations.extend(problems.into_iter().map(|m| Violation::new(&file.path, m)));
         }
         violations
     }

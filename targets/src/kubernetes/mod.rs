@@ -199,9 +199,29 @@ pub fn yaml(objects: &[Value]) -> String {
     serde_saphyr::to_string_multiple(objects).unwrap_or_default()
 }
 
-/// The objects of a multi-document YAML file (none if it does not parse).
-pub fn parse(text: &str) -> Vec<Value> {
-    serde_saphyr::from_multiple(text).unwrap_or_default()
+/// The limits of a parse of YAML that allot wrote itself: far beyond what any budget
+/// repository yields (the YAML library's defaults, 250,000 nodes and 1,024 documents, are
+/// met by a tree of 50,000 projects), and still bounded.
+fn own_output() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_nodes: 100_000_000,
+            max_events: 400_000_000,
+            max_documents: 10_000_000,
+            max_total_scalar_bytes: 1 << 30,
+        },
+    }
+}
+
+/// The objects of a multi-document YAML file that allot wrote, or why it does not parse.
+pub fn parse(text: &str) -> Result<Vec<Value>, String> {
+    serde_saphyr::from_multiple_with_options(text, own_output()).map_err(|e| e.to_string())
+}
+
+/// One YAML document that allot wrote (a ConfigMap's embedded file), or why it does not
+/// parse.
+pub fn parse_one(text: &str) -> Result<Value, String> {
+    serde_saphyr::from_str_with_options(text, own_output()).map_err(|e| e.to_string())
 }
 
 /// What a scheduler's admission `rules` would reject in each emitted `queues.yaml`.
@@ -209,7 +229,13 @@ pub fn queue_file_violations(files: &[OutputFile], rules: fn(&[Value]) -> Vec<St
     files
         .iter()
         .filter(|f| f.path.ends_with("/queues.yaml"))
-        .flat_map(|file| rules(&parse(&file.contents)).into_iter().map(|m| Violation::new(&file.path, m)))
+        .flat_map(|file| {
+            let problems = match parse(&file.contents) {
+                Ok(objects) => rules(&objects),
+                Err(e) => vec![format!("does not parse: {e}")],
+            };
+            problems.into_iter().map(|m| Violation::new(&file.path, m))
+        })
         .collect()
 }
 
@@ -235,5 +261,19 @@ mod tests {
         assert_eq!(go_duration(604_800), "168h");
         assert_eq!(go_duration(5_400), "1h30m");
         assert_eq!(go_duration(90), "1m30s");
+    }
+
+    #[test]
+    fn large_outputs_parse_and_broken_ones_are_violations() {
+        // 300,000 nodes and 2,000 documents: beyond the YAML library's default limits
+        // (250,000 and 1,024), where the read-back once came out empty and checked nothing.
+        let objects: Vec<Value> = (0..2_000)
+            .map(|i| serde_json::json!({ "name": format!("q{i}"), "items": vec![i; 148] }))
+            .collect();
+        assert_eq!(parse(&yaml(&objects)).map(|o| o.len()), Ok(2_000));
+        let broken = OutputFile { path: "c/queues.yaml".into(), contents: "a: [1, 2\n".into() };
+        let violations = queue_file_violations(&[broken], |_| Vec::new());
+        assert_eq!(violations.len(), 1);
+        assert!(violations[0].message.contains("does not parse"), "{:?}", violations[0]);
     }
 }

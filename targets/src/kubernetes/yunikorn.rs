@@ -63,9 +63,16 @@ impl Target for YuniKorn {
     fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation> {
         let mut violations = super::binding_names(model, KubernetesScheduler::Yunikorn, false);
         for file in files {
-            for config_map in super::parse(&file.contents) {
+            let config_maps = match super::parse(&file.contents) {
+                Ok(config_maps) => config_maps,
+                Err(e) => {
+                    violations.push(Violation::new(&file.path, format!("does not parse: {e}")));
+                    continue;
+                }
+            };
+            for config_map in config_maps {
                 let policy = config_map["data"]["queues.yaml"].as_str().unwrap_or("");
-                let problems = match serde_saphyr::from_str::<Value>(policy) {
+                let problems = match super::parse_one(policy) {
                     Ok(policy) => validate_policy(&policy),
                     Err(e) => vec![format!("queues.yaml does not parse: {e}")],
                 };
