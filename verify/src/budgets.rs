@@ -3,7 +3,7 @@
 //! for the work no budget covers), and the cluster, budget and contract that a job's names
 //! lead to.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 use allot_compiler::ir::{Cluster, Model, Project};
 
@@ -46,6 +46,8 @@ pub(crate) struct ClusterBudgets {
     /// (own leaf, its project) for every inner project: the jobs charged to the project
     /// itself.
     own: Vec<(NodeId, NodeId)>,
+    /// The node of the jobs charged to each node's name (see [`ClusterBudgets::node_of`]).
+    jobs_node: HashMap<String, Option<NodeId>>,
 }
 
 impl ClusterBudgets {
@@ -64,25 +66,37 @@ impl ClusterBudgets {
             Node::new(UNBUDGETED, None, NO_SHARE).with_cap(0.0)
         };
         tree.push(node, UNBUDGETED.into(), 0);
+        let hierarchy = Hierarchy::new(tree.nodes)?;
+        let mut jobs_node = HashMap::with_capacity(hierarchy.len());
+        for i in 0..hierarchy.len() {
+            let id = NodeId(i);
+            let Some(node) = hierarchy.node(id) else { continue };
+            // The first node of a name, as a search in the nodes' order finds it.
+            if !jobs_node.contains_key(&node.name) {
+                let jobs = if hierarchy.is_leaf(id) {
+                    Some(id)
+                } else {
+                    tree.own.iter().find(|(_, project)| *project == id).map(|(own, _)| *own)
+                };
+                jobs_node.insert(node.name.clone(), jobs);
+            }
+        }
         Ok(ClusterBudgets {
             name: cluster.name.clone(),
             gpus: cluster.gpus,
-            hierarchy: Hierarchy::new(tree.nodes)?,
+            hierarchy,
             paths: tree.paths,
             guaranteed: tree.guaranteed,
             unbudgeted,
             own: tree.own,
+            jobs_node,
         })
     }
 
     /// The node of the jobs charged to the project at `path`: the project's own leaf, or
     /// the project when it is a leaf here.
     pub(crate) fn node_of(&self, path: &str) -> Option<NodeId> {
-        let id = self.hierarchy.find(path)?;
-        if self.hierarchy.is_leaf(id) {
-            return Some(id);
-        }
-        self.own.iter().find(|(_, project)| *project == id).map(|(own, _)| *own)
+        self.jobs_node.get(path).copied().flatten()
     }
 
     /// Whether `id` holds an inner project's own jobs (listed only when it has some).
@@ -159,10 +173,10 @@ pub(crate) struct Budgets<'m> {
     /// In the model's order of clusters.
     pub(crate) clusters: Vec<ClusterBudgets>,
     model: &'m Model,
-    by_path: BTreeMap<&'m str, &'m Project>,
-    by_name: BTreeMap<&'m str, Vec<&'m Project>>,
+    by_path: HashMap<&'m str, &'m Project>,
+    by_name: HashMap<&'m str, Vec<&'m Project>>,
     /// Each user's default project.
-    defaults: BTreeMap<&'m str, &'m Project>,
+    defaults: HashMap<&'m str, &'m Project>,
 }
 
 impl<'m> Budgets<'m> {
@@ -172,9 +186,9 @@ impl<'m> Budgets<'m> {
         let mut budgets = Budgets {
             clusters,
             model,
-            by_path: BTreeMap::new(),
-            by_name: BTreeMap::new(),
-            defaults: BTreeMap::new(),
+            by_path: HashMap::new(),
+            by_name: HashMap::new(),
+            defaults: HashMap::new(),
         };
         fn walk<'m>(projects: &'m [Project], b: &mut Budgets<'m>) {
             for p in projects {
