@@ -110,7 +110,12 @@ impl Pending {
     }
 
     fn at(self) -> i64 {
-        (((self.0 >> 64) as u64) ^ (1 << 63)) as i64
+        (self.time() ^ (1 << 63)) as i64
+    }
+
+    /// The time, ordered as unsigned.
+    fn time(self) -> u64 {
+        (self.0 >> 64) as u64
     }
 
     fn order(self) -> u8 {
@@ -127,6 +132,92 @@ impl Pending {
 
     fn ran(self) -> bool {
         self.0 & 1 == 1
+    }
+}
+
+/// The pending changes, the earliest first. Changes come due in time order and are queued
+/// at or after the time of the last one taken, so they are kept in a radix heap on their
+/// time: bucket `i` holds the changes whose time's highest bit that differs from that time
+/// is bit `i - 1`, bucket 0 the changes at that time (the few of one instant, searched for
+/// the smallest). When bucket 0 is empty, the first bucket that is not gives the next time,
+/// and its changes fall into lower buckets. A change queued before that time (a trace
+/// whose times run backwards) waits in a binary heap beside it.
+struct Queue {
+    /// The time (as [`Pending`] orders it) of bucket 0.
+    time: u64,
+    buckets: Vec<Vec<Pending>>,
+    /// Bit `i` set when bucket `i` is not empty.
+    filled: u128,
+    early: BinaryHeap<Reverse<Pending>>,
+}
+
+impl Queue {
+    fn new() -> Queue {
+        Queue { time: 0, buckets: vec![Vec::new(); 65], filled: 0, early: BinaryHeap::new() }
+    }
+
+    fn bucket(&self, change: Pending) -> usize {
+        (64 - (change.time() ^ self.time).leading_zeros()) as usize
+    }
+
+    fn push(&mut self, change: Pending) {
+        if change.time() < self.time {
+            self.early.push(Reverse(change));
+            return;
+        }
+        let bucket = self.bucket(change);
+        self.buckets[bucket].push(change);
+        self.filled |= 1 << bucket;
+    }
+
+    /// The place in bucket 0 of the earliest change of the buckets, once they are sorted
+    /// down.
+    fn first(&mut self) -> Option<usize> {
+        if self.filled == 0 {
+            return None;
+        }
+        if self.filled & 1 == 0 {
+            let i = self.filled.trailing_zeros() as usize;
+            let mut changes = std::mem::take(&mut self.buckets[i]);
+            self.filled &= !(1 << i);
+            self.time = changes.iter().map(|c| c.time()).min()?;
+            for change in changes.drain(..) {
+                let bucket = self.bucket(change);
+                self.buckets[bucket].push(change);
+                self.filled |= 1 << bucket;
+            }
+            // Keep the bucket's room for later.
+            self.buckets[i] = changes;
+        }
+        let now = &self.buckets[0];
+        (0..now.len()).min_by_key(|&i| now[i])
+    }
+
+    /// The earliest change.
+    fn peek(&mut self) -> Option<Pending> {
+        let first = self.first().map(|i| self.buckets[0][i]);
+        match (first, self.early.peek()) {
+            (Some(first), Some(&Reverse(early))) => Some(first.min(early)),
+            (first, None) => first,
+            (None, Some(&Reverse(early))) => Some(early),
+        }
+    }
+
+    /// Takes the earliest change.
+    fn pop(&mut self) -> Option<Pending> {
+        let first = self.first();
+        let now = first.map(|i| self.buckets[0][i]);
+        match (now, self.early.peek()) {
+            (Some(change), Some(&Reverse(early))) if early < change => self.early.pop().map(|Reverse(c)| c),
+            (None, _) => self.early.pop().map(|Reverse(c)| c),
+            (Some(change), _) => {
+                self.buckets[0].swap_remove(first?);
+                if self.buckets[0].is_empty() {
+                    self.filled &= !1;
+                }
+                Some(change)
+            }
+        }
     }
 }
 
@@ -215,7 +306,7 @@ pub fn audit_with(
     let index = Index::new(clusters)?;
     let mut ledgers: Vec<Ledger<'_>> =
         clusters.iter().map(|b| Ledger::new(&b.hierarchy, b.gpus as f64)).collect::<Result<_, _>>()?;
-    let mut pending: BinaryHeap<Reverse<Pending>> = BinaryHeap::new();
+    let mut pending = Queue::new();
     let window = options.window.clamp(1, MAX_WINDOW_SECONDS) as i64;
     let mut state = Progress::new(index.nodes.len(), Contracts::new(model));
     let mut audit = Audit { window, ..Audit::default() };
@@ -278,7 +369,7 @@ pub fn audit_with(
         for event in events.into_iter().flatten() {
             queue |= event.at() != job.submit;
             if queue {
-                pending.push(Reverse(event));
+                pending.push(event);
             } else {
                 apply(&mut ledgers, &index, event)?;
             }
@@ -533,7 +624,7 @@ impl<'m> Progress<'m> {
 /// Applies every pending change due before `until`, closing windows on the way.
 #[allow(clippy::too_many_arguments)]
 fn flush(
-    pending: &mut BinaryHeap<Reverse<Pending>>,
+    pending: &mut Queue,
     ledgers: &mut [Ledger<'_>],
     until: i64,
     clusters: &[ClusterBudgets],
@@ -542,7 +633,7 @@ fn flush(
     audit: &mut Audit,
     window: i64,
 ) -> Result<(), AuditError> {
-    while let Some(&Reverse(next)) = pending.peek() {
+    while let Some(next) = pending.peek() {
         if next.at() > until {
             break;
         }
@@ -618,4 +709,53 @@ fn totals(
         })
         .collect();
     span
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_queue_gives_changes_in_order_as_a_binary_heap_does() {
+        // Pushes mostly at or after the last change taken, some before it, many ties.
+        let mut queue = Queue::new();
+        let mut heap = BinaryHeap::new();
+        let mut seed: u64 = 7;
+        let mut random = |below: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % below
+        };
+        let mut now = -50i64;
+        for round in 0..20_000 {
+            for _ in 0..random(4) {
+                let at = now + random(100) as i64 - if round % 97 == 0 { 60 } else { 0 };
+                let change =
+                    Pending::new(at, random(3) as u8, random(5) as usize, random(3) as u32, random(2) == 1);
+                queue.push(change);
+                heap.push(Reverse(change));
+            }
+            for _ in 0..random(4) {
+                let taken = queue.pop();
+                assert_eq!(taken, heap.pop().map(|Reverse(c)| c));
+                if let Some(change) = taken {
+                    now = now.max(change.at());
+                }
+            }
+        }
+        while let Some(Reverse(change)) = heap.pop() {
+            assert_eq!(queue.pop(), Some(change));
+        }
+        assert_eq!(queue.pop(), None);
+    }
+
+    #[test]
+    fn a_pending_change_keeps_its_fields() {
+        let change = Pending::new(-3, END, MAX_NODES - 1, u32::MAX, true);
+        assert_eq!(
+            (change.at(), change.order(), change.budget(), change.gpus(), change.ran()),
+            (-3, END, MAX_NODES - 1, u32::MAX, true)
+        );
+        assert!(Pending::new(-1, END, 9, 9, true) < Pending::new(0, DEMAND, 0, 0, false));
+        assert!(Pending::new(i64::MIN, END, 9, 9, true) < Pending::new(i64::MAX, DEMAND, 0, 0, false));
+    }
 }
