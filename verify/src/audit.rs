@@ -267,6 +267,11 @@ struct Censored {
 /// The names of contracts a job can run under, sorted: the model's, and none (`""`).
 struct Contracts<'m> {
     names: Vec<&'m str>,
+    /// The model's contracts in its order, each with its name's number.
+    model: Vec<(&'m str, usize)>,
+    /// The number of the contract of a job that names none of the model's: the default
+    /// contract's, else none's.
+    default: usize,
 }
 
 impl<'m> Contracts<'m> {
@@ -275,12 +280,16 @@ impl<'m> Contracts<'m> {
         names.push("");
         names.sort_unstable();
         names.dedup();
-        Contracts { names }
+        let number = |name: &str| names.binary_search(&name).unwrap_or(0);
+        let model_contracts = model.contracts.iter().map(|c| (c.name.as_str(), number(&c.name))).collect();
+        let default = number(model.contracts.iter().find(|c| c.default).map_or("", |c| c.name.as_str()));
+        Contracts { model: model_contracts, default, names }
     }
 
-    /// The number of a contract's name.
-    fn of(&self, name: &str) -> usize {
-        self.names.binary_search(&name).unwrap_or(0)
+    /// The number of the contract a job runs under (as [`Budgets::contract`] says): the one
+    /// it names, else the default contract, else none.
+    fn of(&self, job: &Job) -> usize {
+        self.model.iter().find(|(name, _)| *name == job.contract).map_or(self.default, |&(_, number)| number)
     }
 }
 
@@ -374,7 +383,7 @@ pub fn audit_with(
                 apply(&mut ledgers, &index, event)?;
             }
         }
-        let contract = state.contracts.of(budgets.contract(&job));
+        let contract = state.contracts.of(&job);
         let wait = match (job.wait, job.start, job.end) {
             (WaitCount::Measured, Some(start), _) => Some(start - demand),
             // Cancelled while waiting: it waited until then.

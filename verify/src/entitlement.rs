@@ -226,8 +226,19 @@ impl Hierarchy {
                 set(id, 0.0);
             }
         }
-        // By ascending limit / weight, ties in the siblings' order.
-        claims.sort_unstable_by(|a, b| a.ratio.total_cmp(&b.ratio).then(a.position.cmp(&b.position)));
+        // By ascending limit / weight, ties in the siblings' order: a few claims by insertion
+        // (stable, and the claims are in the siblings' order), many by their places.
+        if claims.len() <= 32 {
+            for i in 1..claims.len() {
+                let mut j = i;
+                while j > 0 && claims[j - 1].ratio.total_cmp(&claims[j].ratio).is_gt() {
+                    claims.swap(j - 1, j);
+                    j -= 1;
+                }
+            }
+        } else {
+            claims.sort_unstable_by(|a, b| a.ratio.total_cmp(&b.ratio).then(a.position.cmp(&b.position)));
+        }
         water_fill(amount, claims, &mut scratch.weight_from, set);
     }
 
