@@ -4,6 +4,7 @@
 //! lead to.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use allot_compiler::ir::{Cluster, Model, Project};
 
@@ -47,7 +48,7 @@ pub(crate) struct ClusterBudgets {
     /// itself.
     own: Vec<(NodeId, NodeId)>,
     /// The node of the jobs charged to each node's name (see [`ClusterBudgets::node_of`]).
-    jobs_node: HashMap<String, Option<NodeId>>,
+    jobs_node: Names<String, Option<NodeId>>,
 }
 
 impl ClusterBudgets {
@@ -67,7 +68,7 @@ impl ClusterBudgets {
         };
         tree.push(node, UNBUDGETED.into(), 0);
         let hierarchy = Hierarchy::new(tree.nodes)?;
-        let mut jobs_node = HashMap::with_capacity(hierarchy.len());
+        let mut jobs_node = Names::with_capacity_and_hasher(hierarchy.len(), Default::default());
         for i in 0..hierarchy.len() {
             let id = NodeId(i);
             let Some(node) = hierarchy.node(id) else { continue };
@@ -160,6 +161,31 @@ fn own_path(path: &str) -> String {
     format!("{path} (own jobs)")
 }
 
+/// Maps keyed by the budgets' names, looked up with a trace's names once or twice a job.
+type Names<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
+
+/// FNV-1a, a fast hash for short names. The maps' keys are the budgets' names, which a
+/// trace cannot add to, so a trace cannot crowd them.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
 /// Where a job goes: its cluster (an index of [`Budgets::clusters`]) and its budget's node
 /// there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -173,10 +199,10 @@ pub(crate) struct Budgets<'m> {
     /// In the model's order of clusters.
     pub(crate) clusters: Vec<ClusterBudgets>,
     model: &'m Model,
-    by_path: HashMap<&'m str, &'m Project>,
-    by_name: HashMap<&'m str, Vec<&'m Project>>,
+    by_path: Names<&'m str, &'m Project>,
+    by_name: Names<&'m str, Vec<&'m Project>>,
     /// Each user's default project.
-    defaults: HashMap<&'m str, &'m Project>,
+    defaults: Names<&'m str, &'m Project>,
 }
 
 impl<'m> Budgets<'m> {
@@ -186,9 +212,9 @@ impl<'m> Budgets<'m> {
         let mut budgets = Budgets {
             clusters,
             model,
-            by_path: HashMap::new(),
-            by_name: HashMap::new(),
-            defaults: HashMap::new(),
+            by_path: Names::default(),
+            by_name: Names::default(),
+            defaults: Names::default(),
         };
         fn walk<'m>(projects: &'m [Project], b: &mut Budgets<'m>) {
             for p in projects {
