@@ -10,9 +10,11 @@
 //! trace ends (a censored wait); a row with a duration and no start records a submission
 //! only and is counted, not audited.
 //!
-//! Only jobs that have not ended are held (a heap of their coming events), so memory does
-//! not grow with the trace; waits are kept as one number per job for exact percentiles,
-//! and the jobs still waiting at the end as one record each.
+//! Only jobs that have not ended are held (a queue of their coming events, each one
+//! number; a job's changes due at its submission are applied at once), so memory does not
+//! grow with the trace; waits are kept as one number per job for exact percentiles, and
+//! the jobs still waiting at the end as one record each. On the way from one job to the
+//! next, budgets and contracts are numbers, not names: nothing is allocated per event.
 //!
 //! Windows start at the first submission, or at multiples of the window since the epoch
 //! ([`Alignment`]); the first and the last may be cut short by the trace's span

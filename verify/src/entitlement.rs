@@ -8,8 +8,11 @@
 //! Each level is solved exactly in one pass over its children sorted by capped demand /
 //! weight (O(n log n)), with no iteration or tolerance. [`Ledger`] integrates the
 //! entitled GPU-hours (the allocation) and the delivered GPU-hours (min(use, allocation))
-//! between events, exactly, since both are constant between two events. The audit and the
-//! simulator hold a [`Hierarchy`] per cluster (see [`budgets`](crate::budgets)).
+//! between events, exactly, since both are constant between two events; it divides again
+//! only the levels whose inputs changed (a parent's allocation, its children's capped
+//! demands), at most once per instant and without allocating, each level exactly as
+//! [`Hierarchy::allocate`] divides it from scratch. The audit and the simulator hold a
+//! [`Hierarchy`] per cluster (see [`budgets`](crate::budgets)).
 
 /// The index of a node in its [`Hierarchy`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
