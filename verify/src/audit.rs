@@ -195,20 +195,25 @@ impl Queue {
         (0..now.len()).min_by_key(|&i| now[i])
     }
 
-    /// The earliest change.
-    fn peek(&mut self) -> Option<Pending> {
-        let first = self.first().map(|i| self.buckets[0][i]);
-        match (first, self.early.peek()) {
-            (Some(first), Some(&Reverse(early))) => Some(first.min(early)),
-            (first, None) => first,
-            (None, Some(&Reverse(early))) => Some(early),
-        }
+    /// Takes the earliest change.
+    #[cfg(test)]
+    fn pop(&mut self) -> Option<Pending> {
+        self.pop_due(i64::MAX)
     }
 
-    /// Takes the earliest change.
-    fn pop(&mut self) -> Option<Pending> {
+    /// Takes the earliest change if it is due at or before `until`.
+    fn pop_due(&mut self, until: i64) -> Option<Pending> {
         let first = self.first();
         let now = first.map(|i| self.buckets[0][i]);
+        let earliest = match (now, self.early.peek()) {
+            (Some(now), Some(&Reverse(early))) => now.min(early),
+            (Some(now), None) => now,
+            (None, Some(&Reverse(early))) => early,
+            (None, None) => return None,
+        };
+        if earliest.at() > until {
+            return None;
+        }
         match (now, self.early.peek()) {
             (Some(change), Some(&Reverse(early))) if early < change => self.early.pop().map(|Reverse(c)| c),
             (None, _) => self.early.pop().map(|Reverse(c)| c),
@@ -644,11 +649,7 @@ fn flush(
     audit: &mut Audit,
     window: i64,
 ) -> Result<(), AuditError> {
-    while let Some(next) = pending.peek() {
-        if next.at() > until {
-            break;
-        }
-        pending.pop();
+    while let Some(next) = pending.pop_due(until) {
         state.ensure_window(next.at(), window, clusters, ledgers, audit)?;
         apply(ledgers, index, next)?;
         state.last_event = state.last_event.max(next.at());
