@@ -10,9 +10,11 @@
 //! trace ends (a censored wait); a row with a duration and no start records a submission
 //! only and is counted, not audited.
 //!
-//! Only jobs that have not ended are held (a heap of their coming events), so memory does
-//! not grow with the trace; waits are kept as one number per job for exact percentiles,
-//! and the jobs still waiting at the end as one record each.
+//! Only jobs that have not ended are held (a queue of their coming events, each one
+//! number; a job's changes due at its submission are applied at once), so memory does not
+//! grow with the trace; waits are kept as one number per job for exact percentiles, and
+//! the jobs still waiting at the end as one record each. On the way from one job to the
+//! next, budgets and contracts are numbers, not names: nothing is allocated per event.
 //!
 //! Windows start at the first submission, or at multiples of the window since the epoch
 //! ([`Alignment`]); the first and the last may be cut short by the trace's span
@@ -23,7 +25,7 @@
 //! runs for centuries under a one-second window costs an error, not the machine's memory.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BinaryHeap;
 
 use allot_compiler::ir::Model;
 
@@ -54,6 +56,8 @@ pub enum AuditError {
         "the trace has activity in more than {limit} windows of {window} s, more than allot keeps; use a longer window"
     )]
     TooManyWindows { limit: usize, window: i64 },
+    #[error("the budgets make {nodes} nodes over their clusters, more than the {limit} an audit can index")]
+    TooManyBudgets { nodes: usize, limit: usize },
 }
 
 /// The most windows an audit keeps (windows in which something happened).
@@ -83,33 +87,217 @@ pub struct Options {
     pub align: Alignment,
 }
 
-/// A future change to one cluster's ledger.
+/// A future change to one cluster's ledger, packed in one number so that events order by
+/// time, then [`DEMAND`], [`START`], [`END`] (at one instant a job is demand before it
+/// starts, and starts before it ends), then budget (cluster, node), GPUs, and whether the
+/// job ran. From the highest bits: the time (64 bits, sign flipped), the order (2), the
+/// budget's index over all clusters (29), the GPUs (32), whether the job ran (1: for an
+/// end, its use leaves with its demand).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Pending {
-    at: i64,
-    /// [`DEMAND`], [`START`] or [`END`]: at one instant a job is demand before it starts,
-    /// and starts before it ends.
-    order: u8,
-    cluster: usize,
-    node: usize,
-    gpus: u32,
-    /// For an end: whether the job ran (then its use leaves with its demand).
-    ran: bool,
+struct Pending(u128);
+
+/// The most budget nodes, over all clusters, a [`Pending`] can name.
+const MAX_NODES: usize = 1 << 29;
+
+impl Pending {
+    fn new(at: i64, order: u8, budget: usize, gpus: u32, ran: bool) -> Pending {
+        let time = (at as u64) ^ (1 << 63);
+        Pending(
+            (u128::from(time) << 64)
+                | (u128::from(order) << 62)
+                | ((budget as u128) << 33)
+                | (u128::from(gpus) << 1)
+                | u128::from(ran),
+        )
+    }
+
+    fn at(self) -> i64 {
+        (self.time() ^ (1 << 63)) as i64
+    }
+
+    /// The time, ordered as unsigned.
+    fn time(self) -> u64 {
+        (self.0 >> 64) as u64
+    }
+
+    fn order(self) -> u8 {
+        ((self.0 >> 62) & 3) as u8
+    }
+
+    fn budget(self) -> usize {
+        ((self.0 >> 33) as usize) & (MAX_NODES - 1)
+    }
+
+    fn gpus(self) -> u32 {
+        (self.0 >> 1) as u32
+    }
+
+    fn ran(self) -> bool {
+        self.0 & 1 == 1
+    }
+}
+
+/// The pending changes, the earliest first. Changes come due in time order and are queued
+/// at or after the time of the last one taken, so they are kept in a radix heap on their
+/// time: bucket `i` holds the changes whose time's highest bit that differs from that time
+/// is bit `i - 1`, bucket 0 the changes at that time (the few of one instant, searched for
+/// the smallest). When bucket 0 is empty, the first bucket that is not gives the next time,
+/// and its changes fall into lower buckets. A change queued before that time (a trace
+/// whose times run backwards) waits in a binary heap beside it.
+struct Queue {
+    /// The time (as [`Pending`] orders it) of bucket 0.
+    time: u64,
+    buckets: Vec<Vec<Pending>>,
+    /// Bit `i` set when bucket `i` is not empty.
+    filled: u128,
+    early: BinaryHeap<Reverse<Pending>>,
+}
+
+impl Queue {
+    fn new() -> Queue {
+        Queue { time: 0, buckets: vec![Vec::new(); 65], filled: 0, early: BinaryHeap::new() }
+    }
+
+    fn bucket(&self, change: Pending) -> usize {
+        (64 - (change.time() ^ self.time).leading_zeros()) as usize
+    }
+
+    fn push(&mut self, change: Pending) {
+        if change.time() < self.time {
+            self.early.push(Reverse(change));
+            return;
+        }
+        let bucket = self.bucket(change);
+        self.buckets[bucket].push(change);
+        self.filled |= 1 << bucket;
+    }
+
+    /// The place in bucket 0 of the earliest change of the buckets, once they are sorted
+    /// down.
+    fn first(&mut self) -> Option<usize> {
+        if self.filled == 0 {
+            return None;
+        }
+        if self.filled & 1 == 0 {
+            let i = self.filled.trailing_zeros() as usize;
+            let mut changes = std::mem::take(&mut self.buckets[i]);
+            self.filled &= !(1 << i);
+            self.time = changes.iter().map(|c| c.time()).min()?;
+            for change in changes.drain(..) {
+                let bucket = self.bucket(change);
+                self.buckets[bucket].push(change);
+                self.filled |= 1 << bucket;
+            }
+            // Keep the bucket's room for later.
+            self.buckets[i] = changes;
+        }
+        let now = &self.buckets[0];
+        (0..now.len()).min_by_key(|&i| now[i])
+    }
+
+    /// Takes the earliest change.
+    #[cfg(test)]
+    fn pop(&mut self) -> Option<Pending> {
+        self.pop_due(i64::MAX)
+    }
+
+    /// Takes the earliest change if it is due at or before `until`.
+    fn pop_due(&mut self, until: i64) -> Option<Pending> {
+        let first = self.first();
+        let now = first.map(|i| self.buckets[0][i]);
+        let earliest = match (now, self.early.peek()) {
+            (Some(now), Some(&Reverse(early))) => now.min(early),
+            (Some(now), None) => now,
+            (None, Some(&Reverse(early))) => early,
+            (None, None) => return None,
+        };
+        if earliest.at() > until {
+            return None;
+        }
+        match (now, self.early.peek()) {
+            (Some(change), Some(&Reverse(early))) if early < change => self.early.pop().map(|Reverse(c)| c),
+            (None, _) => self.early.pop().map(|Reverse(c)| c),
+            (Some(change), _) => {
+                self.buckets[0].swap_remove(first?);
+                if self.buckets[0].is_empty() {
+                    self.filled &= !1;
+                }
+                Some(change)
+            }
+        }
+    }
 }
 
 const DEMAND: u8 = 0;
 const START: u8 = 1;
 const END: u8 = 2;
 
+/// Every budget node of every cluster, numbered in the clusters' order.
+struct Index {
+    /// The number of the first node of each cluster.
+    first: Vec<usize>,
+    /// (cluster, node) of each number.
+    nodes: Vec<(usize, NodeId)>,
+}
+
+impl Index {
+    fn new(clusters: &[ClusterBudgets]) -> Result<Index, AuditError> {
+        let mut first = Vec::with_capacity(clusters.len());
+        let mut nodes = Vec::new();
+        for (c, cluster) in clusters.iter().enumerate() {
+            first.push(nodes.len());
+            nodes.extend((0..cluster.paths.len()).map(|i| (c, NodeId(i))));
+        }
+        if nodes.len() > MAX_NODES {
+            return Err(AuditError::TooManyBudgets { nodes: nodes.len(), limit: MAX_NODES });
+        }
+        Ok(Index { first, nodes })
+    }
+
+    fn of(&self, cluster: usize, node: NodeId) -> usize {
+        self.first[cluster] + node.0
+    }
+}
+
 /// A job still waiting when the trace ends: its wait is known at the end.
-struct Censored<'m> {
+struct Censored {
     /// The start of the window it was submitted in.
     window: i64,
-    cluster: usize,
-    node: usize,
-    contract: &'m str,
+    /// Its budget's number in the [`Index`].
+    budget: usize,
+    /// Its contract's number among [`Contracts::names`].
+    contract: usize,
     /// When it became demand.
     since: i64,
+}
+
+/// The names of contracts a job can run under, sorted: the model's, and none (`""`).
+struct Contracts<'m> {
+    names: Vec<&'m str>,
+    /// The model's contracts in its order, each with its name's number.
+    model: Vec<(&'m str, usize)>,
+    /// The number of the contract of a job that names none of the model's: the default
+    /// contract's, else none's.
+    default: usize,
+}
+
+impl<'m> Contracts<'m> {
+    fn new(model: &'m Model) -> Contracts<'m> {
+        let mut names: Vec<&str> = model.contracts.iter().map(|c| c.name.as_str()).collect();
+        names.push("");
+        names.sort_unstable();
+        names.dedup();
+        let number = |name: &str| names.binary_search(&name).unwrap_or(0);
+        let model_contracts = model.contracts.iter().map(|c| (c.name.as_str(), number(&c.name))).collect();
+        let default = number(model.contracts.iter().find(|c| c.default).map_or("", |c| c.name.as_str()));
+        Contracts { model: model_contracts, default, names }
+    }
+
+    /// The number of the contract a job runs under (as [`Budgets::contract`] says): the one
+    /// it names, else the default contract, else none.
+    fn of(&self, job: &Job) -> usize {
+        self.model.iter().find(|(name, _)| *name == job.contract).map_or(self.default, |&(_, number)| number)
+    }
 }
 
 /// Replays `jobs` (in submit order) against the model; `window` in seconds, windows aligned
@@ -131,13 +319,14 @@ pub fn audit_with(
 ) -> Result<Audit, AuditError> {
     let budgets = Budgets::new(model)?;
     let clusters = &budgets.clusters;
+    let index = Index::new(clusters)?;
     let mut ledgers: Vec<Ledger<'_>> =
         clusters.iter().map(|b| Ledger::new(&b.hierarchy, b.gpus as f64)).collect::<Result<_, _>>()?;
-    let mut pending: BinaryHeap<Reverse<Pending>> = BinaryHeap::new();
+    let mut pending = Queue::new();
     let window = options.window.clamp(1, MAX_WINDOW_SECONDS) as i64;
-    let mut state = Progress::default();
+    let mut state = Progress::new(index.nodes.len(), Contracts::new(model));
     let mut audit = Audit { window, ..Audit::default() };
-    let mut censored: Vec<Censored<'_>> = Vec::new();
+    let mut censored: Vec<Censored> = Vec::new();
     let mut last_submit: Option<i64> = None;
 
     for job in jobs {
@@ -178,46 +367,52 @@ pub fn audit_with(
             state.window_start = Some(job.submit);
             state.last_event = job.submit;
         }
-        flush(&mut pending, &mut ledgers, job.submit, clusters, &mut state, &mut audit, window)?;
+        flush(&mut pending, &mut ledgers, job.submit, clusters, &index, &mut state, &mut audit, window)?;
         state.ensure_window(job.submit, window, clusters, &mut ledgers, &mut audit)?;
         state.last_event = state.last_event.max(job.submit);
-        let event = |at: i64, order: u8, ran: bool| {
-            Reverse(Pending { at, order, cluster, node: node.0, gpus: job.gpus, ran })
-        };
+        let budget = index.of(cluster, node);
         // Demand from when the job could run: held or waiting on another, it is no one's.
         let demand = job.eligible.unwrap_or(job.submit);
-        pending.push(event(demand, DEMAND, false));
-        if let Some(start) = job.start {
-            pending.push(event(start, START, true));
+        let events = [
+            Some(Pending::new(demand, DEMAND, budget, job.gpus, false)),
+            job.start.map(|start| Pending::new(start, START, budget, job.gpus, true)),
+            // A job without an end holds its demand (and use) to the end of the trace.
+            job.end.map(|end| Pending::new(end, END, budget, job.gpus, job.start.is_some())),
+        ];
+        // Every change due before the submission is applied: the job's first changes due at
+        // its submission are the next ones, and are applied now rather than queued.
+        let mut queue = false;
+        for event in events.into_iter().flatten() {
+            queue |= event.at() != job.submit;
+            if queue {
+                pending.push(event);
+            } else {
+                apply(&mut ledgers, &index, event)?;
+            }
         }
-        // A job without an end holds its demand (and use) to the end of the trace.
-        if let Some(end) = job.end {
-            pending.push(event(end, END, job.start.is_some()));
-        }
-        let contract = budgets.contract(&job);
+        let contract = state.contracts.of(&job);
         let wait = match (job.wait, job.start, job.end) {
             (WaitCount::Measured, Some(start), _) => Some(start - demand),
             // Cancelled while waiting: it waited until then.
             (WaitCount::Measured, None, Some(end)) => Some(end - demand),
             (WaitCount::Measured, None, None) => {
                 let window = state.window_start.unwrap_or(job.submit);
-                censored.push(Censored { window, cluster, node: node.0, contract, since: demand });
-                state.expect_censored(&clusters[cluster].paths[node.0], &clusters[cluster].name, contract);
+                censored.push(Censored { window, budget, contract, since: demand });
+                state.expect_censored(budget, contract);
                 None
             }
             (WaitCount::Total(wait), _, _) => Some(wait),
             (WaitCount::Elsewhere, _, _) => None,
         };
         if let Some(wait) = wait {
-            let ClusterBudgets { name, paths, .. } = &clusters[cluster];
-            state.record_wait(&paths[node.0], name, contract, wait);
+            state.record_wait(budget, contract, wait);
         }
         audit.jobs += 1;
     }
     if audit.jobs == 0 {
         return Err(AuditError::NoJobs(no_jobs(&audit)));
     }
-    flush(&mut pending, &mut ledgers, i64::MAX - 1, clusters, &mut state, &mut audit, window)?;
+    flush(&mut pending, &mut ledgers, i64::MAX - 1, clusters, &index, &mut state, &mut audit, window)?;
     let end = state.last_event;
     state.ensure_window(end, window, clusters, &mut ledgers, &mut audit)?;
     for ledger in ledgers.iter_mut() {
@@ -225,23 +420,25 @@ pub fn audit_with(
     }
     state.close_window(end, window, clusters, &ledgers, &mut audit)?;
     for job in censored {
-        let (path, name) = (&clusters[job.cluster].paths[job.node], &clusters[job.cluster].name);
+        let (cluster, node) = index.nodes[job.budget];
+        let (path, name) = (&clusters[cluster].paths[node.0], &clusters[cluster].name);
+        let contract = state.contracts.names[job.contract];
         let wait = end - job.since;
         let whole = &mut state.all_waits;
-        whole.budgets.entry((path.clone(), name.clone())).or_default().push_censored(wait);
-        whole.contracts.entry(job.contract.to_string()).or_default().push_censored(wait);
+        whole.budgets[job.budget].get_or_insert_default().push_censored(wait);
+        whole.contracts[job.contract].get_or_insert_default().push_censored(wait);
         // The window it was submitted in was kept with a row for its budget and contract.
         if let Ok(w) = audit.windows.binary_search_by_key(&job.window, |w| w.start) {
             let span = &mut audit.windows[w];
             if let Some(b) = span.budgets.iter_mut().find(|b| b.project == *path && b.cluster == *name) {
                 b.waits.push_censored(wait);
             }
-            if let Some(c) = span.contracts.iter_mut().find(|c| c.contract == job.contract) {
+            if let Some(c) = span.contracts.iter_mut().find(|c| c.contract == contract) {
                 c.waits.push_censored(wait);
             }
         }
     }
-    audit.whole = totals(state.origin, end, clusters, &ledgers, &state.all_waits);
+    audit.whole = totals(state.origin, end, clusters, &ledgers, &mut state);
     // Leaf budgets: an inner project's own jobs only when it had some.
     let listed: std::collections::HashSet<(&str, &str)> =
         audit.whole.budgets.iter().map(|b| (b.project.as_str(), b.cluster.as_str())).collect();
@@ -271,15 +468,22 @@ fn no_jobs(audit: &Audit) -> String {
     }
 }
 
-/// Waits by (budget, cluster) and by contract.
-#[derive(Default)]
+/// Waits by budget (its number in the [`Index`]) and by contract (its number among
+/// [`Contracts::names`]); `None` for those without a job.
 struct WaitBook {
-    budgets: BTreeMap<(String, String), Waits>,
-    contracts: BTreeMap<String, Waits>,
+    budgets: Vec<Option<Waits>>,
+    contracts: Vec<Option<Waits>>,
 }
 
-#[derive(Default)]
-struct Progress {
+impl WaitBook {
+    fn new(budgets: usize, contracts: usize) -> WaitBook {
+        WaitBook { budgets: vec![None; budgets], contracts: vec![None; contracts] }
+    }
+}
+
+struct Progress<'m> {
+    /// The contracts' names, by number.
+    contracts: Contracts<'m>,
     /// The first submission: where the trace's span starts.
     origin: i64,
     /// A boundary of windows: the first submission, or the epoch.
@@ -292,20 +496,34 @@ struct Progress {
     all_waits: WaitBook,
 }
 
-impl Progress {
-    fn record_wait(&mut self, project: &str, cluster: &str, contract: &str, wait: i64) {
+impl<'m> Progress<'m> {
+    fn new(budgets: usize, contracts: Contracts<'m>) -> Progress<'m> {
+        let count = contracts.names.len();
+        Progress {
+            contracts,
+            origin: 0,
+            phase: 0,
+            last_event: 0,
+            window_start: None,
+            at_window_start: Vec::new(),
+            window_waits: WaitBook::new(budgets, count),
+            all_waits: WaitBook::new(budgets, count),
+        }
+    }
+
+    fn record_wait(&mut self, budget: usize, contract: usize, wait: i64) {
         for book in [&mut self.window_waits, &mut self.all_waits] {
-            book.budgets.entry((project.to_string(), cluster.to_string())).or_default().push(wait);
-            book.contracts.entry(contract.to_string()).or_default().push(wait);
+            book.budgets[budget].get_or_insert_default().push(wait);
+            book.contracts[contract].get_or_insert_default().push(wait);
         }
     }
 
     /// Keeps the current window's rows of a budget and a contract with a job still waiting
     /// at the end of the trace: its wait is added to them then.
-    fn expect_censored(&mut self, project: &str, cluster: &str, contract: &str) {
+    fn expect_censored(&mut self, budget: usize, contract: usize) {
         let book = &mut self.window_waits;
-        book.budgets.entry((project.to_string(), cluster.to_string())).or_default();
-        book.contracts.entry(contract.to_string()).or_default();
+        book.budgets[budget].get_or_insert_default();
+        book.contracts[contract].get_or_insert_default();
     }
 
     /// The end of the window that holds `at`: the next boundary after it.
@@ -357,6 +575,8 @@ impl Progress {
             return Ok(());
         }
         let mut span = Span { start, end, partial: end - start < window, ..Span::default() };
+        // The budgets' numbers in the index: node by node, cluster by cluster.
+        let mut budget = 0;
         for (c, (cluster, ledger)) in clusters.iter().zip(ledgers).enumerate() {
             let mut cluster_used = 0.0;
             for (i, path) in cluster.paths.iter().enumerate() {
@@ -373,7 +593,8 @@ impl Progress {
                 }
                 // A budget with jobs in the window keeps its row, even before their waits are
                 // known (jobs still waiting at the end of the trace).
-                let waits = self.window_waits.budgets.remove(&(path.clone(), cluster.name.clone()));
+                let waits = self.window_waits.budgets.get_mut(budget).and_then(Option::take);
+                budget += 1;
                 let had_jobs = waits.is_some();
                 let waits = waits.unwrap_or_default();
                 let figures = BudgetFigures {
@@ -397,11 +618,13 @@ impl Progress {
                 used_gpu_hours: cluster_used,
             });
         }
-        span.contracts = std::mem::take(&mut self.window_waits.contracts)
-            .into_iter()
-            .map(|(contract, waits)| ContractFigures { contract, waits })
+        // By name, as the contracts are numbered.
+        span.contracts = (self.window_waits.contracts.iter_mut().zip(&self.contracts.names))
+            .filter_map(|(waits, name)| {
+                Some(ContractFigures { contract: name.to_string(), waits: waits.take()? })
+            })
             .collect();
-        self.window_waits.budgets.clear();
+        self.window_waits.budgets.iter_mut().for_each(|waits| *waits = None);
         self.window_start = Some(end);
         if span.budgets.is_empty() && span.contracts.is_empty() {
             return Ok(());
@@ -415,48 +638,55 @@ impl Progress {
 }
 
 /// Applies every pending change due before `until`, closing windows on the way.
+#[allow(clippy::too_many_arguments)]
 fn flush(
-    pending: &mut BinaryHeap<Reverse<Pending>>,
+    pending: &mut Queue,
     ledgers: &mut [Ledger<'_>],
     until: i64,
     clusters: &[ClusterBudgets],
-    state: &mut Progress,
+    index: &Index,
+    state: &mut Progress<'_>,
     audit: &mut Audit,
     window: i64,
 ) -> Result<(), AuditError> {
-    while let Some(Reverse(next)) = pending.peek().copied() {
-        if next.at > until {
-            break;
-        }
-        pending.pop();
-        state.ensure_window(next.at, window, clusters, ledgers, audit)?;
-        let node = NodeId(next.node);
-        let gpus = f64::from(next.gpus);
-        let ledger = &mut ledgers[next.cluster];
-        let at = next.at as f64;
-        match next.order {
-            DEMAND => ledger.apply(&Event { at, change: Change::Demand { node, gpus } })?,
-            START => ledger.apply(&Event { at, change: Change::Use { node, gpus } })?,
-            _ => {
-                ledger.apply(&Event { at, change: Change::Demand { node, gpus: -gpus } })?;
-                if next.ran {
-                    ledger.apply(&Event { at, change: Change::Use { node, gpus: -gpus } })?;
-                }
-            }
-        }
-        state.last_event = state.last_event.max(next.at);
+    while let Some(next) = pending.pop_due(until) {
+        state.ensure_window(next.at(), window, clusters, ledgers, audit)?;
+        apply(ledgers, index, next)?;
+        state.last_event = state.last_event.max(next.at());
     }
     Ok(())
 }
 
+/// Applies one change to its cluster's ledger.
+fn apply(ledgers: &mut [Ledger<'_>], index: &Index, change: Pending) -> Result<(), AuditError> {
+    let (cluster, node) = index.nodes[change.budget()];
+    let gpus = f64::from(change.gpus());
+    let ledger = &mut ledgers[cluster];
+    let at = change.at() as f64;
+    match change.order() {
+        DEMAND => ledger.apply(&Event { at, change: Change::Demand { node, gpus } })?,
+        START => ledger.apply(&Event { at, change: Change::Use { node, gpus } })?,
+        _ => {
+            ledger.apply(&Event { at, change: Change::Demand { node, gpus: -gpus } })?;
+            if change.ran() {
+                ledger.apply(&Event { at, change: Change::Use { node, gpus: -gpus } })?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The whole trace's figures; the waits are moved out of `state`.
 fn totals(
     start: i64,
     end: i64,
     clusters: &[ClusterBudgets],
     ledgers: &[Ledger<'_>],
-    waits: &WaitBook,
+    state: &mut Progress<'_>,
 ) -> Span {
+    let waits = &mut state.all_waits;
     let mut span = Span { start, end, ..Span::default() };
+    let mut budget = 0;
     for (cluster, ledger) in clusters.iter().zip(ledgers) {
         let mut cluster_used = 0.0;
         for (i, path) in cluster.paths.iter().enumerate() {
@@ -467,8 +697,9 @@ fn totals(
                 used_gpu_hours: ledger.used_gpu_hours(id),
                 entitled_gpu_hours: ledger.entitled_gpu_hours(id),
                 delivered_gpu_hours: ledger.delivered_gpu_hours(id),
-                waits: waits.budgets.get(&(path.clone(), cluster.name.clone())).cloned().unwrap_or_default(),
+                waits: waits.budgets.get_mut(budget).and_then(Option::take).unwrap_or_default(),
             };
+            budget += 1;
             if cluster.hierarchy.node(id).is_some_and(|n| n.parent.is_none()) {
                 cluster_used += figures.used_gpu_hours;
             }
@@ -484,10 +715,59 @@ fn totals(
             used_gpu_hours: cluster_used,
         });
     }
-    span.contracts = waits
-        .contracts
-        .iter()
-        .map(|(c, w)| ContractFigures { contract: c.clone(), waits: w.clone() })
+    span.contracts = (waits.contracts.iter_mut().zip(&state.contracts.names))
+        .filter_map(|(waits, name)| {
+            Some(ContractFigures { contract: name.to_string(), waits: waits.take()? })
+        })
         .collect();
     span
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_queue_gives_changes_in_order_as_a_binary_heap_does() {
+        // Pushes mostly at or after the last change taken, some before it, many ties.
+        let mut queue = Queue::new();
+        let mut heap = BinaryHeap::new();
+        let mut seed: u64 = 7;
+        let mut random = |below: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % below
+        };
+        let mut now = -50i64;
+        for round in 0..20_000 {
+            for _ in 0..random(4) {
+                let at = now + random(100) as i64 - if round % 97 == 0 { 60 } else { 0 };
+                let change =
+                    Pending::new(at, random(3) as u8, random(5) as usize, random(3) as u32, random(2) == 1);
+                queue.push(change);
+                heap.push(Reverse(change));
+            }
+            for _ in 0..random(4) {
+                let taken = queue.pop();
+                assert_eq!(taken, heap.pop().map(|Reverse(c)| c));
+                if let Some(change) = taken {
+                    now = now.max(change.at());
+                }
+            }
+        }
+        while let Some(Reverse(change)) = heap.pop() {
+            assert_eq!(queue.pop(), Some(change));
+        }
+        assert_eq!(queue.pop(), None);
+    }
+
+    #[test]
+    fn a_pending_change_keeps_its_fields() {
+        let change = Pending::new(-3, END, MAX_NODES - 1, u32::MAX, true);
+        assert_eq!(
+            (change.at(), change.order(), change.budget(), change.gpus(), change.ran()),
+            (-3, END, MAX_NODES - 1, u32::MAX, true)
+        );
+        assert!(Pending::new(-1, END, 9, 9, true) < Pending::new(0, DEMAND, 0, 0, false));
+        assert!(Pending::new(i64::MIN, END, 9, 9, true) < Pending::new(i64::MAX, DEMAND, 0, 0, false));
+    }
 }

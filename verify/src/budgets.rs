@@ -3,7 +3,8 @@
 //! for the work no budget covers), and the cluster, budget and contract that a job's names
 //! lead to.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use allot_compiler::ir::{Cluster, Model, Project};
 
@@ -46,6 +47,8 @@ pub(crate) struct ClusterBudgets {
     /// (own leaf, its project) for every inner project: the jobs charged to the project
     /// itself.
     own: Vec<(NodeId, NodeId)>,
+    /// The node of the jobs charged to each node's name (see [`ClusterBudgets::node_of`]).
+    jobs_node: Names<String, Option<NodeId>>,
 }
 
 impl ClusterBudgets {
@@ -64,25 +67,37 @@ impl ClusterBudgets {
             Node::new(UNBUDGETED, None, NO_SHARE).with_cap(0.0)
         };
         tree.push(node, UNBUDGETED.into(), 0);
+        let hierarchy = Hierarchy::new(tree.nodes)?;
+        let mut jobs_node = Names::with_capacity_and_hasher(hierarchy.len(), Default::default());
+        for i in 0..hierarchy.len() {
+            let id = NodeId(i);
+            let Some(node) = hierarchy.node(id) else { continue };
+            // The first node of a name, as a search in the nodes' order finds it.
+            if !jobs_node.contains_key(&node.name) {
+                let jobs = if hierarchy.is_leaf(id) {
+                    Some(id)
+                } else {
+                    tree.own.iter().find(|(_, project)| *project == id).map(|(own, _)| *own)
+                };
+                jobs_node.insert(node.name.clone(), jobs);
+            }
+        }
         Ok(ClusterBudgets {
             name: cluster.name.clone(),
             gpus: cluster.gpus,
-            hierarchy: Hierarchy::new(tree.nodes)?,
+            hierarchy,
             paths: tree.paths,
             guaranteed: tree.guaranteed,
             unbudgeted,
             own: tree.own,
+            jobs_node,
         })
     }
 
     /// The node of the jobs charged to the project at `path`: the project's own leaf, or
     /// the project when it is a leaf here.
     pub(crate) fn node_of(&self, path: &str) -> Option<NodeId> {
-        let id = self.hierarchy.find(path)?;
-        if self.hierarchy.is_leaf(id) {
-            return Some(id);
-        }
-        self.own.iter().find(|(_, project)| *project == id).map(|(own, _)| *own)
+        self.jobs_node.get(path).copied().flatten()
     }
 
     /// Whether `id` holds an inner project's own jobs (listed only when it has some).
@@ -146,6 +161,31 @@ fn own_path(path: &str) -> String {
     format!("{path} (own jobs)")
 }
 
+/// Maps keyed by the budgets' names, looked up with a trace's names once or twice a job.
+type Names<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
+
+/// FNV-1a, a fast hash for short names. The maps' keys are the budgets' names, which a
+/// trace cannot add to, so a trace cannot crowd them.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
 /// Where a job goes: its cluster (an index of [`Budgets::clusters`]) and its budget's node
 /// there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,10 +199,10 @@ pub(crate) struct Budgets<'m> {
     /// In the model's order of clusters.
     pub(crate) clusters: Vec<ClusterBudgets>,
     model: &'m Model,
-    by_path: BTreeMap<&'m str, &'m Project>,
-    by_name: BTreeMap<&'m str, Vec<&'m Project>>,
+    by_path: Names<&'m str, &'m Project>,
+    by_name: Names<&'m str, Vec<&'m Project>>,
     /// Each user's default project.
-    defaults: BTreeMap<&'m str, &'m Project>,
+    defaults: Names<&'m str, &'m Project>,
 }
 
 impl<'m> Budgets<'m> {
@@ -172,9 +212,9 @@ impl<'m> Budgets<'m> {
         let mut budgets = Budgets {
             clusters,
             model,
-            by_path: BTreeMap::new(),
-            by_name: BTreeMap::new(),
-            defaults: BTreeMap::new(),
+            by_path: Names::default(),
+            by_name: Names::default(),
+            defaults: Names::default(),
         };
         fn walk<'m>(projects: &'m [Project], b: &mut Budgets<'m>) {
             for p in projects {

@@ -8,8 +8,11 @@
 //! Each level is solved exactly in one pass over its children sorted by capped demand /
 //! weight (O(n log n)), with no iteration or tolerance. [`Ledger`] integrates the
 //! entitled GPU-hours (the allocation) and the delivered GPU-hours (min(use, allocation))
-//! between events, exactly, since both are constant between two events. The audit and the
-//! simulator hold a [`Hierarchy`] per cluster (see [`budgets`](crate::budgets)).
+//! between events, exactly, since both are constant between two events; it divides again
+//! only the levels whose inputs changed (a parent's allocation, its children's capped
+//! demands), at most once per instant and without allocating, each level exactly as
+//! [`Hierarchy::allocate`] divides it from scratch. The audit and the simulator hold a
+//! [`Hierarchy`] per cluster (see [`budgets`](crate::budgets)).
 
 /// The index of a node in its [`Hierarchy`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -146,7 +149,8 @@ impl Hierarchy {
         let (capped_demand, children_demand) = self.capped_demand(demand);
         let roots_demand: f64 = self.roots.iter().map(|r| value_at(&capped_demand, *r)).sum();
         let mut allocation = vec![0.0; self.nodes.len()];
-        self.share_out(capacity, &self.roots, roots_demand, &capped_demand, &mut allocation);
+        let mut scratch = Scratch::default();
+        self.share_out(capacity, &self.roots, roots_demand, &capped_demand, &mut allocation, &mut scratch);
         for &id in &self.preorder {
             let amount = value_at(&allocation, id);
             self.share_out(
@@ -155,6 +159,7 @@ impl Hierarchy {
                 value_at(&children_demand, id),
                 &capped_demand,
                 &mut allocation,
+                &mut scratch,
             );
         }
         let unallocated = capacity - capacity.min(roots_demand);
@@ -167,25 +172,32 @@ impl Hierarchy {
         let mut capped = vec![0.0; self.nodes.len()];
         let mut children_demand = vec![0.0; self.nodes.len()];
         for &id in self.preorder.iter().rev() {
-            let children = self.children(id);
-            let wanted = if children.is_empty() {
-                value_at(demand, id)
-            } else {
-                let sum: f64 = children.iter().map(|c| value_at(&capped, *c)).sum();
-                if let Some(slot) = children_demand.get_mut(id.0) {
-                    *slot = sum;
-                }
-                sum
-            };
-            let cap = self.node(id).and_then(|n| n.cap).unwrap_or(f64::INFINITY);
-            if let Some(slot) = capped.get_mut(id.0) {
-                *slot = wanted.min(cap);
-            }
+            self.cap_node(id, demand, &mut capped, &mut children_demand);
         }
         (capped, children_demand)
     }
 
-    /// Water-fills `amount` over `siblings`, whose capped demands sum to `demand`.
+    /// Sets a node's capped demand (and, for an inner node, the sum of its children's) from
+    /// its own demand or its children's capped demands.
+    fn cap_node(&self, id: NodeId, demand: &[f64], capped: &mut [f64], children_demand: &mut [f64]) {
+        let children = self.children(id);
+        let wanted = if children.is_empty() {
+            value_at(demand, id)
+        } else {
+            let sum: f64 = children.iter().map(|c| value_at(capped, *c)).sum();
+            if let Some(slot) = children_demand.get_mut(id.0) {
+                *slot = sum;
+            }
+            sum
+        };
+        let cap = self.node(id).and_then(|n| n.cap).unwrap_or(f64::INFINITY);
+        if let Some(slot) = capped.get_mut(id.0) {
+            *slot = wanted.min(cap);
+        }
+    }
+
+    /// Water-fills `amount` over `siblings`, whose capped demands sum to `demand`, writing
+    /// every sibling's allocation.
     fn share_out(
         &self,
         amount: f64,
@@ -193,20 +205,44 @@ impl Hierarchy {
         demand: f64,
         capped: &[f64],
         allocation: &mut [f64],
+        scratch: &mut Scratch,
     ) {
-        let claims: Vec<Claim> = siblings
-            .iter()
-            .map(|&id| Claim {
-                id,
-                weight: self.node(id).map_or(0.0, |n| n.weight),
-                limit: value_at(capped, id),
-            })
-            .collect();
-        for (id, gpus) in water_fill(amount, claims, demand) {
+        let mut set = |id: NodeId, gpus: f64| {
             if let Some(slot) = allocation.get_mut(id.0) {
                 *slot = gpus;
             }
+        };
+        if amount >= demand {
+            for &id in siblings {
+                set(id, value_at(capped, id));
+            }
+            return;
         }
+        let claims = &mut scratch.claims;
+        claims.clear();
+        for (position, &id) in siblings.iter().enumerate() {
+            let limit = value_at(capped, id);
+            if limit > 0.0 {
+                let weight = self.node(id).map_or(0.0, |n| n.weight);
+                claims.push(Claim { id, weight, limit, ratio: limit / weight, position });
+            } else {
+                set(id, 0.0);
+            }
+        }
+        // By ascending limit / weight, ties in the siblings' order: a few claims by insertion
+        // (stable, and the claims are in the siblings' order), many by their places.
+        if claims.len() <= 32 {
+            for i in 1..claims.len() {
+                let mut j = i;
+                while j > 0 && claims[j - 1].ratio.total_cmp(&claims[j].ratio).is_gt() {
+                    claims.swap(j - 1, j);
+                    j -= 1;
+                }
+            }
+        } else {
+            claims.sort_unstable_by(|a, b| a.ratio.total_cmp(&b.ratio).then(a.position.cmp(&b.position)));
+        }
+        water_fill(amount, claims, &mut scratch.weight_from, set);
     }
 
     fn check_leaf_amounts(&self, amounts: &[f64]) -> Result<(), EntitlementError> {
@@ -255,45 +291,52 @@ fn value_at(values: &[f64], id: NodeId) -> f64 {
 }
 
 /// One sibling's claim on its parent's allocation.
+#[derive(Clone, Copy, Debug)]
 struct Claim {
     id: NodeId,
     weight: f64,
     /// What it can use: its capped demand.
     limit: f64,
+    /// `limit / weight`.
+    ratio: f64,
+    /// Its place among its siblings.
+    position: usize,
 }
 
-/// Weighted max-min fair division of `amount` among claims whose limits sum to `demand`:
-/// the largest level L such that every claim gets `min(limit, weight * L)`. Visiting the
-/// claims by ascending limit / weight, each claim that fits under the fair share of what
-/// is left is satisfied; from the first that does not, all the rest are below their limits
-/// and share what is left by weight.
-fn water_fill(amount: f64, claims: Vec<Claim>, demand: f64) -> Vec<(NodeId, f64)> {
-    if amount >= demand {
-        return claims.into_iter().map(|c| (c.id, c.limit)).collect();
-    }
-    let mut claims: Vec<Claim> = claims.into_iter().filter(|c| c.limit > 0.0).collect();
-    claims.sort_by(|a, b| (a.limit / a.weight).total_cmp(&(b.limit / b.weight)));
+/// Buffers reused from one division to the next.
+#[derive(Clone, Debug, Default)]
+struct Scratch {
+    claims: Vec<Claim>,
+    weight_from: Vec<f64>,
+}
+
+/// Weighted max-min fair division of `amount` among claims (each above 0, sorted by
+/// ascending limit / weight) whose limits sum to more than `amount`: the largest level L
+/// such that every claim gets `min(limit, weight * L)`. Visiting the claims in order, each
+/// claim that fits under the fair share of what is left is satisfied; from the first that
+/// does not, all the rest are below their limits and share what is left by weight.
+fn water_fill(amount: f64, claims: &[Claim], weight_from: &mut Vec<f64>, mut set: impl FnMut(NodeId, f64)) {
     // The weight of each claim and all after it, summed from the end (no cancellation).
-    let mut weight_from = vec![0.0; claims.len()];
+    weight_from.clear();
+    weight_from.resize(claims.len(), 0.0);
     let mut weight_sum = 0.0;
-    for (slot, claim) in weight_from.iter_mut().zip(&claims).rev() {
+    for (slot, claim) in weight_from.iter_mut().zip(claims).rev() {
         weight_sum += claim.weight;
         *slot = weight_sum;
     }
     let mut left = amount;
-    let mut shares = Vec::with_capacity(claims.len());
     for (position, claim) in claims.iter().enumerate() {
         let weight_left = weight_from.get(position).copied().unwrap_or(claim.weight);
         if claim.limit <= left * claim.weight / weight_left {
-            shares.push((claim.id, claim.limit));
+            set(claim.id, claim.limit);
             left = (left - claim.limit).max(0.0);
             continue;
         }
-        let rest = claims.get(position..).unwrap_or_default();
-        shares.extend(rest.iter().map(|c| (c.id, (left * c.weight / weight_left).min(c.limit))));
+        for c in claims.get(position..).unwrap_or_default() {
+            set(c.id, (left * c.weight / weight_left).min(c.limit));
+        }
         break;
     }
-    shares
 }
 
 /// The division of one instant.
@@ -344,17 +387,37 @@ pub struct Event {
     pub change: Change,
 }
 
-/// Entitled and delivered GPU-hours per node, integrated as events arrive (in time order;
-/// several at one instant cost one division).
+/// Entitled and delivered GPU-hours per node, integrated as events arrive (in time order).
+/// The division is kept up to date where demand changed, once per instant: a leaf's new
+/// demand is carried up its path, and only the levels whose inputs changed (a parent's
+/// allocation, its children's capped demands) are divided again, each exactly as
+/// [`Hierarchy::allocate`] divides it, so the figures are the same to the last bit.
 #[derive(Clone, Debug)]
 pub struct Ledger<'a> {
     hierarchy: &'a Hierarchy,
     capacity: f64,
     demand: Vec<f64>,
     usage: Vec<f64>,
+    /// Each node's use: a leaf's own, an inner node's its subtree's.
+    used: Vec<f64>,
     now: Option<f64>,
-    /// The current division; `None` after a change, until it is needed.
-    current: Option<Entitlement>,
+    /// The division, up to date once [`Ledger::refresh`] has run.
+    current: Entitlement,
+    /// For each inner node, the sum of its children's capped demands.
+    children_demand: Vec<f64>,
+    /// Leaves whose demand changed since the last refresh.
+    changed: Vec<NodeId>,
+    /// The capacity changed since the last refresh.
+    capacity_changed: bool,
+    /// Per node: its children's capped demands changed since the last refresh.
+    redo: Vec<bool>,
+    /// Per node: it or a node below it must be divided again.
+    on_path: Vec<bool>,
+    /// The nodes left to visit in a refresh, and whether each one's allocation changed.
+    stack: Vec<(NodeId, bool)>,
+    /// A level's allocations before it is divided again.
+    before: Vec<f64>,
+    scratch: Scratch,
     entitled_gpu_seconds: Vec<f64>,
     delivered_gpu_seconds: Vec<f64>,
     used_gpu_seconds: Vec<f64>,
@@ -367,13 +430,25 @@ impl<'a> Ledger<'a> {
             return Err(EntitlementError::InvalidCapacity(capacity));
         }
         let zeros = vec![0.0; hierarchy.len()];
+        // Without demand every node is entitled to nothing.
+        let current =
+            Entitlement { allocation: zeros.clone(), capped_demand: zeros.clone(), unallocated: capacity };
         Ok(Ledger {
             hierarchy,
             capacity,
             demand: zeros.clone(),
             usage: zeros.clone(),
+            used: zeros.clone(),
             now: None,
-            current: None,
+            current,
+            children_demand: zeros.clone(),
+            changed: Vec::new(),
+            capacity_changed: false,
+            redo: vec![false; hierarchy.len()],
+            on_path: vec![false; hierarchy.len()],
+            stack: Vec::new(),
+            before: Vec::new(),
+            scratch: Scratch::default(),
             entitled_gpu_seconds: zeros.clone(),
             delivered_gpu_seconds: zeros.clone(),
             used_gpu_seconds: zeros,
@@ -385,13 +460,19 @@ impl<'a> Ledger<'a> {
         self.advance_to(event.at)?;
         match event.change {
             Change::Demand { node, gpus } => {
-                change_leaf_amount(self.hierarchy, &mut self.demand, node, gpus)?
+                change_leaf_amount(self.hierarchy, &mut self.demand, node, gpus)?;
+                self.changed.push(node);
             }
-            Change::Use { node, gpus } => change_leaf_amount(self.hierarchy, &mut self.usage, node, gpus)?,
-            Change::Capacity { gpus } if gpus.is_finite() && gpus >= 0.0 => self.capacity = gpus,
+            Change::Use { node, gpus } => {
+                change_leaf_amount(self.hierarchy, &mut self.usage, node, gpus)?;
+                self.roll_up_use(node);
+            }
+            Change::Capacity { gpus } if gpus.is_finite() && gpus >= 0.0 => {
+                self.capacity = gpus;
+                self.capacity_changed = true;
+            }
             Change::Capacity { gpus } => return Err(EntitlementError::InvalidCapacity(gpus)),
         }
-        self.current = None;
         Ok(())
     }
 
@@ -415,13 +496,18 @@ impl<'a> Ledger<'a> {
         }
         let seconds = at - now;
         if seconds > 0.0 {
-            let used = self.rolled_up_use();
-            let allocation = self.entitlement()?.allocations().to_vec();
-            for (index, &gpus) in allocation.iter().enumerate() {
-                let using = used.get(index).copied().unwrap_or(0.0);
-                add_at(&mut self.entitled_gpu_seconds, index, gpus * seconds);
-                add_at(&mut self.delivered_gpu_seconds, index, gpus.min(using) * seconds);
-                add_at(&mut self.used_gpu_seconds, index, using * seconds);
+            self.refresh();
+            let sums = self
+                .entitled_gpu_seconds
+                .iter_mut()
+                .zip(self.delivered_gpu_seconds.iter_mut())
+                .zip(self.used_gpu_seconds.iter_mut());
+            for (((entitled, delivered), used), (&gpus, &using)) in
+                sums.zip(self.current.allocation.iter().zip(&self.used))
+            {
+                *entitled += gpus * seconds;
+                *delivered += gpus.min(using) * seconds;
+                *used += using * seconds;
             }
         }
         self.now = Some(at);
@@ -430,11 +516,8 @@ impl<'a> Ledger<'a> {
 
     /// The division at the current instant.
     pub fn entitlement(&mut self) -> Result<&Entitlement, EntitlementError> {
-        let entitlement = match self.current.take() {
-            Some(current) => current,
-            None => self.hierarchy.allocate(self.capacity, &self.demand)?,
-        };
-        Ok(self.current.insert(entitlement))
+        self.refresh();
+        Ok(&self.current)
     }
 
     /// The time of the last event or advance, in seconds.
@@ -457,17 +540,126 @@ impl<'a> Ledger<'a> {
         value_at(&self.used_gpu_seconds, id) / 3600.0
     }
 
-    /// Each node's use: a leaf's own, an inner node's its subtree's.
-    fn rolled_up_use(&self) -> Vec<f64> {
-        let mut used = self.usage.clone();
-        for &id in self.hierarchy.preorder.iter().rev() {
-            let own = value_at(&used, id);
-            let total = self.hierarchy.children(id).iter().fold(own, |sum, c| sum + value_at(&used, *c));
-            if let Some(slot) = used.get_mut(id.0) {
+    /// Carries a leaf's new use up its path: each node's is its own plus its children's,
+    /// summed in the children's order.
+    fn roll_up_use(&mut self, leaf: NodeId) {
+        let hierarchy = self.hierarchy;
+        let mut next = Some(leaf);
+        while let Some(id) = next {
+            let own = value_at(&self.usage, id);
+            let total = hierarchy.children(id).iter().fold(own, |sum, c| sum + value_at(&self.used, *c));
+            if let Some(slot) = self.used.get_mut(id.0) {
                 *slot = total;
             }
+            next = hierarchy.node(id).and_then(|n| n.parent);
         }
-        used
+    }
+
+    /// Brings the division up to date with the demand: the changed leaves' capped demands
+    /// carried up their paths, then, from the top, every level whose parent's allocation or
+    /// children's capped demands changed divided again.
+    fn refresh(&mut self) {
+        if self.changed.is_empty() && !self.capacity_changed {
+            return;
+        }
+        let hierarchy = self.hierarchy;
+        let parent = |id: NodeId| hierarchy.node(id).and_then(|n| n.parent);
+        let mut roots_changed = std::mem::take(&mut self.capacity_changed);
+        let mut changed = std::mem::take(&mut self.changed);
+        for &leaf in &changed {
+            let capped_demand = &mut self.current.capped_demand;
+            let mut id = leaf;
+            loop {
+                let before = value_at(capped_demand, id).to_bits();
+                hierarchy.cap_node(id, &self.demand, capped_demand, &mut self.children_demand);
+                if value_at(capped_demand, id).to_bits() == before {
+                    break;
+                }
+                let Some(up) = parent(id) else {
+                    roots_changed = true;
+                    break;
+                };
+                set_flag(&mut self.redo, up);
+                id = up;
+            }
+            if id == leaf {
+                // Its capped demand is what it was: no level changes.
+                continue;
+            }
+            // The way down from the top to every level to divide again.
+            let mut mark = parent(leaf);
+            while let Some(up) = mark {
+                if flag(&self.on_path, up) {
+                    break;
+                }
+                set_flag(&mut self.on_path, up);
+                mark = parent(up);
+            }
+        }
+        changed.clear();
+        self.changed = changed;
+
+        let capped = &self.current.capped_demand;
+        let allocation = &mut self.current.allocation;
+        let mut stack = std::mem::take(&mut self.stack);
+        let roots = hierarchy.roots();
+        if roots_changed {
+            let roots_demand: f64 = roots.iter().map(|r| value_at(capped, *r)).sum();
+            self.current.unallocated = self.capacity - self.capacity.min(roots_demand);
+            self.before.clear();
+            self.before.extend(roots.iter().map(|r| value_at(allocation, *r)));
+            hierarchy.share_out(self.capacity, roots, roots_demand, capped, allocation, &mut self.scratch);
+            push_changed(roots, &self.before, allocation, &self.on_path, &mut stack);
+        } else {
+            stack.extend(roots.iter().filter(|r| flag(&self.on_path, **r)).map(|&r| (r, false)));
+        }
+        while let Some((id, allocation_changed)) = stack.pop() {
+            let children = hierarchy.children(id);
+            if allocation_changed || flag(&self.redo, id) {
+                self.before.clear();
+                self.before.extend(children.iter().map(|c| value_at(allocation, *c)));
+                let amount = value_at(allocation, id);
+                let demand = value_at(&self.children_demand, id);
+                hierarchy.share_out(amount, children, demand, capped, allocation, &mut self.scratch);
+                push_changed(children, &self.before, allocation, &self.on_path, &mut stack);
+            } else {
+                stack.extend(children.iter().filter(|c| flag(&self.on_path, **c)).map(|&c| (c, false)));
+            }
+            if let Some(slot) = self.redo.get_mut(id.0) {
+                *slot = false;
+            }
+            if let Some(slot) = self.on_path.get_mut(id.0) {
+                *slot = false;
+            }
+        }
+        self.stack = stack;
+    }
+}
+
+/// Pushes the nodes of a level just divided whose allocation changed, or below which a
+/// level must be divided again.
+fn push_changed(
+    level: &[NodeId],
+    before: &[f64],
+    allocation: &[f64],
+    on_path: &[bool],
+    stack: &mut Vec<(NodeId, bool)>,
+) {
+    for (&id, &old) in level.iter().zip(before) {
+        let changed = value_at(allocation, id).to_bits() != old.to_bits();
+        if changed || flag(on_path, id) {
+            stack.push((id, changed));
+        }
+    }
+}
+
+fn flag(flags: &[bool], id: NodeId) -> bool {
+    flags.get(id.0).copied().unwrap_or(false)
+}
+
+fn set_flag(flags: &mut [bool], id: NodeId) {
+    if let Some(slot) = flags.get_mut(id.0) {
+        *slot = true;
     }
 }
 
@@ -503,10 +695,4 @@ fn change_leaf_amount(
     }
     *slot = changed;
     Ok(())
-}
-
-fn add_at(values: &mut [f64], index: usize, amount: f64) {
-    if let Some(slot) = values.get_mut(index) {
-        *slot += amount;
-    }
 }

@@ -69,10 +69,12 @@ impl Waits {
         if self.values.is_empty() {
             return None;
         }
-        let mut sorted = self.values.clone();
-        sorted.sort_unstable();
-        let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
-        sorted.get(rank.min(sorted.len()) - 1).map(|&w| u64::from(w))
+        let rank = ((p / 100.0) * self.values.len() as f64).ceil().max(1.0) as usize;
+        // The wait at that rank in sorted order, found without sorting them all.
+        let index = rank.min(self.values.len()) - 1;
+        let mut values = self.values.clone();
+        let (_, &mut wait, _) = values.select_nth_unstable(index);
+        Some(u64::from(wait))
     }
 }
 

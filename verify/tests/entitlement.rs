@@ -261,3 +261,76 @@ proptest! {
         prop_assert!(after >= before - 1e-9 * capacity.max(1.0), "{before} -> {after}");
     }
 }
+
+/// Changes to a random division: (leaf pick, demand or use, amount, whether time moves,
+/// capacity change).
+fn random_changes() -> impl Strategy<Value = Vec<(usize, bool, f64, bool, Option<f64>)>> {
+    let change = (
+        any::<usize>(),
+        any::<bool>(),
+        prop_oneof![(1u32..9).prop_map(f64::from), 0.0..20.0f64],
+        any::<bool>(),
+        prop::option::weighted(0.05, 0.0..300.0f64),
+    );
+    prop::collection::vec(change, 1..60)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    #[test]
+    fn a_ledger_divides_and_integrates_as_a_division_from_scratch(
+        (nodes, _, capacity) in random_division(),
+        changes in random_changes(),
+    ) {
+        // The ledger divides again only where demand changed; the division and the
+        // integrals are the same to the last bit as dividing from scratch at every instant.
+        let hierarchy = Hierarchy::new(nodes.clone()).unwrap();
+        let leaves: Vec<usize> = (0..nodes.len()).filter(|&i| hierarchy.is_leaf(NodeId(i))).collect();
+        let mut ledger = Ledger::new(&hierarchy, capacity).unwrap();
+        let (mut capacity, mut now) = (capacity, 0.0);
+        let mut demand = vec![0.0; nodes.len()];
+        let mut entitled = vec![0.0; nodes.len()];
+        for (pick, is_demand, amount, moves, new_capacity) in changes {
+            if moves {
+                let seconds = 1.0 + (pick % 7) as f64;
+                let division = hierarchy.allocate(capacity, &demand).unwrap();
+                for (sum, gpus) in entitled.iter_mut().zip(division.allocations()) {
+                    *sum += gpus * seconds;
+                }
+                now += seconds;
+            }
+            let node = NodeId(leaves[pick % leaves.len()]);
+            // Down by the amount when it has that much, else up.
+            let gpus = if demand[node.0] >= amount && pick % 2 == 0 { -amount } else { amount };
+            let change = match new_capacity {
+                Some(gpus) => {
+                    capacity = gpus;
+                    Change::Capacity { gpus }
+                }
+                None if is_demand => {
+                    demand[node.0] += gpus;
+                    Change::Demand { node, gpus }
+                }
+                None => Change::Use { node, gpus: amount },
+            };
+            ledger.apply(&Event { at: now, change }).unwrap();
+            let expected = hierarchy.allocate(capacity, &demand).unwrap();
+            let division = ledger.entitlement().unwrap();
+            for i in 0..nodes.len() {
+                prop_assert_eq!(division.allocation(NodeId(i)).to_bits(), expected.allocation(NodeId(i)).to_bits());
+                prop_assert_eq!(division.capped_demand(NodeId(i)).to_bits(), expected.capped_demand(NodeId(i)).to_bits());
+            }
+            prop_assert_eq!(division.unallocated().to_bits(), expected.unallocated().to_bits());
+        }
+        // Integrate one more second, then compare.
+        let division = hierarchy.allocate(capacity, &demand).unwrap();
+        for (sum, gpus) in entitled.iter_mut().zip(division.allocations()) {
+            *sum += gpus * 1.0;
+        }
+        ledger.advance_to(now + 1.0).unwrap();
+        for (i, seconds) in entitled.iter().enumerate() {
+            prop_assert_eq!(ledger.entitled_gpu_hours(NodeId(i)).to_bits(), (seconds / 3600.0).to_bits());
+        }
+    }
+}
