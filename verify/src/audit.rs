@@ -137,94 +137,26 @@ impl Pending {
     }
 }
 
-/// The pending changes, the earliest first. Changes come due in time order and are queued
-/// at or after the time of the last one taken, so they are kept in a radix heap on their
-/// time: bucket `i` holds the changes whose time's highest bit that differs from that time
-/// is bit `i - 1`, bucket 0 the changes at that time (the few of one instant, searched for
-/// the smallest). When bucket 0 is empty, the first bucket that is not gives the next time,
-/// and its changes fall into lower buckets. A change queued before that time (a trace
-/// whose times run backwards) waits in a binary heap beside it.
-struct Queue {
-    /// The time (as [`Pending`] orders it) of bucket 0.
-    time: u64,
-    buckets: Vec<Vec<Pending>>,
-    /// Bit `i` set when bucket `i` is not empty.
-    filled: u128,
-    early: BinaryHeap<Reverse<Pending>>,
-}
+/// The pending changes, the earliest first.
+#[derive(Default)]
+struct Queue(BinaryHeap<Reverse<Pending>>);
 
 impl Queue {
     fn new() -> Queue {
-        Queue { time: 0, buckets: vec![Vec::new(); 65], filled: 0, early: BinaryHeap::new() }
-    }
-
-    fn bucket(&self, change: Pending) -> usize {
-        (64 - (change.time() ^ self.time).leading_zeros()) as usize
+        Queue::default()
     }
 
     fn push(&mut self, change: Pending) {
-        if change.time() < self.time {
-            self.early.push(Reverse(change));
-            return;
-        }
-        let bucket = self.bucket(change);
-        self.buckets[bucket].push(change);
-        self.filled |= 1 << bucket;
-    }
-
-    /// The place in bucket 0 of the earliest change of the buckets, once they are sorted
-    /// down.
-    fn first(&mut self) -> Option<usize> {
-        if self.filled == 0 {
-            return None;
-        }
-        if self.filled & 1 == 0 {
-            let i = self.filled.trailing_zeros() as usize;
-            let mut changes = std::mem::take(&mut self.buckets[i]);
-            self.filled &= !(1 << i);
-            self.time = changes.iter().map(|c| c.time()).min()?;
-            for change in changes.drain(..) {
-                let bucket = self.bucket(change);
-                self.buckets[bucket].push(change);
-                self.filled |= 1 << bucket;
-            }
-            // Keep the bucket's room for later.
-            self.buckets[i] = changes;
-        }
-        let now = &self.buckets[0];
-        (0..now.len()).min_by_key(|&i| now[i])
-    }
-
-    /// Takes the earliest change.
-    #[cfg(test)]
-    fn pop(&mut self) -> Option<Pending> {
-        self.pop_due(i64::MAX)
+        self.0.push(Reverse(change));
     }
 
     /// Takes the earliest change if it is due at or before `until`.
     fn pop_due(&mut self, until: i64) -> Option<Pending> {
-        let first = self.first();
-        let now = first.map(|i| self.buckets[0][i]);
-        let earliest = match (now, self.early.peek()) {
-            (Some(now), Some(&Reverse(early))) => now.min(early),
-            (Some(now), None) => now,
-            (None, Some(&Reverse(early))) => early,
-            (None, None) => return None,
-        };
-        if earliest.at() > until {
+        let &Reverse(first) = self.0.peek()?;
+        if first.at() > until {
             return None;
         }
-        match (now, self.early.peek()) {
-            (Some(change), Some(&Reverse(early))) if early < change => self.early.pop().map(|Reverse(c)| c),
-            (None, _) => self.early.pop().map(|Reverse(c)| c),
-            (Some(change), _) => {
-                self.buckets[0].swap_remove(first?);
-                if self.buckets[0].is_empty() {
-                    self.filled &= !1;
-                }
-                Some(change)
-            }
-        }
+        self.0.pop().map(|Reverse(c)| c)
     }
 }
 
@@ -726,39 +658,6 @@ fn totals(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_queue_gives_changes_in_order_as_a_binary_heap_does() {
-        // Pushes mostly at or after the last change taken, some before it, many ties.
-        let mut queue = Queue::new();
-        let mut heap = BinaryHeap::new();
-        let mut seed: u64 = 7;
-        let mut random = |below: u64| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (seed >> 33) % below
-        };
-        let mut now = -50i64;
-        for round in 0..20_000 {
-            for _ in 0..random(4) {
-                let at = now + random(100) as i64 - if round % 97 == 0 { 60 } else { 0 };
-                let change =
-                    Pending::new(at, random(3) as u8, random(5) as usize, random(3) as u32, random(2) == 1);
-                queue.push(change);
-                heap.push(Reverse(change));
-            }
-            for _ in 0..random(4) {
-                let taken = queue.pop();
-                assert_eq!(taken, heap.pop().map(|Reverse(c)| c));
-                if let Some(change) = taken {
-                    now = now.max(change.at());
-                }
-            }
-        }
-        while let Some(Reverse(change)) = heap.pop() {
-            assert_eq!(queue.pop(), Some(change));
-        }
-        assert_eq!(queue.pop(), None);
-    }
 
     #[test]
     fn a_pending_change_keeps_its_fields() {

@@ -3,9 +3,6 @@
 //! for the work no budget covers), and the cluster, budget and contract that a job's names
 //! lead to.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
 use allot_compiler::ir::{Cluster, Model, Project};
 
 use crate::entitlement::{EntitlementError, Hierarchy, Node, NodeId};
@@ -44,9 +41,9 @@ pub(crate) struct ClusterBudgets {
     /// The node of the work no budget covers: a leaf with what the top-level shares leave
     /// (no share when they leave nothing).
     pub(crate) unbudgeted: NodeId,
-    /// (own leaf, its project) for every inner project: the jobs charged to the project
+    /// Whether each node is an inner project's own leaf: the jobs charged to the project
     /// itself.
-    own: Vec<(NodeId, NodeId)>,
+    is_own: Vec<bool>,
     /// The node of the jobs charged to each node's name (see [`ClusterBudgets::node_of`]).
     jobs_node: Names<String, Option<NodeId>>,
 }
@@ -68,17 +65,20 @@ impl ClusterBudgets {
         };
         tree.push(node, UNBUDGETED.into(), 0);
         let hierarchy = Hierarchy::new(tree.nodes)?;
+        // Each inner project's own leaf, and which nodes are such leaves.
+        let mut own_leaf = vec![None; hierarchy.len()];
+        let mut is_own = vec![false; hierarchy.len()];
+        for &(own, project) in &tree.own {
+            own_leaf[project.0] = Some(own);
+            is_own[own.0] = true;
+        }
         let mut jobs_node = Names::with_capacity_and_hasher(hierarchy.len(), Default::default());
-        for i in 0..hierarchy.len() {
+        for (i, own) in own_leaf.into_iter().enumerate() {
             let id = NodeId(i);
             let Some(node) = hierarchy.node(id) else { continue };
             // The first node of a name, as a search in the nodes' order finds it.
             if !jobs_node.contains_key(&node.name) {
-                let jobs = if hierarchy.is_leaf(id) {
-                    Some(id)
-                } else {
-                    tree.own.iter().find(|(_, project)| *project == id).map(|(own, _)| *own)
-                };
+                let jobs = if hierarchy.is_leaf(id) { Some(id) } else { own };
                 jobs_node.insert(node.name.clone(), jobs);
             }
         }
@@ -89,7 +89,7 @@ impl ClusterBudgets {
             paths: tree.paths,
             guaranteed: tree.guaranteed,
             unbudgeted,
-            own: tree.own,
+            is_own,
             jobs_node,
         })
     }
@@ -102,7 +102,7 @@ impl ClusterBudgets {
 
     /// Whether `id` holds an inner project's own jobs (listed only when it has some).
     pub(crate) fn is_own(&self, id: NodeId) -> bool {
-        self.own.iter().any(|(own, _)| *own == id)
+        self.is_own.get(id.0).copied().unwrap_or(false)
     }
 }
 
@@ -161,30 +161,10 @@ fn own_path(path: &str) -> String {
     format!("{path} (own jobs)")
 }
 
-/// Maps keyed by the budgets' names, looked up with a trace's names once or twice a job.
-type Names<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
-
-/// FNV-1a, a fast hash for short names. The maps' keys are the budgets' names, which a
-/// trace cannot add to, so a trace cannot crowd them.
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Fnv {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-}
+/// Maps keyed by the budgets' names, looked up with a trace's names once or twice a job,
+/// with a hash made for short keys (rustc's). The keys are the budgets' names, which a trace
+/// cannot add to, so a trace cannot crowd them.
+type Names<K, V> = rustc_hash::FxHashMap<K, V>;
 
 /// Where a job goes: its cluster (an index of [`Budgets::clusters`]) and its budget's node
 /// there.
