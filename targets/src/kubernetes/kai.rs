@@ -4,7 +4,7 @@
 //! `reclaimMinRuntime`, splitting a leaf into one queue per contract where they differ; and
 //! the SchedulingShard settings for the usage window.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use allot_compiler::ir::{Contract, KubernetesScheduler, Model, Project, WorkRule};
 use allot_compiler::normalize::apportion;
@@ -188,6 +188,13 @@ fn scheduling_shard(model: &Model) -> Value {
 fn webhook_rules(queues: &[Value]) -> Vec<String> {
     let mut problems = Vec::new();
     let gpu_quota = |q: &Value| q["spec"]["resources"]["gpu"]["quota"].as_i64().unwrap_or(0);
+    let names: HashSet<&str> = queues.iter().filter_map(|q| q["metadata"]["name"].as_str()).collect();
+    let mut children_of: HashMap<&str, Vec<&Value>> = HashMap::new();
+    for q in queues {
+        if let Some(parent) = q["spec"]["parentQueue"].as_str() {
+            children_of.entry(parent).or_default().push(q);
+        }
+    }
     for q in queues {
         let name = q["metadata"]["name"].as_str().unwrap_or("");
         let resources = &q["spec"]["resources"];
@@ -199,8 +206,7 @@ fn webhook_rules(queues: &[Value]) -> Vec<String> {
                 problems.push(format!("Queue {name}: {resource}.limit is missing, which KAI reads as 0"));
             }
         }
-        let children: Vec<&Value> =
-            queues.iter().filter(|c| c["spec"]["parentQueue"].as_str() == Some(name)).collect();
+        let children = children_of.get(name).map_or(&[][..], Vec::as_slice);
         let sum: i64 = children.iter().map(|c| gpu_quota(c)).sum();
         if !children.is_empty() && gpu_quota(q) >= 0 && sum > gpu_quota(q) {
             problems.push(format!(
@@ -209,7 +215,7 @@ fn webhook_rules(queues: &[Value]) -> Vec<String> {
             ));
         }
         if let Some(parent) = q["spec"]["parentQueue"].as_str()
-            && !queues.iter().any(|p| p["metadata"]["name"].as_str() == Some(parent))
+            && !names.contains(parent)
         {
             problems.push(format!("Queue {name}: parent queue {parent} does not exist (KAI drops orphans)"));
         }

@@ -3,6 +3,8 @@
 //! `capability` from max GPUs; the contracts' minimum runtimes become the pod annotation
 //! the `cdp` plugin reads, documented in the fidelity report since a queue cannot hold them.
 
+use std::collections::{HashMap, HashSet};
+
 use allot_compiler::ir::{KubernetesScheduler, Model, WorkRule};
 use allot_compiler::units::format_duration;
 use serde_json::{Value, json};
@@ -113,13 +115,20 @@ fn webhook_rules(queues: &[Value]) -> Vec<String> {
         let map = q["spec"][field].as_object()?;
         Some(map.values().filter_map(|v| v.as_str()?.parse::<u64>().ok()).sum())
     };
+    let names: HashSet<&str> = queues.iter().filter_map(|q| q["metadata"]["name"].as_str()).collect();
+    let mut children_of: HashMap<&str, Vec<&Value>> = HashMap::new();
+    for q in queues {
+        if let Some(parent) = q["spec"]["parent"].as_str() {
+            children_of.entry(parent).or_default().push(q);
+        }
+    }
     for q in queues {
         let name = q["metadata"]["name"].as_str().unwrap_or("");
         let parent = q["spec"]["parent"].as_str().unwrap_or("root");
         if parent == name {
             problems.push(format!("Queue {name}: a queue cannot be its own parent"));
         }
-        if parent != "root" && !queues.iter().any(|p| p["metadata"]["name"].as_str() == Some(parent)) {
+        if parent != "root" && !names.contains(parent) {
             problems.push(format!("Queue {name}: parent {parent} does not exist"));
         }
         if let (Some(deserved), Some(cap)) = (amount(q, "deserved"), amount(q, "capability"))
@@ -127,8 +136,7 @@ fn webhook_rules(queues: &[Value]) -> Vec<String> {
         {
             problems.push(format!("Queue {name}: deserved {deserved} is above capability {cap}"));
         }
-        let children: Vec<&Value> =
-            queues.iter().filter(|c| c["spec"]["parent"].as_str() == Some(name)).collect();
+        let children = children_of.get(name).map_or(&[][..], Vec::as_slice);
         let sum: u64 = children.iter().filter_map(|c| amount(c, "deserved")).sum();
         if !children.is_empty() && sum > amount(q, "deserved").unwrap_or(0) {
             problems.push(format!("Queue {name}: children's deserved ({sum}) exceeds its own"));
