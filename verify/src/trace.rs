@@ -7,7 +7,7 @@
 //! they are read, before a longer row is gathered), and every time must lie within years
 //! -9999 to 9999, so that no arithmetic on times overflows.
 
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BinaryHeap;
 use std::io::{BufRead, Read};
 
 /// The longest row (line) of a trace allot reads: 1 MiB.
@@ -184,13 +184,91 @@ impl<R: Read> Read for Bounded<R> {
     }
 }
 
+/// The columns allot reads, found once from the header (a row's fields are then taken by
+/// index, not looked up by name on every row).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Column {
+    Id,
+    Project,
+    User,
+    Cluster,
+    Partition,
+    Gpus,
+    Submit,
+    Eligible,
+    Start,
+    End,
+    Duration,
+    Contract,
+    JobId,
+    Account,
+    Qos,
+    AllocTres,
+    ReqTres,
+    SubmissionTime,
+    ItpJobId,
+    NumGpu,
+}
+
+impl Column {
+    const ALL: [Column; 20] = [
+        Column::Id,
+        Column::Project,
+        Column::User,
+        Column::Cluster,
+        Column::Partition,
+        Column::Gpus,
+        Column::Submit,
+        Column::Eligible,
+        Column::Start,
+        Column::End,
+        Column::Duration,
+        Column::Contract,
+        Column::JobId,
+        Column::Account,
+        Column::Qos,
+        Column::AllocTres,
+        Column::ReqTres,
+        Column::SubmissionTime,
+        Column::ItpJobId,
+        Column::NumGpu,
+    ];
+
+    /// The column's header, lower case (headers are read without case).
+    fn name(self) -> &'static str {
+        match self {
+            Column::Id => "id",
+            Column::Project => "project",
+            Column::User => "user",
+            Column::Cluster => "cluster",
+            Column::Partition => "partition",
+            Column::Gpus => "gpus",
+            Column::Submit => "submit",
+            Column::Eligible => "eligible",
+            Column::Start => "start",
+            Column::End => "end",
+            Column::Duration => "duration",
+            Column::Contract => "contract",
+            Column::JobId => "jobid",
+            Column::Account => "account",
+            Column::Qos => "qos",
+            Column::AllocTres => "alloctres",
+            Column::ReqTres => "reqtres",
+            Column::SubmissionTime => "submission_time",
+            Column::ItpJobId => "job_id",
+            Column::NumGpu => "num_gpu",
+        }
+    }
+}
+
 /// Reads one trace file's rows as jobs.
 pub struct Reader<R: BufRead> {
     format: Format,
     csv: csv::Reader<Bounded<R>>,
     /// A row could not be read (a failure to read, or a row too long): nothing follows.
     ended: bool,
-    columns: BTreeMap<String, usize>,
+    /// Where each column is in a row, by [`Column`].
+    columns: [Option<usize>; Column::ALL.len()],
     record: csv::StringRecord,
     /// For ITP files: the budget every row belongs to.
     budget: String,
@@ -207,7 +285,7 @@ impl<R: BufRead> Reader<R> {
             _ => &mut builder,
         };
         let mut csv = builder.from_reader(Bounded { input, since_row: 0, overflowed: false });
-        let mut columns = BTreeMap::new();
+        let mut columns = [None; Column::ALL.len()];
         if format != Format::Jsonl {
             let headers = match csv.headers() {
                 Ok(headers) => headers.clone(),
@@ -221,7 +299,10 @@ impl<R: BufRead> Reader<R> {
                 }
             };
             for (i, name) in headers.iter().enumerate() {
-                columns.insert(name.trim().trim_start_matches('\u{feff}').to_lowercase(), i);
+                let name = name.trim().trim_start_matches('\u{feff}').to_lowercase();
+                if let Some(&column) = Column::ALL.iter().find(|c| c.name() == name) {
+                    columns[column as usize] = Some(i);
+                }
             }
         }
         csv.get_mut().since_row = 0;
@@ -238,14 +319,15 @@ impl<R: BufRead> Reader<R> {
     }
 
     fn check_columns(&self) -> Result<(), TraceError> {
-        let required: &[&'static str] = match self.format {
-            Format::Csv => &["gpus", "submit"],
-            Format::Sacct => &["jobid", "account", "submit", "start", "end"],
-            Format::Itp => &["submission_time", "duration", "num_gpu"],
+        use Column::*;
+        let required: &[Column] = match self.format {
+            Format::Csv => &[Gpus, Submit],
+            Format::Sacct => &[JobId, Account, Submit, Start, End],
+            Format::Itp => &[SubmissionTime, Duration, NumGpu],
             Format::Jsonl => &[],
         };
         let missing: Vec<&'static str> =
-            required.iter().copied().filter(|c| !self.columns.contains_key(*c)).collect();
+            required.iter().filter(|&&c| self.columns[c as usize].is_none()).map(|c| c.name()).collect();
         if missing.is_empty() {
             Ok(())
         } else {
@@ -253,8 +335,8 @@ impl<R: BufRead> Reader<R> {
         }
     }
 
-    fn field(&self, name: &str) -> &str {
-        self.columns.get(name).and_then(|&i| self.record.get(i)).unwrap_or("")
+    fn field(&self, column: Column) -> &str {
+        self.columns[column as usize].and_then(|i| self.record.get(i)).unwrap_or("")
     }
 
     /// The next job, `None` at the end. Rows that are not jobs (sacct job steps) are passed.
@@ -298,18 +380,18 @@ impl<R: BufRead> Reader<R> {
 
     fn csv_job(&self) -> Result<Job, RowError> {
         job(Row {
-            id: self.field("id"),
-            project: self.field("project"),
-            user: self.field("user"),
-            cluster: self.field("cluster"),
-            partition: self.field("partition"),
-            gpus: self.field("gpus"),
-            submit: parse_time(self.field("submit"))?,
-            eligible: optional_time(self.field("eligible"))?,
-            start: optional_time(self.field("start"))?,
-            end: optional_time(self.field("end"))?,
-            duration: optional_seconds(self.field("duration"))?,
-            contract: self.field("contract"),
+            id: self.field(Column::Id),
+            project: self.field(Column::Project),
+            user: self.field(Column::User),
+            cluster: self.field(Column::Cluster),
+            partition: self.field(Column::Partition),
+            gpus: self.field(Column::Gpus),
+            submit: parse_time(self.field(Column::Submit))?,
+            eligible: optional_time(self.field(Column::Eligible))?,
+            start: optional_time(self.field(Column::Start))?,
+            end: optional_time(self.field(Column::End))?,
+            duration: optional_seconds(self.field(Column::Duration))?,
+            contract: self.field(Column::Contract),
         })
     }
 
@@ -340,12 +422,15 @@ impl<R: BufRead> Reader<R> {
 
     /// A `sacct --parsable2` row; `None` for job steps (`123.batch`).
     fn sacct_job(&self) -> Result<Option<Job>, RowError> {
-        let id = self.field("jobid");
+        let id = self.field(Column::JobId);
         if id.contains('.') {
             return Ok(None);
         }
-        let tres =
-            if self.field("alloctres").is_empty() { self.field("reqtres") } else { self.field("alloctres") };
+        let tres = if self.field(Column::AllocTres).is_empty() {
+            self.field(Column::ReqTres)
+        } else {
+            self.field(Column::AllocTres)
+        };
         let gpus = tres
             .split(',')
             .find_map(|p| p.trim().strip_prefix("gres/gpu=").or_else(|| p.trim().strip_prefix("gres/gpu:")))
@@ -353,36 +438,36 @@ impl<R: BufRead> Reader<R> {
             .unwrap_or_else(|| "0".into());
         job(Row {
             id,
-            project: self.field("account"),
-            user: self.field("user"),
-            cluster: self.field("cluster"),
-            partition: self.field("partition"),
+            project: self.field(Column::Account),
+            user: self.field(Column::User),
+            cluster: self.field(Column::Cluster),
+            partition: self.field(Column::Partition),
             gpus: &gpus,
-            submit: parse_time(self.field("submit"))?,
-            eligible: optional_time(self.field("eligible"))?,
-            start: optional_time(self.field("start"))?,
-            end: optional_time(self.field("end"))?,
+            submit: parse_time(self.field(Column::Submit))?,
+            eligible: optional_time(self.field(Column::Eligible))?,
+            start: optional_time(self.field(Column::Start))?,
+            end: optional_time(self.field(Column::End))?,
             duration: None,
-            contract: self.field("qos"),
+            contract: self.field(Column::Qos),
         })
         .map(Some)
     }
 
     fn itp_job(&self) -> Result<Job, RowError> {
-        let submit = parse_time(self.field("submission_time"))?;
+        let submit = parse_time(self.field(Column::SubmissionTime))?;
         // The trace records no start: each job is taken to start when submitted.
         job(Row {
-            id: self.field("job_id"),
+            id: self.field(Column::ItpJobId),
             project: &self.budget,
             user: "",
             cluster: "",
             partition: "",
-            gpus: self.field("num_gpu"),
+            gpus: self.field(Column::NumGpu),
             submit,
             eligible: None,
             start: Some(submit),
             end: None,
-            duration: Some(parse_seconds(self.field("duration"))?),
+            duration: Some(parse_seconds(self.field(Column::Duration))?),
             contract: "",
         })
     }
