@@ -1206,36 +1206,7 @@ impl Pool {
 
     /// Places `gpus`: on the fullest node that fits, or across whole idle nodes.
     fn place(&mut self, gpus: u32) -> Option<Vec<(u32, u32)>> {
-        if gpus == 0 {
-            return Some(Vec::new());
-        }
-        if gpus <= self.per_node {
-            let node = (gpus..=self.per_node).find_map(|f| self.by_free[f as usize].first().copied())?;
-            self.take(node, gpus);
-            return Some(vec![(node, gpus)]);
-        }
-        let mut chosen = Vec::new();
-        let mut room = 0;
-        for &node in &self.idle {
-            if room >= gpus {
-                break;
-            }
-            room += self.capacity[node as usize];
-            chosen.push(node);
-        }
-        if room < gpus {
-            return None;
-        }
-        Some(
-            chosen
-                .into_iter()
-                .map(|node| {
-                    let whole = self.capacity[node as usize];
-                    self.take(node, whole);
-                    (node, whole)
-                })
-                .collect(),
-        )
+        self.place_where(gpus, None)
     }
 
     /// Whether `gpus` can be placed now.
@@ -1250,15 +1221,25 @@ impl Pool {
     /// Places `gpus` as [`Pool::place`] does, but only where `spare` (per node, GPUs that a
     /// reservation leaves free) allows, and takes them from `spare`.
     fn place_within(&mut self, gpus: u32, spare: &mut [u32]) -> Option<Vec<(u32, u32)>> {
+        self.place_where(gpus, Some(spare))
+    }
+
+    /// Places `gpus` on the fullest node that fits, or across whole idle nodes, where `spare`
+    /// allows when there is one (and takes them from it).
+    fn place_where(&mut self, gpus: u32, mut spare: Option<&mut [u32]>) -> Option<Vec<(u32, u32)>> {
+        let allows = |spare: &Option<&mut [u32]>, node: u32, gpus: u32| {
+            spare.as_ref().is_none_or(|spare| spare[node as usize] >= gpus)
+        };
         if gpus == 0 {
             return Some(Vec::new());
         }
         if gpus <= self.per_node {
-            let node = (gpus..=self.per_node).find_map(|f| {
-                self.by_free[f as usize].iter().find(|&&n| spare[n as usize] >= gpus).copied()
-            })?;
+            let node = (gpus..=self.per_node)
+                .find_map(|f| self.by_free[f as usize].iter().find(|&&n| allows(&spare, n, gpus)).copied())?;
             self.take(node, gpus);
-            spare[node as usize] -= gpus;
+            if let Some(spare) = spare.as_deref_mut() {
+                spare[node as usize] -= gpus;
+            }
             return Some(vec![(node, gpus)]);
         }
         let mut chosen = Vec::new();
@@ -1268,7 +1249,7 @@ impl Pool {
                 break;
             }
             let whole = self.capacity[node as usize];
-            if spare[node as usize] == whole {
+            if allows(&spare, node, whole) {
                 room += whole;
                 chosen.push(node);
             }
@@ -1282,7 +1263,9 @@ impl Pool {
                 .map(|node| {
                     let whole = self.capacity[node as usize];
                     self.take(node, whole);
-                    spare[node as usize] = 0;
+                    if let Some(spare) = spare.as_deref_mut() {
+                        spare[node as usize] = 0;
+                    }
                     (node, whole)
                 })
                 .collect(),
