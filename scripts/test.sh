@@ -15,4 +15,6 @@ if ! command -v jq >/dev/null; then
     fi
 fi
 cargo fmt --all --check
+# The micro-benchmarks are not built by `cargo test`: check that they still compile.
+cargo check --locked -p allot-bench --benches
 cargo test --workspace --locked --no-fail-fast "$@"

@@ -78,8 +78,7 @@ fn fair_tree_ranking(bencher: divan::Bencher, (accounts, per_account): (usize, u
 fn line_index(bencher: divan::Bencher, lines: usize) {
     let text: String =
         (0..lines).map(|i| format!("    project p{i} share={} {{ users u{i} }}\n", i % 97 + 1)).collect();
-    let file =
-        SourceFile { path: "allot.kdl".into(), name: "allot.kdl".into(), text: Arc::from(text.as_str()) };
+    let file = SourceFile::new("allot.kdl".into(), "allot.kdl".into(), Arc::from(text.as_str()));
     let offsets: Vec<usize> = (0..text.len()).step_by(64).collect();
     bencher.bench(|| offsets.iter().map(|&o| file.line_column(o).line).sum::<usize>());
 }
