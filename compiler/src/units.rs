@@ -100,6 +100,11 @@ pub fn parse_percent(text: &str) -> Option<f64> {
     valid.then(|| number.parse().ok()).flatten()
 }
 
+/// How often Slurm's decay thread passes over the usage in allot's configuration
+/// (`PriorityCalcPeriod`, written in minutes): the Slurm target emits it, and the simulator
+/// decays usage at the same passes.
+pub const DECAY_PERIOD: Seconds = 300;
+
 /// The decay half-life that gives past usage the weight a sliding window of
 /// `window_seconds` gives it in total: `window × ln 2`, in whole seconds. allot's Slurm
 /// output sets it as `PriorityDecayHalfLife`, and the simulator decays usage with it.

@@ -148,7 +148,8 @@ impl Tree {
                 // Its own jobs are a sibling of its sub-projects, as an account's users are
                 // siblings of its sub-accounts in Slurm, with no share of their own (Slurm
                 // gives each user a Fairshare of 1 beside the sub-accounts' shares).
-                let own = self.push(Node::new(&own_path(&p.path), Some(id), NO_SHARE), own_path(&p.path), 0);
+                let path = own_path(&p.path);
+                let own = self.push(Node::new(&path, Some(id), NO_SHARE), path, 0);
                 self.own.push((own, id));
             }
         }

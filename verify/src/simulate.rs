@@ -50,7 +50,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use allot_compiler::ir::Model;
-use allot_compiler::units::decay_half_life;
+use allot_compiler::units::{DECAY_PERIOD, decay_half_life};
 
 use crate::audit::{AuditError, audit};
 use crate::budgets::{Assignment, Budgets, ClusterBudgets};
@@ -147,10 +147,6 @@ impl Run {
 /// The most work (seconds) a short job does: an hour.
 pub const SHORT_JOB: i64 = 3600;
 
-/// Seconds between two passes of Slurm's decay thread: the `PriorityCalcPeriod=5` (minutes)
-/// that allot's Slurm output sets.
-const CALC_PERIOD: i64 = 300;
-
 #[derive(Debug, Default)]
 pub struct LargestJobs {
     pub min_gpus: u32,
@@ -168,7 +164,7 @@ pub fn simulate(
 ) -> Result<Simulation, AuditError> {
     let budgets = Budgets::new(model)?;
     // The decay allot's Slurm output sets: a half-life of window × ln 2, every 5 minutes.
-    let decay = Decay::new(decay_half_life(model.policy.window_seconds) as f64, CALC_PERIOD);
+    let decay = Decay::new(decay_half_life(model.policy.window_seconds) as f64, DECAY_PERIOD as i64);
     let mut clusters: Vec<ClusterState> = budgets
         .clusters
         .iter()

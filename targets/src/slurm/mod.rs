@@ -14,7 +14,7 @@ pub mod usage;
 use std::collections::BTreeMap;
 
 use allot_compiler::ir::{Contract, Model};
-use allot_compiler::units::{decay_half_life, format_duration};
+use allot_compiler::units::{DECAY_PERIOD, decay_half_life, format_duration};
 
 use allot_compiler::names;
 
@@ -242,9 +242,10 @@ fn slurm_conf(model: &Model, cluster: &str, tree: &Tree) -> String {
     );
     out.push_str("\n# Fair Tree (the default multifactor algorithm: PriorityFlags without NO_FAIR_TREE)\nPriorityType=priority/multifactor\n");
     out.push_str(&format!(
-        "# A {} sliding window, as exponential decay of the same total weight\nPriorityDecayHalfLife={}\nPriorityCalcPeriod=5\n",
+        "# A {} sliding window, as exponential decay of the same total weight\nPriorityDecayHalfLife={}\nPriorityCalcPeriod={}\n",
         format_duration(model.policy.window_seconds),
-        slurm_duration(half_life)
+        slurm_duration(half_life),
+        DECAY_PERIOD / 60
     ));
     out.push_str("PriorityWeightFairshare=100000\n# FIFO inside a budget\nPriorityWeightAge=1000\nPriorityMaxAge=7-0\n");
     out.push_str("\n# Contracts are QOS; preemption follows their Preempt lists\nPreemptType=preempt/qos\nPreemptMode=REQUEUE\n");
