@@ -45,14 +45,20 @@ pub fn json(value: &impl serde::Serialize) -> std::io::Result<String> {
 
 /// Writes `contents` to a temporary file beside `path` (named `.allot-*`, removed on
 /// failure), then renames it over `path`: a failed run leaves the old file intact. An
-/// existing file keeps its permissions and owner; a file allot cannot replace whole (see
-/// [`unreplaceable`]) is an error naming it, and is left as it is.
+/// existing file keeps its permissions and owner; a new one gets the permissions any new
+/// file gets (read and write for all, less the umask), not a temporary file's private ones.
+/// A file allot cannot replace whole (see [`unreplaceable`]) is an error naming it, and is
+/// left as it is.
 pub fn write_atomically(path: &Path, contents: &str) -> std::io::Result<()> {
     if let Some(reason) = unreplaceable(path)? {
         return Err(std::io::Error::other(format!("{}: {reason}", path.display())));
     }
     let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut temporary = tempfile::Builder::new().prefix(".allot-").tempfile_in(folder)?;
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".allot-");
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    let mut temporary = builder.tempfile_in(folder)?;
     temporary.write_all(contents.as_bytes())?;
     if let Ok(metadata) = std::fs::symlink_metadata(path) {
         temporary.as_file().set_permissions(metadata.permissions())?;

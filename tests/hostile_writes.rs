@@ -319,3 +319,21 @@ fn fmt_refuses_a_hard_linked_file_and_keeps_permissions_otherwise() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "project a share=1\n");
     assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o640);
 }
+
+#[cfg(unix)]
+#[test]
+fn a_new_file_gets_the_permissions_of_any_new_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dir.path().join("dump.cfg");
+    std::fs::write(&dump, "Cluster - 'lab'\nParent - 'root'\nAccount - 'a':Fairshare=1\n").unwrap();
+    let out = dir.path().join("imported");
+    let (status, _, stderr) =
+        allot(&["import", "slurm", "--gpus", "8", dump.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(status, 0, "{stderr}");
+    // A file made the ordinary way in the same place: its mode is what the umask leaves.
+    let ordinary = dir.path().join("ordinary");
+    std::fs::File::create(&ordinary).unwrap();
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&out.join("allot.kdl")), mode(&ordinary));
+}
