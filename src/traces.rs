@@ -13,6 +13,8 @@
 use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, sync_channel};
+use std::thread::JoinHandle;
 
 use allot_verify::audit::AuditError;
 use allot_verify::trace::{Format, Job, Merged, Reader, TraceError, first_line};
@@ -61,13 +63,19 @@ pub const MAX_SORTED_JOBS: usize = 2_000_000;
 /// About what a job read for sorting takes in memory (the job, its names, the vector's room).
 const BYTES_PER_SORTED_JOB: usize = 400;
 
+/// Rows a streamed trace's reading thread hands over at a time.
+const BATCH_ROWS: usize = 4096;
+/// Batches read ahead of the replay, at most.
+const BATCHES_AHEAD: usize = 4;
+
 /// A row of a trace: a job, or why it is not one.
 type Row = Result<Job, TraceError>;
 
 /// The jobs of a trace, in submit order (bad rows among them, or first when sorted).
 pub enum Jobs {
-    /// Read as they come: the files are in submit order (each of them, for a folder).
-    Streamed(Merged<BufReader<File>>),
+    /// Read as they come, by a thread of their own: the files are in submit order (each of
+    /// them, for a folder).
+    Streamed(ReadAhead),
     /// Read whole and sorted.
     Sorted(std::vec::IntoIter<Row>),
 }
@@ -77,8 +85,56 @@ impl Iterator for Jobs {
 
     fn next(&mut self) -> Option<Row> {
         match self {
-            Jobs::Streamed(merged) => merged.next(),
+            Jobs::Streamed(rows) => rows.next(),
             Jobs::Sorted(rows) => rows.next(),
+        }
+    }
+}
+
+/// Rows read on a thread of their own, at most [`BATCHES_AHEAD`] batches ahead. Dropped
+/// before the end (the replay stopped), it stops the thread at its next batch and waits
+/// for it.
+pub struct ReadAhead {
+    batches: Option<Receiver<Vec<Row>>>,
+    batch: std::vec::IntoIter<Row>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ReadAhead {
+    fn new(mut rows: Merged<BufReader<File>>) -> std::io::Result<ReadAhead> {
+        let (sender, batches) = sync_channel(BATCHES_AHEAD);
+        let thread = std::thread::Builder::new().name("trace reader".into()).spawn(move || {
+            loop {
+                let batch: Vec<Row> = rows.by_ref().take(BATCH_ROWS).collect();
+                // An empty batch is the end; a failed send, a replay that stopped.
+                if batch.is_empty() || sender.send(batch).is_err() {
+                    return;
+                }
+            }
+        })?;
+        Ok(ReadAhead { batches: Some(batches), batch: Vec::new().into_iter(), thread: Some(thread) })
+    }
+}
+
+impl Iterator for ReadAhead {
+    type Item = Row;
+
+    fn next(&mut self) -> Option<Row> {
+        loop {
+            if let Some(row) = self.batch.next() {
+                return Some(row);
+            }
+            self.batch = self.batches.as_ref()?.recv().ok()?.into_iter();
+        }
+    }
+}
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        // Without a receiver the thread's next send fails, and it ends.
+        self.batches = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
         }
     }
 }
@@ -93,7 +149,9 @@ impl TraceInput {
     /// them out of order, read again whole and sorted. Its error is said with the trace.
     pub fn replay<T>(&self, mut replay: impl FnMut(Jobs) -> Result<T, AuditError>) -> Result<T, Error> {
         let failed = |e: AuditError| Error::failed(format!("{}: {e}", self.trace.display()));
-        match replay(Jobs::Streamed(Merged::new(self.readers()?))) {
+        let streamed = ReadAhead::new(Merged::new(self.readers()?))
+            .map_err(|e| Error::failed(format!("{}: cannot start reading: {e}", self.trace.display())))?;
+        match replay(Jobs::Streamed(streamed)) {
             Err(AuditError::NotSorted { .. }) => replay(self.sorted(MAX_SORTED_JOBS)?).map_err(failed),
             other => other.map_err(failed),
         }
@@ -203,6 +261,28 @@ fn reader(file: &Path, format: Option<TraceFormat>) -> Result<Reader<BufReader<F
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_streamed_trace_hands_over_every_row_in_order_and_stops_with_the_replay() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.csv");
+        let rows = BATCH_ROWS * (BATCHES_AHEAD + 2) + 1;
+        let mut text = "id,project,gpus,submit,start,end\n".to_string();
+        for i in 0..rows {
+            text.push_str(&format!("{i},a,1,{i},{i},{}\n", i + 1));
+        }
+        std::fs::write(&path, text).unwrap();
+        let input = TraceInput::at(&path);
+        let ids: Vec<String> = input.replay(|jobs| Ok(jobs.map(|row| row.unwrap().id).collect())).unwrap();
+        assert_eq!(ids, (0..rows).map(|i| i.to_string()).collect::<Vec<_>>());
+        // A replay that stops early drops the rows: the reading thread ends, and is waited
+        // for, though more batches than it may read ahead were left.
+        let stopped = input.replay(|mut jobs| {
+            jobs.next();
+            Err::<(), _>(AuditError::NoJobs("stopped".into()))
+        });
+        assert!(stopped.unwrap_err().to_string().contains("stopped"));
+    }
 
     #[test]
     fn a_trace_out_of_order_is_sorted_up_to_the_limit() {
