@@ -7,7 +7,7 @@
 // Each fuzz target uses one of these, and the replay test those with saved inputs.
 #![allow(dead_code)]
 
-use allot_compiler::source::FileId;
+use allot_compiler::source::{ENTRY_FILE, FileId};
 use allot_compiler::{MemoryLoader, compile, format, syntax};
 use allot_targets::slurm::{import, plan, tree};
 use allot_verify::trace::{Format, Reader};
@@ -51,12 +51,12 @@ pub fn slurm_dump(text: &str) {
     let unchanged = plan::plan(&live, &live);
     assert!(unchanged.is_empty(), "a tree planned against itself changes: {}", plan::human(&unchanged));
     let options = import::Options { gpus: 1024, gpu_type: "h100".to_string(), gpus_per_node: 8 };
-    let Ok(kdl) = import::to_kdl(&live, &options) else { return };
-    let loader = MemoryLoader::new([("allot.kdl", kdl.as_str())]);
-    let compilation = compile(&loader, "allot.kdl");
+    let Ok(files) = import::to_repository(&live, &options) else { return };
+    let loader = MemoryLoader::new(files.iter().map(|(path, text)| (path.as_str(), text.as_str())));
+    let compilation = compile(&loader, ENTRY_FILE);
     assert!(
         !compilation.has_errors(),
-        "import wrote a budget file that does not check:\n{kdl}\n{:#?}",
+        "import wrote budget files that do not check:\n{files:?}\n{:#?}",
         compilation.diagnostics
     );
 }

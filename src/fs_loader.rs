@@ -8,13 +8,10 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use allot_compiler::source::{LoadError, Loader, is_git_folder};
+use allot_compiler::source::{ENTRY_FILE, LoadError, Loader, is_git_folder};
 use allot_compiler::syntax::MAX_FILE_BYTES;
 
 use crate::read::{Links, ReadError, read_regular};
-
-/// The entry file in a budget repository folder.
-pub const ENTRY_FILE: &str = "allot.kdl";
 
 pub struct FsLoader {
     root: PathBuf,

@@ -39,7 +39,7 @@ impl GitRepo {
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             (path.parent().map(Path::to_path_buf).unwrap_or_default(), name)
         } else {
-            (path.to_path_buf(), crate::fs_loader::ENTRY_FILE.to_string())
+            (path.to_path_buf(), allot_compiler::source::ENTRY_FILE.to_string())
         };
         let folder = if folder.as_os_str().is_empty() { PathBuf::from(".") } else { folder };
         if !folder.is_dir() {

@@ -4,6 +4,9 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
+/// The file a budget repository folder starts from.
+pub const ENTRY_FILE: &str = "allot.kdl";
+
 /// Index of a loaded file in [`Sources`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct FileId(pub u32);

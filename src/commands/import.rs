@@ -1,5 +1,7 @@
 //! `allot import slurm`: a live Slurm association tree (a `sacctmgr dump`) as a new budget
-//! repository, so that a site can adopt allot without retyping its tree.
+//! repository, so that a site can adopt allot without retyping its tree. A repository of
+//! one file is printed or written to the output folder; one split into files (a tree too
+//! large for one) needs the folder.
 
 use std::path::PathBuf;
 
@@ -7,7 +9,6 @@ use allot_targets::slurm::{import, tree};
 
 use crate::commands::plan::read_dump;
 use crate::exit::{Error, Exit, Outcome};
-use crate::fs_loader::ENTRY_FILE;
 use crate::output::{print, write_atomically};
 
 /// The problems said one by one; the rest are counted.
@@ -30,7 +31,8 @@ pub struct SlurmArgs {
     gpu_type: String,
     #[arg(long, default_value_t = 8)]
     gpus_per_node: u64,
-    /// Write DIR/allot.kdl instead of printing it.
+    /// Write the repository to DIR (DIR/allot.kdl, and DIR/projects/NAME.kdl per top-level
+    /// account when it is too large for one file) instead of printing it.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
 }
@@ -42,8 +44,8 @@ pub fn run(target: Target) -> Outcome {
         .map_err(|e| Error::failed(format!("{}: not a sacctmgr dump: {e}", args.dump.display())))?;
     let options =
         import::Options { gpus: args.gpus, gpu_type: args.gpu_type, gpus_per_node: args.gpus_per_node };
-    let kdl = match import::to_kdl(&live, &options) {
-        Ok(kdl) => kdl,
+    let files = match import::to_repository(&live, &options) {
+        Ok(files) => files,
         Err(problems) => {
             for p in problems.iter().take(MAX_SHOWN) {
                 eprintln!("error: {}: {p}", args.dump.display());
@@ -55,20 +57,37 @@ pub fn run(target: Target) -> Outcome {
             return Ok(Exit::Problems);
         }
     };
-    match args.out {
-        None => print(&kdl)?,
-        Some(folder) => {
-            let file = folder.join(ENTRY_FILE);
-            if file.exists() {
-                return Err(Error::failed(format!(
-                    "{} exists; import writes a new repository",
-                    file.display()
-                )));
+    let Some(folder) = args.out else {
+        return match files.as_slice() {
+            [(_, kdl)] => {
+                print(kdl)?;
+                Ok(Exit::Success)
             }
-            std::fs::create_dir_all(&folder)?;
-            write_atomically(&file, &kdl)?;
-            eprintln!("wrote {}", file.display());
+            _ => Err(Error::failed(format!(
+                "{}: the budgets are too large for one file: pass --out DIR to write them as {} files",
+                args.dump.display(),
+                files.len()
+            ))),
+        };
+    };
+    let paths: Vec<PathBuf> = files.iter().map(|(path, _)| folder.join(path)).collect();
+    if let Some(existing) = paths.iter().find(|path| path.exists()) {
+        return Err(Error::failed(format!("{} exists; import writes a new repository", existing.display())));
+    }
+    for (path, (_, text)) in paths.iter().zip(&files) {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
         }
+        write_atomically(path, text)?;
+    }
+    match paths.as_slice() {
+        [file] => eprintln!("wrote {}", file.display()),
+        _ => eprintln!(
+            "wrote {} and {} files under {}",
+            paths[0].display(),
+            paths.len() - 1,
+            folder.join("projects").display()
+        ),
     }
     Ok(Exit::Success)
 }

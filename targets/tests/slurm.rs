@@ -130,8 +130,9 @@ fn a_plan_lists_changes_with_their_source_and_orders_its_script() {
 fn importing_a_dump_then_planning_against_it_changes_nothing() {
     let live = tree::parse(DUMP).unwrap();
     let options = import::Options { gpus: 64, gpu_type: "h100".into(), gpus_per_node: 8 };
-    let kdl = import::to_kdl(&live, &options).unwrap();
-    let imported = model(&kdl);
+    let files = import::to_repository(&live, &options).unwrap();
+    let [(_, kdl)] = files.as_slice() else { panic!("{files:?}") };
+    let imported = model(kdl);
     let plan = plan::plan(&tree::desired(&imported, "lab"), &live);
     assert!(plan.is_empty(), "{kdl}\n{}", plan::human(&plan));
     assert_eq!(plan.drift.len(), 1);
@@ -142,7 +143,7 @@ fn import_refuses_names_allot_cannot_carry() {
     let dump = "Cluster - 'lab'\nParent - 'root'\nAccount - 'ml_team':Fairshare=1\n";
     let live = tree::parse(dump).unwrap();
     let options = import::Options { gpus: 8, gpu_type: "h100".into(), gpus_per_node: 8 };
-    let problems = import::to_kdl(&live, &options).unwrap_err();
+    let problems = import::to_repository(&live, &options).unwrap_err();
     assert!(problems[0].contains("ml_team"), "{problems:?}");
 }
 

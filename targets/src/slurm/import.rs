@@ -2,14 +2,19 @@
 //! can adopt allot without retyping its tree. Building the result and planning against the
 //! same dump shows no changes (but for what KDL cannot say, listed in the header).
 //!
-//! The file is built as a KDL document through the `kdl` crate, which writes (and quotes)
-//! every name and value; names allot's rules refuse stop the import with the dump's line,
-//! and the result is compiled again and compared with the tree before it is returned.
+//! The repository is one file, `allot.kdl`, when it fits in one (at most
+//! [`MAX_FILE_BYTES`]); a larger tree (thousands of accounts) is split: `allot.kdl` keeps
+//! the cluster, the rules and the contracts, and includes one file per top-level account,
+//! `projects/NAME.kdl`. Each file is built as KDL documents through the `kdl` crate, which
+//! writes (and quotes) every name and value; names allot's rules refuse stop the import with
+//! the dump's line, and the result is compiled again and compared with the tree before it
+//! is returned.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use allot_compiler::lower::MAX_PROJECT_DEPTH;
+use allot_compiler::lower::{MAX_FILES, MAX_PROJECT_DEPTH};
 use allot_compiler::names::unportable;
+use allot_compiler::source::ENTRY_FILE;
 use allot_compiler::syntax::MAX_FILE_BYTES;
 use allot_compiler::{MemoryLoader, compile};
 use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
@@ -22,23 +27,75 @@ pub struct Options {
     pub gpus_per_node: u64,
 }
 
-/// The `allot.kdl` of the tree, or why it cannot be one: each problem a line of text that
-/// starts with the dump's line where there is one.
-pub fn to_kdl(tree: &Tree, options: &Options) -> Result<String, Vec<String>> {
+/// The files of the tree's budget repository, as (path in the repository, text), the entry
+/// file ([`ENTRY_FILE`]) first; or why there can be none: each problem a line of text that starts
+/// with the dump's line where there is one.
+pub fn to_repository(tree: &Tree, options: &Options) -> Result<Vec<(String, String)>, Vec<String>> {
+    repository(tree, options, MAX_FILE_BYTES)
+}
+
+/// [`to_repository`], with files of at most `max_bytes`.
+fn repository(
+    tree: &Tree,
+    options: &Options,
+    max_bytes: usize,
+) -> Result<Vec<(String, String)>, Vec<String>> {
     let problems = refused(tree, options);
     if !problems.is_empty() {
         return Err(problems);
     }
-    let text = allot_compiler::format::format(&write(tree, options))
-        .map_err(|e| vec![format!("the imported budgets do not read back: {e}")])?;
-    if text.len() > MAX_FILE_BYTES {
+    let parts = write(tree, options);
+    // Formatting changes a file's size little: one far too large is not formatted whole.
+    let whole = (parts.len() <= max_bytes)
+        .then(|| format(&parts.header, parts.setup.iter().chain(parts.projects.iter().map(|(_, p)| p))))
+        .transpose()?
+        .filter(|text| text.len() <= max_bytes);
+    let files = match whole {
+        Some(text) => vec![(ENTRY_FILE.to_string(), text)],
+        None => split(&parts)?,
+    };
+    let too_large: Vec<String> = files
+        .iter()
+        .filter(|(_, text)| text.len() > max_bytes)
+        .map(|(path, text)| {
+            format!("{path} would be {} bytes, more than the {max_bytes} allot reads in one file", text.len())
+        })
+        .collect();
+    if !too_large.is_empty() {
+        return Err(too_large);
+    }
+    reads_back(&files, tree)?;
+    Ok(files)
+}
+
+/// A repository too large for one file: the entry file includes a file per top-level
+/// account, `projects/NAME.kdl`.
+fn split(parts: &Parts) -> Result<Vec<(String, String)>, Vec<String>> {
+    if parts.projects.len() >= MAX_FILES {
         return Err(vec![format!(
-            "the budget file would be {} bytes, more than the {MAX_FILE_BYTES} allot reads in one file",
-            text.len()
+            "the budgets are more than one file holds, and their {} top-level accounts are more than the {} files a repository may have besides {ENTRY_FILE}",
+            parts.projects.len(),
+            MAX_FILES - 1
         )]);
     }
-    reads_back(&text, tree)?;
-    Ok(text)
+    let paths: Vec<String> = parts.projects.iter().map(|(name, _)| format!("projects/{name}.kdl")).collect();
+    let includes = document(paths.iter().map(|path| node("include", [arg(path.as_str())]))).to_string();
+    let mut files =
+        vec![(ENTRY_FILE.to_string(), format(&parts.header, parts.setup.iter().chain([&includes]))?)];
+    for (path, (_, project)) in paths.into_iter().zip(&parts.projects) {
+        let text = format("", [project])?;
+        files.push((path, text));
+    }
+    Ok(files)
+}
+
+/// A file of a header and parts (KDL documents), joined by blank lines, in the layout `allot
+/// fmt` gives it.
+fn format<'p>(header: &str, parts: impl IntoIterator<Item = &'p String>) -> Result<String, Vec<String>> {
+    let body: Vec<&str> = parts.into_iter().map(String::as_str).collect();
+    let text = if header.is_empty() { body.join("\n") } else { format!("{header}\n{}", body.join("\n")) };
+    allot_compiler::format::format(&text)
+        .map_err(|e| vec![format!("the imported budgets do not read back: {e}")])
 }
 
 /// What stops the import: names allot cannot carry (with the dump's line), a tree deeper
@@ -166,10 +223,28 @@ fn document(nodes: impl IntoIterator<Item = KdlNode>) -> KdlDocument {
     doc
 }
 
-/// The file: a header of notes, then the cluster, the rules and contracts, and each top
-/// project, every part a KDL document of its own (joined by blank lines), in the layout
-/// `allot fmt` gives it afterwards.
-fn write(tree: &Tree, options: &Options) -> String {
+/// The parts of the imported budgets, each a KDL document of its own.
+struct Parts {
+    /// `//` comments: where the budgets come from, and what KDL cannot say of the tree.
+    header: String,
+    /// The cluster, then the rules and contracts.
+    setup: [String; 2],
+    /// Each top-level account's project, by the account's name.
+    projects: Vec<(String, String)>,
+}
+
+impl Parts {
+    /// The bytes of all the parts.
+    fn len(&self) -> usize {
+        self.header.len()
+            + self.setup.iter().map(String::len).sum::<usize>()
+            + self.projects.iter().map(|(_, p)| p.len()).sum::<usize>()
+    }
+}
+
+/// The budgets of the tree, in parts: a header of notes, then the cluster, the rules and
+/// contracts, and each top project.
+fn write(tree: &Tree, options: &Options) -> Parts {
     let index = Index::new(tree);
     let mut notes = Vec::new();
     let qos: BTreeSet<&str> = tree
@@ -220,16 +295,23 @@ fn write(tree: &Tree, options: &Options) -> String {
     for u in index.users.get("root").into_iter().flatten().filter(|u| u.name != "root") {
         notes.push(format!("user {} is in Slurm's root account, which is no project: not imported", u.name));
     }
-    let mut parts = vec![document([cluster]).to_string(), document(rules).to_string()];
-    for account in index.children("root") {
-        parts.push(document([project(&index, account, &[], &mut notes)]).to_string());
-    }
+    let projects = index
+        .children("root")
+        .iter()
+        .map(|account| {
+            (account.name.clone(), document([project(&index, account, &[], &mut notes)]).to_string())
+        })
+        .collect();
     let header: Vec<String> =
         std::iter::once(format!("Imported from Slurm cluster {} by `allot import slurm`.", tree.cluster))
             .chain(notes.iter().map(|n| format!("- {n}")))
             .map(|line| format!("// {}\n", comment(&line)))
             .collect();
-    format!("{}\n{}", header.concat(), parts.join("\n"))
+    Parts {
+        header: header.concat(),
+        setup: [document([cluster]).to_string(), document(rules).to_string()],
+        projects,
+    }
 }
 
 /// A note as the text of a `//` comment: nothing that would end the line. (The names in
@@ -303,10 +385,11 @@ fn project(index: &Index, account: &Account, parent_qos: &[String], notes: &mut 
 /// (name, parent) of accounts, (name, account) of user associations.
 type Pairs = BTreeSet<(String, String)>;
 
-/// Defence in depth: the file compiles, and its tree on the cluster has the dump's
+/// Defence in depth: the files compile, and their tree on the cluster has the dump's
 /// accounts under the same parents and the same user associations.
-fn reads_back(text: &str, tree: &Tree) -> Result<(), Vec<String>> {
-    let compilation = compile(&MemoryLoader::new([("allot.kdl", text)]), "allot.kdl");
+fn reads_back(files: &[(String, String)], tree: &Tree) -> Result<(), Vec<String>> {
+    let loader = MemoryLoader::new(files.iter().map(|(path, text)| (path.as_str(), text.as_str())));
+    let compilation = compile(&loader, ENTRY_FILE);
     let Some(model) = compilation.model else {
         let errors = compilation.diagnostics.iter().filter(|d| d.is_error()).map(|d| d.message.clone());
         return Err(errors.map(|m| format!("the imported budgets do not compile: {m}")).collect());
@@ -342,21 +425,50 @@ mod tests {
         let dump = "Cluster - 'lab'\nParent - 'root'\nAccount - 'a':Fairshare=1\nParent - 'a'\n\
                     User - '/-y':Fairshare=1\nUser - 'true':Fairshare=1\nUser - '1st':Fairshare=1\n";
         let tree = parse(dump).unwrap();
-        let text = to_kdl(&tree, &options()).unwrap();
+        let files = to_repository(&tree, &options()).unwrap();
+        let [(_, text)] = files.as_slice() else { panic!("{files:?}") };
         assert!(text.contains(r#"users "/-y" "true" "1st""#), "{text}");
         // A GPU type given on the command line goes through the same checks.
         let hostile = Options { gpu_type: "h100 \"sxm\"\n}".into(), ..options() };
-        let problems = to_kdl(&tree, &hostile).unwrap_err();
+        let problems = to_repository(&tree, &hostile).unwrap_err();
         assert!(problems[0].contains("cannot be a GPU type"), "{problems:?}");
         let projects = text.lines().filter(|l| l.trim_start().starts_with("project")).count();
         assert_eq!(projects, 1, "{text}");
     }
 
     #[test]
+    fn a_repository_too_large_for_one_file_is_split_by_top_level_account() {
+        let dump = "Cluster - 'lab'\nParent - 'root'\nAccount - 'a'\nAccount - 'b'\nParent - 'a'\n\
+                    Account - 'a1'\nParent - 'a1'\nUser - 'alice'\nParent - 'b'\nUser - 'bob'\n";
+        let tree = parse(dump).unwrap();
+        let whole = repository(&tree, &options(), MAX_FILE_BYTES).unwrap();
+        assert_eq!(whole.len(), 1);
+        // Files of at most the largest of the split ones: the projects go to files of their own.
+        let largest =
+            split(&write(&tree, &options())).unwrap().iter().map(|(_, text)| text.len()).max().unwrap();
+        assert!(largest < whole[0].1.len());
+        let files = repository(&tree, &options(), largest).unwrap();
+        let paths: Vec<&str> = files.iter().map(|(path, _)| path.as_str()).collect();
+        assert_eq!(paths, [ENTRY_FILE, "projects/a.kdl", "projects/b.kdl"]);
+        assert!(
+            files[0].1.ends_with("include \"projects/a.kdl\"\ninclude \"projects/b.kdl\"\n"),
+            "{}",
+            files[0].1
+        );
+        assert_eq!(
+            files[1].1,
+            "project a share=1 {\n    project a1 share=1 {\n        users alice\n    }\n}\n"
+        );
+        // Every file the same size as the whole: one of them is too large.
+        let problems = repository(&tree, &options(), 10).unwrap_err();
+        assert!(problems[0].starts_with("allot.kdl would be"), "{problems:?}");
+    }
+
+    #[test]
     fn names_allot_refuses_are_errors_at_their_line() {
         let dump = "Cluster - 'lab_1'\nParent - 'root'\nAccount - 'ml_team':QOS='Gpu.High'\nAccount - 'ok'\n\
                     Parent - 'ok'\nUser - 'bob'\n";
-        let problems = to_kdl(&parse(dump).unwrap(), &options()).unwrap_err();
+        let problems = to_repository(&parse(dump).unwrap(), &options()).unwrap_err();
         assert_eq!(
             problems,
             [
@@ -373,7 +485,7 @@ mod tests {
         for i in 1..60 {
             dump.push_str(&format!("Parent - 'a{}'\nAccount - 'a{i}'\n", i - 1));
         }
-        let problems = to_kdl(&parse(&dump).unwrap(), &options()).unwrap_err();
+        let problems = to_repository(&parse(&dump).unwrap(), &options()).unwrap_err();
         assert_eq!(
             problems,
             [format!(
