@@ -9,15 +9,19 @@
 #   allot check, 50,500 projects                   <= 7.5x  allot check of 10,100
 #   allot replay audit, 1,000,000 jobs             <= 10x   the csv read of the same trace
 #   allot replay simulate, 1,000,000 busy jobs     <= 60x   the csv read; <= 300 MiB
+#   allot plan slurm, import slurm, fairshare      <= 15x   the same command on 10x fewer
+#     of 10,100 accounts                                    accounts (linear, 1.5x slack)
 #
-# Inputs are generated with fixed seeds into the cache folder and kept: trees of 1,010,
-# 10,100 and 50,500 projects (100 sub-projects per top-level project, one file each, every
-# target bound), traces of 100,000 and 1,000,000 jobs on examples/published-case, and a busy
-# million (about 95% of jupiter's 1,024 GPUs) for the simulator. With the project's shared
-# reference data, the ITP trace is timed too. Each command runs three times and its best
-# time counts (once when it takes over 30 s); a command over ALLOT_BENCH_TIMEOUT seconds
-# (default 900) is stopped and reported as such. Micro-benchmarks of the hot functions:
-# `cargo bench -p allot-bench`. Results and how to read them: docs/verifier.md.
+# Inputs are generated with fixed seeds into the cache folder and kept: trees of 1,010, 10,100
+# and 50,500 projects (100 sub-projects per top-level project, one file each, every target
+# bound), traces of 100,000 and 1,000,000 jobs on examples/published-case, and a busy million
+# (about 95% of jupiter's 1,024 GPUs) for the simulator; for the Slurm commands, the
+# association file each tree emits (as a live tree's dump) and usage for all its users. With
+# the project's shared reference data, the ITP trace is timed too. Each command runs three
+# times and its best time counts (once when it takes over 30 s); a command over
+# ALLOT_BENCH_TIMEOUT seconds (default 900) is stopped and reported as such. Micro-benchmarks
+# of the hot functions: `cargo bench -p allot-bench`. Results and how to read them:
+# docs/verifier.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shared="${ALLOT_SHARED_DIR:-../shared}"
@@ -153,6 +157,40 @@ ratio "allot build, 10,100 projects / kdl parse" "$build_10k" "$floor_kdl" 4
 if [ -n "$check_10k" ]; then
     ratio "allot check, 50,500 / 10,100 projects" "$check_50k" "$check_10k" 7.5
 fi
+
+echo "==> Slurm: plan, import and fairshare of 1,010 and 10,100 accounts"
+# The live tree is the tree's own emitted association file (a dump Slurm would give back);
+# the usage is every user's, random with a fixed seed. Linear work grows 10x from one size
+# to the next; the target leaves room for a 1.5x slack, as the check's does.
+declare -A took
+for size in 1k:10 10k:100; do
+    name="${size%%:*}" files="${size##*:}"
+    live="$cache/slurm-$name"
+    if [ ! -s "$live/slurm/big.cfg" ]; then
+        "$allot" build "$cache/tree-$name" --out "$live" --target slurm >/dev/null
+    fi
+    if [ ! -s "$live/usage.csv" ]; then
+        python3 - "$live/usage.csv" "$files" <<'PY'
+import random, sys
+random.seed(5)
+with open(sys.argv[1], "w") as out:
+    out.write("account,user,raw_usage\n")
+    for i in range(int(sys.argv[2])):
+        for j in range(100):
+            for user in "abc":
+                out.write(f"p{i}x{j},u{i}x{j}{user},{random.randint(0, 10**9)}\n")
+PY
+    fi
+    measure "allot plan slurm --live, $name accounts" "$allot" plan slurm "$cache/tree-$name" --live "$live/slurm/big.cfg"
+    took[plan-$name]="$best"
+    measure "allot import slurm, $name accounts" "$allot" import slurm --gpus 100000 "$live/slurm/big.cfg"
+    took[import-$name]="$best"
+    measure "allot fairshare (budget files), $name accounts" "$allot" fairshare "$cache/tree-$name" --usage "$live/usage.csv"
+    took[fairshare-$name]="$best"
+done
+ratio "allot plan slurm, 10,100 / 1,010 accounts" "${took[plan-10k]}" "${took[plan-1k]}" 15
+ratio "allot import slurm, 10,100 / 1,010 accounts" "${took[import-10k]}" "${took[import-1k]}" 15
+ratio "allot fairshare, 10,100 / 1,010 accounts" "${took[fairshare-10k]}" "${took[fairshare-1k]}" 15
 
 echo "==> traces"
 measure "floor: csv read, 1,000,000 jobs" "$floor" csv "$cache/million.csv"
