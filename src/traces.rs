@@ -273,7 +273,8 @@ mod tests {
         }
         std::fs::write(&path, text).unwrap();
         let input = TraceInput::at(&path);
-        let ids: Vec<String> = input.replay(|jobs| Ok(jobs.map(|row| row.unwrap().id).collect())).unwrap();
+        let ids: Vec<String> =
+            input.replay(|jobs| Ok(jobs.map(|row| row.unwrap().id.into()).collect())).unwrap();
         assert_eq!(ids, (0..rows).map(|i| i.to_string()).collect::<Vec<_>>());
         // A replay that stops early drops the rows: the reading thread ends, and is waited
         // for, though more batches than it may read ahead were left.
@@ -298,7 +299,7 @@ mod tests {
         let rows: Vec<String> = input
             .sorted(4)
             .unwrap()
-            .map(|row| row.map_or_else(|e| format!("line {}", e.line), |job| job.id))
+            .map(|row| row.map_or_else(|e| format!("line {}", e.line), |job| job.id.into()))
             .collect();
         assert_eq!(rows, ["line 3", "3", "4", "1"]);
         let Err(error) = input.sorted(3) else { panic!("sorted beyond the limit") };

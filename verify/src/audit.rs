@@ -273,7 +273,7 @@ pub fn audit_with(
         if let Some(previous) = last_submit
             && job.submit < previous
         {
-            return Err(AuditError::NotSorted { id: job.id, submit: job.submit, previous });
+            return Err(AuditError::NotSorted { id: job.id.into(), submit: job.submit, previous });
         }
         last_submit = Some(job.submit);
         if job.start.is_none() && job.duration.is_some() {
@@ -287,7 +287,7 @@ pub fn audit_with(
                 audit.skipped_rows += 1;
                 continue;
             }
-            Err(error) => return Err(AuditError::Job { id: job.id, error }),
+            Err(error) => return Err(AuditError::Job { id: job.id.into(), error }),
         };
         if state.window_start.is_none() {
             // The trace's span and its first window start at its first submission.

@@ -270,11 +270,11 @@ impl<'m> Budgets<'m> {
             0 => clusters
                 .iter()
                 .position(|c| c.name == job.cluster)
-                .ok_or_else(|| JobError::UnknownCluster(job.cluster.clone())),
+                .ok_or_else(|| JobError::UnknownCluster(job.cluster.to_string())),
             1 => Ok(bound().next().map_or(0, |(i, _)| i)),
             _ => on_partition().filter(|_| !job.partition.is_empty()).ok_or_else(|| JobError::NoPartition {
-                cluster: job.cluster.clone(),
-                partition: job.partition.clone(),
+                cluster: job.cluster.to_string(),
+                partition: job.partition.to_string(),
                 partitions: bound().map(|(_, p)| p.to_string()).collect(),
             }),
         }

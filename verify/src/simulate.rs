@@ -129,15 +129,14 @@ impl Run {
     /// The run as a trace row, for the audit.
     fn as_job(&self) -> Job {
         Job {
-            id: self.id.to_string(),
-            project: self.project.to_string(),
-            user: String::new(),
-            cluster: self.cluster.to_string(),
+            id: (*self.id).into(),
+            project: (*self.project).into(),
+            cluster: (*self.cluster).into(),
             gpus: self.gpus,
             submit: self.queued,
             start: Some(self.start),
             end: Some(self.end),
-            contract: self.contract.to_string(),
+            contract: (*self.contract).into(),
             wait: self.wait,
             ..Job::default()
         }
@@ -225,7 +224,7 @@ pub fn simulate(
             if let Some(previous) = last_submit
                 && job.submit < previous
             {
-                return Err(AuditError::NotSorted { id: job.id, submit: job.submit, previous });
+                return Err(AuditError::NotSorted { id: job.id.into(), submit: job.submit, previous });
             }
             last_submit = Some(job.submit);
             read += 1;
@@ -244,7 +243,7 @@ pub fn simulate(
                     skipped += 1;
                     continue;
                 }
-                Err(error) => return Err(AuditError::Job { id: job.id.clone(), error }),
+                Err(error) => return Err(AuditError::Job { id: job.id.to_string(), error }),
             };
             let state = &mut clusters[cluster];
             if u64::from(job.gpus) > state.most_gpus(leaf.0) {

@@ -10,23 +10,27 @@
 use std::collections::BinaryHeap;
 use std::io::{BufRead, Read};
 
+pub use compact_str::CompactString;
+
 /// The longest row (line) of a trace allot reads: 1 MiB.
 pub const MAX_ROW_BYTES: usize = 1 << 20;
 /// What the CSV reader reads ahead of the row it parses.
 const READ_AHEAD_BYTES: usize = 64 << 10;
 
 /// One job of a trace. Times are seconds (since the epoch, or since the trace's own origin).
+/// Its names are [`CompactString`]s: one of up to 24 bytes (ids, budgets, clusters and
+/// contracts nearly always are) is held in place, so reading a row allocates nothing.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Job {
-    pub id: String,
+    pub id: CompactString,
     /// A project path, a project name, or a scheduler's account or queue name; empty: the
     /// user's default project.
-    pub project: String,
-    pub user: String,
+    pub project: CompactString,
+    pub user: CompactString,
     /// An allot cluster, or a scheduler's cluster name; empty: the only cluster.
-    pub cluster: String,
+    pub cluster: CompactString,
     /// The scheduler's partition (sacct's `Partition`); empty: the cluster's only binding.
-    pub partition: String,
+    pub partition: CompactString,
     pub gpus: u32,
     pub submit: i64,
     /// When it could first run (sacct's `Eligible`: after a hold or a dependency), kept
@@ -40,7 +44,7 @@ pub struct Job {
     /// the end; without a start it is the work a simulation runs.
     pub duration: Option<i64>,
     /// A contract, or a QOS named like one; empty: the default contract.
-    pub contract: String,
+    pub contract: CompactString,
     /// How the audit counts the job's wait.
     pub wait: WaitCount,
 }
@@ -549,18 +553,18 @@ fn job(row: Row<'_>) -> Result<Job, RowError> {
         .map(|e| e.max(submit).min(start.or(end).unwrap_or(i64::MAX)))
         .filter(|&e| e > submit);
     Ok(Job {
-        id: row.id.trim().to_string(),
-        project: row.project.trim().to_string(),
-        user: row.user.trim().to_string(),
-        cluster: row.cluster.trim().to_string(),
-        partition: row.partition.trim().to_string(),
+        id: row.id.trim().into(),
+        project: row.project.trim().into(),
+        user: row.user.trim().into(),
+        cluster: row.cluster.trim().into(),
+        partition: row.partition.trim().into(),
         gpus,
         submit,
         eligible,
         start,
         end,
         duration: row.duration,
-        contract: row.contract.trim().to_string(),
+        contract: row.contract.trim().into(),
         wait: WaitCount::Measured,
     })
 }
@@ -714,7 +718,7 @@ mod tests {
             Reader::new(a.as_bytes(), Format::Itp, "a").unwrap(),
             Reader::new(b.as_bytes(), Format::Itp, "b").unwrap(),
         ];
-        let ids: Vec<String> = Merged::new(readers).map(|j| j.unwrap().id).collect();
+        let ids: Vec<String> = Merged::new(readers).map(|j| j.unwrap().id.into()).collect();
         assert_eq!(ids, ["a1", "b1", "b2", "a2"]);
     }
 }

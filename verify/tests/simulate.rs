@@ -13,7 +13,7 @@ use allot_compiler::test_support::model;
 /// A job as a trace records it: `runtime` seconds of work, run (somewhere) once.
 fn job(id: usize, project: &str, gpus: u32, submit: i64, runtime: i64, contract: &str) -> Job {
     Job {
-        id: id.to_string(),
+        id: id.to_string().into(),
         project: project.into(),
         gpus,
         submit,
