@@ -5,8 +5,8 @@
 mod inputs;
 
 use allot_compiler::test_support::model;
-use allot_targets::Target;
 use allot_targets::slurm::{Slurm, import, plan, tree};
+use allot_targets::{Emitted, Target};
 
 const BUDGETS: &str = r#"cluster main gpus=64 gpu-type=h100 gpus-per-node=8 {
     slurm cluster=lab partition=gpu
@@ -45,8 +45,8 @@ const DUMP: &str = "Cluster - 'lab':Fairshare=1:QOS='normal'\nParent - 'root'\n\
 #[test]
 fn the_flat_file_reads_back_as_the_model() {
     let model = model(BUDGETS);
-    let files = Slurm.emit(&model);
-    assert_eq!(Slurm.validate(&model, &files), vec![]);
+    let Emitted { files, violations } = Slurm.emit(&model);
+    assert_eq!(violations, vec![]);
     let cfg = files.iter().find(|f| f.path == "lab.cfg").unwrap();
     let read = tree::parse(&cfg.contents).unwrap();
     let mut wanted = tree::desired(&model, "lab");
@@ -152,7 +152,7 @@ fn account_names_must_be_unique_in_a_slurm_cluster() {
         "cluster c gpus=8 gpu-type=h100 {\n    slurm\n}\ncontract b min-runtime=\"1h\" default=#true\n\
          project a share=1 {\n    project eval share=1\n}\nproject b share=1 {\n    project eval share=1\n}\n",
     );
-    let violations = Slurm.validate(&model, &Slurm.emit(&model));
+    let violations = Slurm.emit(&model).violations;
     assert_eq!(violations.len(), 1, "{violations:?}");
     let lines: Vec<usize> = violations[0].locations.iter().map(|l| l.line).collect();
     assert_eq!(lines, [6, 9]);
@@ -165,8 +165,8 @@ fn examples_with_a_slurm_binding_match_their_snapshots() {
     let _guard = settings.bind_to_scope();
     for name in ["published-case", "university-hpc"] {
         let model = inputs::example(name);
-        let files = Slurm.emit(&model);
-        assert_eq!(Slurm.validate(&model, &files), vec![], "{name}");
+        let Emitted { files, violations } = Slurm.emit(&model);
+        assert_eq!(violations, vec![], "{name}");
         for file in &files {
             insta::assert_snapshot!(format!("slurm-{name}-{}", file.path), &file.contents);
         }

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use allot_compiler::ir::{CapacityMode, Model, Project};
 use allot_compiler::test_support::model;
-use allot_targets::Target;
 use allot_targets::yarn::{Yarn, capacity_rules, fair_rules, validate_resource_types, xml};
+use allot_targets::{Emitted, Target};
 use proptest::prelude::*;
 
 /// Hadoop's fixtures, from the shared reference folder.
@@ -144,9 +144,9 @@ fn examples_build_validate_and_match_their_snapshots() {
     settings.set_prepend_module_to_snapshot(false);
     let _guard = settings.bind_to_scope();
     for (name, model) in yarn_examples() {
-        let files = Yarn.emit(&model);
-        assert_eq!(Yarn.validate(&model, &files), vec![], "{name}");
-        assert_eq!(Yarn.emit(&model), files, "{name}: emit is deterministic");
+        let Emitted { files, violations } = Yarn.emit(&model);
+        assert_eq!(violations, vec![], "{name}");
+        assert_eq!(Yarn.emit(&model).files, files, "{name}: emit is deterministic");
         for file in &files {
             insta::assert_snapshot!(format!("yarn-{name}-{}", file.path.replace('/', "-")), &file.contents);
         }
@@ -186,7 +186,7 @@ fn compare(queue: &capacity_rules::ParsedQueue, projects: &[&Project], cluster: 
 #[test]
 fn emitted_files_round_trip_to_the_model() {
     for (name, model) in yarn_examples() {
-        for file in Yarn.emit(&model) {
+        for file in Yarn.emit(&model).files {
             let cluster = file.path.split('/').next().unwrap();
             let top: Vec<&Project> =
                 model.projects.iter().filter(|p| p.clusters.contains_key(cluster)).collect();
@@ -271,8 +271,8 @@ proptest! {
     #[test]
     fn capacities_sum_to_100_at_every_level(text in random_tree()) {
         let model = model(&text);
-        let files = Yarn.emit(&model);
-        prop_assert_eq!(Yarn.validate(&model, &files), vec![]);
+        let Emitted { files, violations } = Yarn.emit(&model);
+        prop_assert_eq!(violations, vec![]);
         let capacity = files.iter().find(|f| f.path == "c/capacity-scheduler.xml").unwrap();
         let hierarchy = capacity_rules::hierarchy(&capacity_rules::read(&capacity.contents).unwrap());
         let top: Vec<&Project> = model.projects.iter().collect();

@@ -23,7 +23,7 @@ use self::tree::{
 };
 use crate::fidelity::{Note, RATIO_TOLERANCE, Report, Row, percent_error};
 use crate::text::{Named, Rule, comment, refused, shell_word};
-use crate::{OutputFile, Target, Violation};
+use crate::{Emitted, OutputFile, Target, Violation};
 
 pub struct Slurm;
 
@@ -32,7 +32,7 @@ impl Target for Slurm {
         "slurm"
     }
 
-    fn emit(&self, model: &Model) -> Vec<OutputFile> {
+    fn emit(&self, model: &Model) -> Emitted {
         let mut files = Vec::new();
         for cluster in slurm_clusters(model) {
             let tree = desired(model, &cluster);
@@ -49,48 +49,50 @@ impl Target for Slurm {
                 contents: slurm_conf(model, &cluster, &tree),
             });
         }
-        files
-    }
-
-    fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation> {
-        let mut violations = binding_names(model);
-        violations.extend(crate::text::model_names("", model));
-        // Each Slurm cluster's file and the tree allot wants there, built once.
-        let wanted: BTreeMap<String, Tree> =
-            slurm_clusters(model).into_iter().map(|c| (format!("{c}.cfg"), desired(model, &c))).collect();
-        for cluster in slurm_clusters(model) {
-            let path = format!("{cluster}.cfg");
-            if let Some(tree) = wanted.get(&path) {
-                violations.extend(check_tree(&path, tree));
-            }
-        }
-        if model.contracts.iter().any(|c| c.name == PREEMPTIBLE_QOS) {
-            violations.push(Violation::at(
-                "",
-                format!("contract `{PREEMPTIBLE_QOS}` takes the name of the QOS allot gives preemptible work; rename it"),
-                model.contracts.iter().filter(|c| c.name == PREEMPTIBLE_QOS).map(|c| c.source.clone()).collect(),
-            ));
-        }
-        // The flat files must read back as the tree allot wrote; a tree already refused
-        // above (two accounts of one name) would only be refused again, by the dump's parser.
-        let refused = !violations.is_empty();
-        for file in files.iter().filter(|f| !refused && f.path.ends_with(".cfg")) {
-            match tree::parse(&file.contents) {
-                Err(error) => violations
-                    .push(Violation::new(&file.path, format!("the flat file does not read back: {error}"))),
-                Ok(back) => {
-                    if let Some(tree) = wanted.get(&file.path) {
-                        violations.extend(reads_back(&file.path, tree, &back));
-                    }
-                }
-            }
-        }
-        violations
+        let violations = validate(model, &files);
+        Emitted { files, violations }
     }
 
     fn fidelity(&self, model: &Model) -> Report {
         fidelity(model)
     }
+}
+
+/// The rules `files` break.
+fn validate(model: &Model, files: &[OutputFile]) -> Vec<Violation> {
+    let mut violations = binding_names(model);
+    violations.extend(crate::text::model_names("", model));
+    // Each Slurm cluster's file and the tree allot wants there, built once.
+    let wanted: BTreeMap<String, Tree> =
+        slurm_clusters(model).into_iter().map(|c| (format!("{c}.cfg"), desired(model, &c))).collect();
+    for cluster in slurm_clusters(model) {
+        let path = format!("{cluster}.cfg");
+        if let Some(tree) = wanted.get(&path) {
+            violations.extend(check_tree(&path, tree));
+        }
+    }
+    if model.contracts.iter().any(|c| c.name == PREEMPTIBLE_QOS) {
+        violations.push(Violation::at(
+                "",
+                format!("contract `{PREEMPTIBLE_QOS}` takes the name of the QOS allot gives preemptible work; rename it"),
+                model.contracts.iter().filter(|c| c.name == PREEMPTIBLE_QOS).map(|c| c.source.clone()).collect(),
+            ));
+    }
+    // The flat files must read back as the tree allot wrote; a tree already refused
+    // above (two accounts of one name) would only be refused again, by the dump's parser.
+    let refused = !violations.is_empty();
+    for file in files.iter().filter(|f| !refused && f.path.ends_with(".cfg")) {
+        match tree::parse(&file.contents) {
+            Err(error) => violations
+                .push(Violation::new(&file.path, format!("the flat file does not read back: {error}"))),
+            Ok(back) => {
+                if let Some(tree) = wanted.get(&file.path) {
+                    violations.extend(reads_back(&file.path, tree, &back));
+                }
+            }
+        }
+    }
+    violations
 }
 
 /// The names of the Slurm bindings, by the rules of [`allot_compiler::names`]: the Slurm

@@ -17,7 +17,7 @@ use allot_compiler::names;
 
 use crate::fidelity::{Note, RATIO_TOLERANCE, Report, Row, percent_error, ratio_error};
 use crate::text::{Named, Rule, refused};
-use crate::{OutputFile, Target, Violation};
+use crate::{Emitted, OutputFile, Target, Violation};
 
 pub struct Yarn;
 
@@ -39,7 +39,7 @@ impl Target for Yarn {
         "yarn"
     }
 
-    fn emit(&self, model: &Model) -> Vec<OutputFile> {
+    fn emit(&self, model: &Model) -> Emitted {
         let mut files = Vec::new();
         for (cluster, binding) in bound(model) {
             let root = queues::tree(model, &cluster.name);
@@ -56,36 +56,38 @@ impl Target for Yarn {
             }
             file("resource-types.xml", resource_types(&binding.resource));
         }
-        files
-    }
-
-    fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation> {
-        let mut violations = crate::text::model_names("", model);
-        for (cluster, binding) in bound(model) {
-            let named =
-                Named { what: "a YARN resource", value: &binding.resource, source: Some(&cluster.source) };
-            violations.extend(refused("", [(named, names::bad_yarn_resource as Rule)]));
-        }
-        for file in files {
-            let problems = match file.path.rsplit('/').next().unwrap_or("") {
-                "capacity-scheduler.xml" => capacity_rules::validate(&file.contents, false),
-                "fair-scheduler.xml" => fair_rules::validate(&file.contents),
-                "resource-types.xml" => validate_resource_types(&file.contents),
-                _ => xml::parse(&file.contents)
-                    .and_then(|root| xml::properties(&root))
-                    .err()
-                    .into_iter()
-                    .map(|error| error.to_string())
-                    .collect(),
-            };
-            violations.extend(problems.into_iter().map(|message| Violation::new(&file.path, message)));
-        }
-        violations
+        let violations = validate(model, &files);
+        Emitted { files, violations }
     }
 
     fn fidelity(&self, model: &Model) -> Report {
         fidelity(model)
     }
+}
+
+/// The rules `files` break.
+fn validate(model: &Model, files: &[OutputFile]) -> Vec<Violation> {
+    let mut violations = crate::text::model_names("", model);
+    for (cluster, binding) in bound(model) {
+        let named =
+            Named { what: "a YARN resource", value: &binding.resource, source: Some(&cluster.source) };
+        violations.extend(refused("", [(named, names::bad_yarn_resource as Rule)]));
+    }
+    for file in files {
+        let problems = match file.path.rsplit('/').next().unwrap_or("") {
+            "capacity-scheduler.xml" => capacity_rules::validate(&file.contents, false),
+            "fair-scheduler.xml" => fair_rules::validate(&file.contents),
+            "resource-types.xml" => validate_resource_types(&file.contents),
+            _ => xml::parse(&file.contents)
+                .and_then(|root| xml::properties(&root))
+                .err()
+                .into_iter()
+                .map(|error| error.to_string())
+                .collect(),
+        };
+        violations.extend(problems.into_iter().map(|message| Violation::new(&file.path, message)));
+    }
+    violations
 }
 
 fn resource_types(resource: &str) -> String {
