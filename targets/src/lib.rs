@@ -2,12 +2,15 @@
 //! configuration.
 //!
 //! A target is one module implementing [`Target`]: it emits files, checks what it puts in
-//! them against the scheduler's rules as it builds them, and says in a [`fidelity::Report`]
-//! what of the policy they lose. The rules are checked on the objects, trees and
-//! properties a target builds, before they are written, not on the text read back; that
-//! the text reads back as what was checked is for the tests to show.
-//! [`registry`] lists them. The command line, the diff and the Action reach targets only
-//! through this registry, so adding a scheduler is adding a module and a registry line.
+//! them against the scheduler's rules, and says in a [`fidelity::Report`] what of the
+//! policy they lose. [`registry`] lists them. The command line, the diff and the Action
+//! reach targets only through this registry, so adding a scheduler is adding a module and
+//! a registry line.
+//!
+//! The rules are checked once, on what a target builds (objects, an association tree,
+//! properties), before it is written; never on the text read back. That the text reads
+//! back as what was checked is for the tests to show (for YAML, debug builds assert it of
+//! every file).
 
 pub mod fidelity;
 pub mod kubernetes;
@@ -47,7 +50,7 @@ impl Violation {
 
 /// What a target emits: its files, and the rules of the scheduler that what they hold
 /// breaks.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Emitted {
     pub files: Vec<OutputFile>,
     pub violations: Vec<Violation>,

@@ -237,7 +237,7 @@ impl<'a, S> Object<'a, S> {
 }
 
 /// A whole number written as a string, as Kubernetes quantities are: `"8"`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug)]
 pub struct Count(pub u64);
 
 impl Serialize for Count {
