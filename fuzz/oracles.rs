@@ -13,14 +13,13 @@ use allot_targets::slurm::{import, plan, tree};
 use allot_verify::trace::{Format, Reader};
 
 /// The whole front end on one budget file: KDL parsing, lowering, the checks and
-/// normalisation; when the file is valid, every target's emitter, validation and fidelity.
+/// normalisation; when the file is valid, every target's emitter (with its rules) and fidelity.
 pub fn kdl_front_end(text: &str) {
     let loader = MemoryLoader::new([("allot.kdl", text)]);
     let compilation = compile(&loader, "allot.kdl");
     let Some(model) = compilation.model else { return };
     for target in allot_targets::registry() {
-        let files = target.emit(&model);
-        target.validate(&model, &files);
+        target.emit(&model);
         target.fidelity(&model).to_markdown();
     }
 }

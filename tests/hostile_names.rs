@@ -3,10 +3,11 @@
 //! its arithmetic. Each budget is written by the test into a temporary folder; `allot
 //! check` must refuse it with the right code at the right place, and `allot build` must
 //! write nothing. The emitters are also called on models that skipped the checks: no text
-//! may leave its line, and `validate` refuses what they would write.
+//! may leave its line, and the rules each emitter checks refuse what they would write.
 
 use allot_compiler::ir::Model;
 use allot_compiler::test_support::{files_under, model};
+use allot_targets::Emitted;
 
 mod common;
 
@@ -275,7 +276,7 @@ fn emitters_keep_hostile_text_on_its_line_and_validation_refuses_it() {
     let payload = "\n# x\nrm -rf / # '\"--> <evil/>";
     let model = hostile_model(payload);
     for target in allot_targets::registry() {
-        let files = target.emit(&model);
+        let Emitted { files, violations } = target.emit(&model);
         assert!(!files.is_empty(), "{} emitted nothing", target.name());
         for file in &files {
             if file.path.ends_with(".yaml") {
@@ -310,7 +311,6 @@ fn emitters_keep_hostile_text_on_its_line_and_validation_refuses_it() {
                 );
             }
         }
-        let violations = target.validate(&model, &files);
         assert!(!violations.is_empty(), "{}: the hostile names pass validation", target.name());
         let fidelity = target.fidelity(&model).to_markdown();
         assert!(!fidelity.is_empty());
@@ -322,13 +322,12 @@ fn a_quote_reaches_the_slurm_files_whole_and_is_refused_there() {
     let model = hostile_model("'");
     let slurm = allot_targets::slurm::Slurm;
     use allot_targets::Target;
-    let files = slurm.emit(&model);
+    let Emitted { files, violations } = slurm.emit(&model);
     let cfg = files.iter().find(|f| f.path.ends_with(".cfg")).unwrap();
     // The quote is carried in double quotes, not dropped; read back, the file is refused
     // (Slurm could not have written that name), never taken for another tree.
     assert!(cfg.contents.contains("\"alice'\""), "{}", cfg.contents);
     assert!(allot_targets::slurm::tree::parse(&cfg.contents).is_err(), "{}", cfg.contents);
-    let violations = slurm.validate(&model, &files);
     assert!(violations.iter().any(|v| v.message.contains("quotes")), "{violations:?}");
 }
 

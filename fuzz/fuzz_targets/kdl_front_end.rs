@@ -1,5 +1,5 @@
 //! The whole front end on one budget file: KDL parsing, lowering, the checks and
-//! normalisation; when the file is valid, every target's emitter and its validation too.
+//! normalisation; when the file is valid, every target's emitter, with the rules it checks, too.
 //! A panic, an overflow or a stack overflow anywhere is a finding.
 
 #![no_main]

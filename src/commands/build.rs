@@ -1,5 +1,5 @@
 //! `allot build`: every target's native files and fidelity report, written under the output
-//! folder only when every target's files pass its own validation.
+//! folder only when what every target emits breaks none of its scheduler's rules.
 //!
 //! allot writes only what it owns. The output folder holds a manifest (`.allot-manifest`)
 //! of every file allot wrote, with its git blob id; a file in a target's folder that is not
@@ -15,7 +15,7 @@ use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 
 use allot_compiler::ir::Model;
-use allot_targets::{OutputFile, registry};
+use allot_targets::{Emitted, OutputFile, registry};
 use git2::{ObjectType, Oid};
 
 use crate::budgets;
@@ -86,8 +86,8 @@ struct Built {
     fidelity: String,
 }
 
-/// Emits and validates the chosen targets (all when `only` is empty). Targets bound to no
-/// cluster are left out; an unknown target name or a failed validation is an error.
+/// Emits the chosen targets (all when `only` is empty). Targets bound to no cluster are
+/// left out; an unknown target name or a rule of a scheduler broken is an error.
 fn emit(model: &Model, only: &[String]) -> Result<Vec<Built>, Vec<String>> {
     let targets = registry();
     let known: Vec<&str> = targets.iter().map(|t| t.name()).collect();
@@ -103,11 +103,11 @@ fn emit(model: &Model, only: &[String]) -> Result<Vec<Built>, Vec<String>> {
     let mut built = Vec::new();
     let mut problems = Vec::new();
     for target in chosen {
-        let files = target.emit(model);
+        let Emitted { files, violations } = target.emit(model);
         if files.is_empty() {
             continue;
         }
-        for violation in target.validate(model, &files) {
+        for violation in violations {
             let places: Vec<String> = violation.locations.iter().map(ToString::to_string).collect();
             let at = if places.is_empty() { String::new() } else { format!(" (at {})", places.join(", ")) };
             problems.push(format!("{}/{}: {}{at}", target.name(), violation.path, violation.message));

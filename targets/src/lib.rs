@@ -1,10 +1,16 @@
 //! allot-targets: the normalised model ([`allot_compiler::ir`]) to each scheduler's native
 //! configuration.
 //!
-//! A target is one module implementing [`Target`]: it emits files, validates them against
-//! the scheduler's rules and says in a [`fidelity::Report`] what of the policy they lose.
-//! [`registry`] lists them. The command line, the diff and the Action reach targets only
-//! through this registry, so adding a scheduler is adding a module and a registry line.
+//! A target is one module implementing [`Target`]: it emits files, checks what it puts in
+//! them against the scheduler's rules, and says in a [`fidelity::Report`] what of the
+//! policy they lose. [`registry`] lists them. The command line, the diff and the Action
+//! reach targets only through this registry, so adding a scheduler is adding a module and
+//! a registry line.
+//!
+//! The rules are checked once, on what a target builds (objects, an association tree,
+//! properties), before it is written; never on the text read back. That the text reads
+//! back as what was checked is for the tests to show (for YAML, debug builds assert it of
+//! every file).
 
 pub mod fidelity;
 pub mod kubernetes;
@@ -42,15 +48,30 @@ impl Violation {
     }
 }
 
+/// What a target emits: its files, and the rules of the scheduler that what they hold
+/// breaks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Emitted {
+    pub files: Vec<OutputFile>,
+    pub violations: Vec<Violation>,
+}
+
+impl Emitted {
+    /// Adds a file, with the rules broken by what it holds.
+    pub fn add(&mut self, path: String, contents: String, problems: Vec<String>) {
+        self.violations.extend(problems.into_iter().map(|message| Violation::new(&path, message)));
+        self.files.push(OutputFile { path, contents });
+    }
+}
+
 /// One scheduler family's emitter.
 pub trait Target {
     /// The name of the target's output folder and of `--target`.
     fn name(&self) -> &'static str;
-    /// The native files for every cluster bound to this target; empty when none is.
-    fn emit(&self, model: &Model) -> Vec<OutputFile>;
-    /// Checks emitted files against the scheduler's own rules (the model says which KDL
-    /// a problem comes from).
-    fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation>;
+    /// The native files for every cluster bound to this target (none when none is), and
+    /// the scheduler's own rules that they break, checked on what was built before it was
+    /// written (the model says which KDL a problem comes from).
+    fn emit(&self, model: &Model) -> Emitted;
     /// What of the policy the scheduler carries, approximates or cannot express.
     fn fidelity(&self, model: &Model) -> Report;
 }

@@ -3,8 +3,9 @@
 //!
 //! `allot check` refuses names outside their scheduler's syntax; the emitters do not trust
 //! that: what they put in a script is a quoted shell word, what they put in a comment cannot
-//! end the line, and each target's `validate` checks the names it wrote once more, so that
-//! `allot build` writes nothing when a model that skipped the checks carries such a name.
+//! end the line, and each target checks the names it writes once more as it emits them, so
+//! that `allot build` writes nothing when a model that skipped the checks carries such a
+//! name.
 
 use allot_compiler::ir::{Location, Model};
 use allot_compiler::{escape, names};

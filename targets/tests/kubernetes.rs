@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use allot_compiler::ir::Model;
 use allot_compiler::test_support::model;
 use allot_targets::kubernetes::{kai::Kai, kueue::Kueue, volcano::Volcano, yunikorn::YuniKorn};
-use allot_targets::{OutputFile, Target};
+use allot_targets::{Emitted, OutputFile, Target};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -135,7 +135,7 @@ fn every_emitted_object_matches_its_crd_schema() {
     let mut total = 0;
     for (name, model) in kubernetes_examples() {
         for target in targets() {
-            let files = target.emit(&model);
+            let files = target.emit(&model).files;
             let (errors, checked, _) = schema_errors(&schemas, &files);
             assert!(errors.is_empty(), "{name}/{}:\n{}", target.name(), errors.join("\n"));
             total += checked;
@@ -148,7 +148,7 @@ fn every_emitted_object_matches_its_crd_schema() {
 fn the_schema_check_catches_bad_objects() {
     let Some(schemas) = schemas() else { return };
     let model = &kubernetes_examples()[0].1;
-    let files = Kueue.emit(model);
+    let files = Kueue.emit(model).files;
     let queues = files.iter().find(|f| f.path.ends_with("clusterqueues.yaml")).unwrap();
     let broken = [
         ("reclaimWithinCohort: Any", "reclaimWithinCohort: Sometimes"),
@@ -162,6 +162,8 @@ fn the_schema_check_catches_bad_objects() {
     }
 }
 
+/// Also, in a debug build (as tests are), every file reads back as exactly the objects
+/// whose rules were checked: the YAML writer asserts it.
 #[test]
 fn examples_pass_the_webhook_rules_and_match_their_snapshots() {
     let mut settings = insta::Settings::clone_current();
@@ -169,9 +171,9 @@ fn examples_pass_the_webhook_rules_and_match_their_snapshots() {
     let _guard = settings.bind_to_scope();
     for (name, model) in kubernetes_examples() {
         for target in targets() {
-            let files = target.emit(&model);
-            assert_eq!(target.validate(&model, &files), vec![], "{name}/{}", target.name());
-            assert_eq!(target.emit(&model), files, "{name}/{}: emit is deterministic", target.name());
+            let Emitted { files, violations } = target.emit(&model);
+            assert_eq!(violations, vec![], "{name}/{}", target.name());
+            assert_eq!(target.emit(&model).files, files, "{name}/{}: emit is deterministic", target.name());
             for file in &files {
                 let snapshot = format!("{}-{name}-{}", target.name(), file.path.replace('/', "-"));
                 insta::assert_snapshot!(snapshot, &file.contents);
@@ -193,7 +195,7 @@ fn names_that_collide_after_flattening_point_at_both_projects() {
          project a share=1 {\n    project b share=1\n}\nproject a-b share=1\n",
     );
     for target in [&Kueue as &dyn Target, &Kai, &Volcano] {
-        let violations = target.validate(&model, &target.emit(&model));
+        let violations = target.emit(&model).violations;
         let collision = violations.iter().find(|v| v.message.contains("`a-b`")).expect("a collision");
         let lines: Vec<usize> = collision.locations.iter().map(|l| l.line).collect();
         assert_eq!(lines, vec![6, 8], "{}", target.name());
@@ -208,7 +210,7 @@ fn volcano_refuses_trees_deeper_than_its_webhook_allows() {
     }
     text.push_str(&"}\n".repeat(5));
     let model = model(&text);
-    let violations = Volcano.validate(&model, &Volcano.emit(&model));
+    let violations = Volcano.emit(&model).violations;
     assert!(
         violations.iter().any(|v| v.message.contains("p0/p1/p2/p3/p4") && v.locations[0].line == 9),
         "{violations:?}"
@@ -222,7 +224,7 @@ fn kai_splits_a_leaf_whose_contracts_protect_differently() {
          contract debug min-runtime=\"0s\"\ncontract batch min-runtime=\"1h\" default=#true\n\
          project a share=1\n",
     );
-    let files = Kai.emit(&model);
+    let files = Kai.emit(&model).files;
     let queues: Vec<Value> = serde_saphyr::from_multiple(&files[0].contents).unwrap();
     let names: Vec<&str> = queues.iter().map(|q| q["metadata"]["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["a", "a-debug", "a-batch", "root-unbudgeted"]);
@@ -263,11 +265,10 @@ proptest! {
     fn quotas_of_children_never_exceed_their_parent(text in random_tree()) {
         let model = model(&text);
         for target in targets() {
-            let files = target.emit(&model);
-            prop_assert_eq!(target.validate(&model, &files), vec![], "{}", target.name());
+            prop_assert_eq!(target.emit(&model).violations, vec![], "{}", target.name());
         }
         // Kueue: a cohort's members' quotas plus its own pool are exactly its guarantee.
-        let files = Kueue.emit(&model);
+        let files = Kueue.emit(&model).files;
         let objects: Vec<Value> = files.iter().flat_map(|f| serde_saphyr::from_multiple::<Value>(&f.contents).unwrap()).collect();
         let quota = |o: &Value| o["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"].as_str().map_or(0, |q| q.parse::<u64>().unwrap());
         let gpus = model.clusters[0].gpus;

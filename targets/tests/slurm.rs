@@ -1,12 +1,15 @@
-//! The Slurm target without a Slurm: the flat file reads back as the model, importing a
-//! dump and planning against it shows no changes, plans and scripts come in Slurm's order,
-//! and snapshots of the examples.
+//! The Slurm target without a Slurm: the flat file reads back as the model (for the
+//! examples and for names made to look like the file's syntax), importing a dump and
+//! planning against it shows no changes, plans and scripts come in Slurm's order, and
+//! snapshots of the examples.
 
 mod inputs;
 
+use allot_compiler::ir::Model;
 use allot_compiler::test_support::model;
-use allot_targets::Target;
 use allot_targets::slurm::{Slurm, import, plan, tree};
+use allot_targets::{Emitted, Target};
+use proptest::prelude::*;
 
 const BUDGETS: &str = r#"cluster main gpus=64 gpu-type=h100 gpus-per-node=8 {
     slurm cluster=lab partition=gpu
@@ -42,23 +45,33 @@ const DUMP: &str = "Cluster - 'lab':Fairshare=1:QOS='normal'\nParent - 'root'\n\
     Parent - 'vision'\nUser - 'alice':DefaultAccount='vision':Fairshare=1\n\
     Parent - 'old'\nUser - 'erin':DefaultAccount='old':Fairshare=1:MaxJobs=3\n";
 
+/// Each flat file the Slurm target emits for `model`, read back as `sacctmgr` would, is
+/// the tree allot checked: no name changed what the file says. The trees read.
+fn flat_files_read_back(model: &Model) -> Vec<tree::Tree> {
+    let Emitted { files, violations } = Slurm.emit(model);
+    assert_eq!(violations, vec![]);
+    let mut read = Vec::new();
+    for file in files.iter().filter(|f| f.path.ends_with(".cfg")) {
+        let back = tree::parse(&file.contents).unwrap_or_else(|e| panic!("{e}\n{}", file.contents));
+        let mut wanted = tree::desired(model, file.path.trim_end_matches(".cfg"));
+        // What only the desired tree knows: where each association comes from.
+        for a in &mut wanted.accounts {
+            (a.source, a.path) = (None, String::new());
+        }
+        for u in &mut wanted.users {
+            u.source = None;
+        }
+        let plan = plan::plan(&wanted, &back);
+        assert!(plan.is_empty(), "{}\n{}", plan::human(&plan), file.contents);
+        read.push(back);
+    }
+    read
+}
+
 #[test]
 fn the_flat_file_reads_back_as_the_model() {
-    let model = model(BUDGETS);
-    let files = Slurm.emit(&model);
-    assert_eq!(Slurm.validate(&model, &files), vec![]);
-    let cfg = files.iter().find(|f| f.path == "lab.cfg").unwrap();
-    let read = tree::parse(&cfg.contents).unwrap();
-    let mut wanted = tree::desired(&model, "lab");
-    // What only the desired tree knows: where each association comes from.
-    for a in &mut wanted.accounts {
-        (a.source, a.path) = (None, String::new());
-    }
-    for u in &mut wanted.users {
-        u.source = None;
-    }
-    let plan = plan::plan(&wanted, &read);
-    assert!(plan.is_empty(), "{}", plan::human(&plan));
+    let read = flat_files_read_back(&model(BUDGETS)).remove(0);
+    assert_eq!(read.cluster, "lab");
     let ml = read.account("ml").unwrap();
     assert_eq!((ml.fairshare, ml.grp_gpus), (60, Some(48)));
     assert_eq!(ml.qos, ["batch", "debug", "preemptible"]);
@@ -153,7 +166,7 @@ fn account_names_must_be_unique_in_a_slurm_cluster() {
         "cluster c gpus=8 gpu-type=h100 {\n    slurm\n}\ncontract b min-runtime=\"1h\" default=#true\n\
          project a share=1 {\n    project eval share=1\n}\nproject b share=1 {\n    project eval share=1\n}\n",
     );
-    let violations = Slurm.validate(&model, &Slurm.emit(&model));
+    let violations = Slurm.emit(&model).violations;
     assert_eq!(violations.len(), 1, "{violations:?}");
     let lines: Vec<usize> = violations[0].locations.iter().map(|l| l.line).collect();
     assert_eq!(lines, [6, 9]);
@@ -166,11 +179,68 @@ fn examples_with_a_slurm_binding_match_their_snapshots() {
     let _guard = settings.bind_to_scope();
     for name in ["published-case", "university-hpc"] {
         let model = inputs::example(name);
-        let files = Slurm.emit(&model);
-        assert_eq!(Slurm.validate(&model, &files), vec![], "{name}");
-        for file in &files {
+        assert!(!flat_files_read_back(&model).is_empty(), "{name}");
+        for file in &Slurm.emit(&model).files {
             insta::assert_snapshot!(format!("slurm-{name}-{}", file.path), &file.contents);
         }
         insta::assert_snapshot!(format!("slurm-{name}-FIDELITY.md"), Slurm.fidelity(&model).to_markdown());
+    }
+}
+
+/// A user name `allot check` accepts, with the characters it allows beyond a project's.
+fn user_name() -> impl Strategy<Value = String> {
+    let pieces = prop::sample::select(vec![
+        "a", "0", "-", "_", ".", "@", "/", "+", "%", "^", "é", "ß", "日本", "🙂", "yes", "null", "0755",
+        "parent", "-x",
+    ]);
+    prop::collection::vec(pieces, 1..4).prop_map(|pieces| pieces.concat())
+}
+
+/// A budget file binding one Slurm cluster, its contracts, projects and users named by
+/// `names` and `users` (distinct), projects nested three deep.
+fn lookalike_budget() -> impl Strategy<Value = String> {
+    let projects = prop::sample::subsequence(
+        vec!["yes", "null", "0755", "1e3", "parent", "cluster", "account", "user", "fairshare", "x--y", "0"],
+        3..8,
+    );
+    let contracts = prop::sample::subsequence(vec!["yes", "null", "0755", "normal", "parent", "x--y"], 1..3);
+    let users = prop::collection::btree_set(user_name(), 0..8);
+    (projects, contracts, users, prop::collection::vec(1u32..100, 8)).prop_map(
+        |(projects, contracts, users, shares)| {
+            let mut text =
+                "cluster c gpus=64 gpu-type=h100 {\n    slurm cluster=lab partition=gpu\n}\n".to_string();
+            for (i, contract) in contracts.iter().enumerate() {
+                text.push_str(&format!("contract \"{contract}\" min-runtime=\"{i}h\" default=#{}\n", i == 0));
+            }
+            let users: Vec<String> = users.into_iter().collect();
+            let mut users = users.chunks(users.len().div_ceil(projects.len()).max(1));
+            for (i, project) in projects.iter().enumerate() {
+                let depth = i % 3;
+                text.push_str(&format!(
+                    "{}project \"{project}\" share={} {{\n",
+                    "    ".repeat(depth),
+                    shares[i]
+                ));
+                if let Some(members) = users.next() {
+                    let quoted: Vec<String> = members.iter().map(|u| format!("\"{u}\"")).collect();
+                    text.push_str(&format!("{}users {}\n", "    ".repeat(depth + 1), quoted.join(" ")));
+                }
+                if depth == 2 || i + 1 == projects.len() {
+                    for level in (0..=depth).rev() {
+                        text.push_str(&format!("{}}}\n", "    ".repeat(level)));
+                    }
+                }
+            }
+            text
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn flat_files_of_lookalike_names_read_back_as_the_model(text in lookalike_budget()) {
+        flat_files_read_back(&model(&text));
     }
 }

@@ -1,6 +1,6 @@
-//! The YARN target: its validator against Hadoop's own fixtures, its output against the
-//! validator and the model (round trip), snapshots of every example with a YARN binding,
-//! and the sums of random trees.
+//! The YARN target: its rules against Hadoop's own fixtures, its output against the rules
+//! and the model (round trip), snapshots of every example with a YARN binding, and the
+//! sums of random trees.
 
 mod inputs;
 
@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use allot_compiler::ir::{CapacityMode, Model, Project};
 use allot_compiler::test_support::model;
-use allot_targets::Target;
 use allot_targets::yarn::{Yarn, capacity_rules, fair_rules, validate_resource_types, xml};
+use allot_targets::{Emitted, Target};
 use proptest::prelude::*;
 
 /// Hadoop's fixtures, from the shared reference folder.
@@ -21,11 +21,21 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// The rules of the Capacity Scheduler on the text of a `capacity-scheduler.xml`.
+fn capacity_problems(text: &str, unique_leaf_names: bool) -> Vec<String> {
+    capacity_rules::validate(&capacity_rules::read(text).unwrap(), unique_leaf_names)
+}
+
+/// The rules of the Fair Scheduler on the text of a `fair-scheduler.xml`.
+fn fair_problems(text: &str) -> Vec<String> {
+    fair_rules::validate(&xml::parse(text).unwrap())
+}
+
 #[test]
 fn hadoops_valid_files_pass() {
     let Some(dir) = fixtures() else { return };
     for file in ["rm-conf/capacity-scheduler.xml", "cs-validation-pass/capacity-scheduler.xml"] {
-        assert_eq!(capacity_rules::validate(&read(&dir.join(file)), false), Vec::<String>::new(), "{file}");
+        assert_eq!(capacity_problems(&read(&dir.join(file)), false), Vec::<String>::new(), "{file}");
     }
     for file in [
         "fair-scheduler-sameleafqueue.xml",
@@ -33,23 +43,23 @@ fn hadoops_valid_files_pass() {
         "fair-scheduler-conversion.xml",
         "fair-scheduler-orderingpolicy-mixed.xml",
     ] {
-        assert_eq!(fair_rules::validate(&read(&dir.join(file))), Vec::<String>::new(), "{file}");
+        assert_eq!(fair_problems(&read(&dir.join(file))), Vec::<String>::new(), "{file}");
     }
-    assert_eq!(validate_resource_types(&read(&dir.join("resource-types-test.xml"))), Vec::<String>::new());
+    let types = xml::parse(&read(&dir.join("resource-types-test.xml"))).unwrap();
+    assert_eq!(validate_resource_types(&xml::properties(&types).unwrap()), Vec::<String>::new());
 }
 
 #[test]
 fn hadoops_invalid_files_fail_for_the_stated_reason() {
     let Some(dir) = fixtures() else { return };
-    let problems =
-        capacity_rules::validate(&read(&dir.join("cs-validation-fail/capacity-scheduler.xml")), false);
+    let problems = capacity_problems(&read(&dir.join("cs-validation-fail/capacity-scheduler.xml")), false);
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(
         problems[0].contains("root.default") && problems[0].contains("leaf-queue-template"),
         "{problems:?}"
     );
-    let problems = fair_rules::validate(&read(&dir.join("fair-scheduler-invalid.xml")));
-    assert!(problems.len() == 1 && problems[0].contains("not well-formed"), "{problems:?}");
+    let error = xml::parse(&read(&dir.join("fair-scheduler-invalid.xml"))).unwrap_err();
+    assert!(error.to_string().contains("not well-formed"), "{error}");
 }
 
 #[test]
@@ -95,7 +105,7 @@ fn the_rules_catch_what_the_resourcemanager_refuses() {
         ),
     ];
     for (properties, rule) in cases {
-        let problems = capacity_rules::validate(&config(properties), false);
+        let problems = capacity_problems(&config(properties), false);
         assert!(problems.iter().any(|p| p.contains(&format!("{rule}:"))), "{rule} not found in {problems:?}");
     }
     let same_leaf = config(&[
@@ -107,10 +117,10 @@ fn the_rules_catch_what_the_resourcemanager_refuses() {
         ("root.b.queues", "x"),
         ("root.b.x.capacity", "100"),
     ]);
-    assert!(capacity_rules::validate(&same_leaf, false).is_empty());
-    assert!(capacity_rules::validate(&same_leaf, true).iter().any(|p| p.contains("R11:")));
+    assert!(capacity_problems(&same_leaf, false).is_empty());
+    assert!(capacity_problems(&same_leaf, true).iter().any(|p| p.contains("R11:")));
 
-    let fair = |body: &str| fair_rules::validate(&format!("<allocations>{body}</allocations>"));
+    let fair = |body: &str| fair_problems(&format!("<allocations>{body}</allocations>"));
     assert!(fair("<queue name=\"a.b\"/>").iter().any(|p| p.contains("period")));
     assert!(fair("<queue name=\"root\"/><queue name=\"x\"/>").iter().any(|p| p.contains("alongside")));
     assert!(
@@ -129,7 +139,7 @@ fn the_rules_catch_what_the_resourcemanager_refuses() {
             .iter()
             .any(|p| p.contains("last rule"))
     );
-    assert_eq!(fair_rules::validate("<configuration/>").len(), 1);
+    assert_eq!(fair_problems("<configuration/>").len(), 1);
 }
 
 fn yarn_examples() -> Vec<(String, Model)> {
@@ -144,9 +154,9 @@ fn examples_build_validate_and_match_their_snapshots() {
     settings.set_prepend_module_to_snapshot(false);
     let _guard = settings.bind_to_scope();
     for (name, model) in yarn_examples() {
-        let files = Yarn.emit(&model);
-        assert_eq!(Yarn.validate(&model, &files), vec![], "{name}");
-        assert_eq!(Yarn.emit(&model), files, "{name}: emit is deterministic");
+        let Emitted { files, violations } = Yarn.emit(&model);
+        assert_eq!(violations, vec![], "{name}");
+        assert_eq!(Yarn.emit(&model).files, files, "{name}: emit is deterministic");
         for file in &files {
             insta::assert_snapshot!(format!("yarn-{name}-{}", file.path.replace('/', "-")), &file.contents);
         }
@@ -186,7 +196,7 @@ fn compare(queue: &capacity_rules::ParsedQueue, projects: &[&Project], cluster: 
 #[test]
 fn emitted_files_round_trip_to_the_model() {
     for (name, model) in yarn_examples() {
-        for file in Yarn.emit(&model) {
+        for file in Yarn.emit(&model).files {
             let cluster = file.path.split('/').next().unwrap();
             let top: Vec<&Project> =
                 model.projects.iter().filter(|p| p.clusters.contains_key(cluster)).collect();
@@ -271,8 +281,8 @@ proptest! {
     #[test]
     fn capacities_sum_to_100_at_every_level(text in random_tree()) {
         let model = model(&text);
-        let files = Yarn.emit(&model);
-        prop_assert_eq!(Yarn.validate(&model, &files), vec![]);
+        let Emitted { files, violations } = Yarn.emit(&model);
+        prop_assert_eq!(violations, vec![]);
         let capacity = files.iter().find(|f| f.path == "c/capacity-scheduler.xml").unwrap();
         let hierarchy = capacity_rules::hierarchy(&capacity_rules::read(&capacity.contents).unwrap());
         let top: Vec<&Project> = model.projects.iter().collect();

@@ -41,7 +41,7 @@ pub fn native(old: &Model, new: &Model) -> Vec<NativeDiff> {
     for target in allot_targets::registry() {
         let files = |m: &Model| -> BTreeMap<String, String> {
             let mut files: BTreeMap<String, String> =
-                target.emit(m).into_iter().map(|f| (f.path, f.contents)).collect();
+                target.emit(m).files.into_iter().map(|f| (f.path, f.contents)).collect();
             if !files.is_empty() {
                 files.insert("FIDELITY.md".into(), target.fidelity(m).to_markdown());
             }

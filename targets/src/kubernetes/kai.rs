@@ -9,11 +9,12 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use allot_compiler::ir::{Contract, KubernetesScheduler, Model, Project, WorkRule};
 use allot_compiler::normalize::apportion;
 use allot_compiler::units::format_duration;
+use serde::{Serialize, Serializer};
 use serde_json::{Value, json};
 
-use super::{Node, UNBUDGETED, bound, check_names, go_duration, object, tree, weight, yaml};
+use super::{Node, Object, UNBUDGETED, bound, check_names, go_duration, tree, weight, yaml};
 use crate::fidelity::{Report, Row};
-use crate::{OutputFile, Target, Violation};
+use crate::{Emitted, Target};
 
 pub struct Kai;
 
@@ -24,40 +25,34 @@ impl Target for Kai {
         "kai"
     }
 
-    fn emit(&self, model: &Model) -> Vec<OutputFile> {
-        let mut files = Vec::new();
+    fn emit(&self, model: &Model) -> Emitted {
+        let violations = super::binding_names(model, KubernetesScheduler::Kai, false);
+        let mut emitted = Emitted { files: Vec::new(), violations };
         for (cluster, _) in bound(model, KubernetesScheduler::Kai) {
+            let path = format!("{}/queues.yaml", cluster.name);
             let nodes = tree(model, &cluster.name);
-            let mut queues = Vec::new();
-            for node in nodes.iter().flat_map(|n| n.flatten()) {
-                queues.extend(node_queues(model, node));
-            }
-            if model.policy.unbudgeted == WorkRule::Preemptible {
-                queues.push(queue(UNBUDGETED, None, "work outside any budget", 0, 0, -1, None));
-            }
-            files.push(OutputFile { path: format!("{}/queues.yaml", cluster.name), contents: yaml(&queues) });
-            files.push(OutputFile {
-                path: format!("{}/schedulingshard.yaml", cluster.name),
-                contents: yaml(&[scheduling_shard(model)]),
-            });
-        }
-        files
-    }
-
-    fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation> {
-        let mut violations = super::binding_names(model, KubernetesScheduler::Kai, false);
-        for (cluster, _) in bound(model, KubernetesScheduler::Kai) {
-            let nodes = tree(model, &cluster.name);
-            let extra: Vec<(String, &Project)> = nodes
+            let flat: Vec<&Node<'_>> = nodes.iter().flat_map(|n| n.flatten()).collect();
+            let splits: Vec<Vec<(String, &Contract)>> = flat
                 .iter()
-                .flat_map(|n| n.flatten())
-                .filter(|n| n.is_leaf())
-                .flat_map(|n| contract_queues(model, n).into_iter().map(move |(name, _)| (name, n.project)))
+                .map(|n| if n.is_leaf() { contract_queues(model, n) } else { Vec::new() })
                 .collect();
-            violations.extend(check_names(&format!("{}/queues.yaml", cluster.name), &nodes, &extra));
+            let extra: Vec<(&str, &Project)> = flat
+                .iter()
+                .zip(&splits)
+                .flat_map(|(n, split)| split.iter().map(|(name, _)| (name.as_str(), n.project)))
+                .collect();
+            emitted.violations.extend(check_names(&path, &nodes, &extra));
+            let mut queues: Vec<Queue<'_>> =
+                flat.iter().zip(&splits).flat_map(|(n, split)| node_queues(model, n, split)).collect();
+            if model.policy.unbudgeted == WorkRule::Preemptible {
+                let gpu = Resource { limit: -1, over_quota_weight: Weight(0), quota: 0 };
+                queues.push(queue(UNBUDGETED, None, "work outside any budget".into(), gpu, None));
+            }
+            emitted.add(path, yaml(&queues), webhook_rules(&queues));
+            let shard = yaml(&[scheduling_shard(model)]);
+            emitted.add(format!("{}/schedulingshard.yaml", cluster.name), shard, Vec::new());
         }
-        violations.extend(super::queue_file_violations(files, webhook_rules));
-        violations
+        emitted
     }
 
     fn fidelity(&self, model: &Model) -> Report {
@@ -66,42 +61,73 @@ impl Target for Kai {
 }
 
 /// A Queue; `limit` -1 is no cap. cpu and memory are left unlimited and in quota, so that
-/// the GPU quota alone decides (KAI reads an omitted limit as 0).
-fn queue(
-    name: &str,
-    parent: Option<&str>,
-    display: &str,
-    quota: u64,
-    weight: u64,
-    limit: i64,
-    min_runtime: Option<u64>,
-) -> Value {
-    let unlimited = json!({ "quota": -1, "overQuotaWeight": 1, "limit": -1 });
-    let mut spec = json!({
-        "displayName": display,
-        "resources": {
-            "gpu": { "quota": quota, "overQuotaWeight": number(weight), "limit": limit },
-            "cpu": unlimited,
-            "memory": unlimited,
-        },
-    });
-    if let Some(parent) = parent {
-        spec["parentQueue"] = json!(parent);
-    }
-    if let Some(seconds) = min_runtime {
-        spec["preemptMinRuntime"] = json!(go_duration(seconds));
-        spec["reclaimMinRuntime"] = json!(go_duration(seconds));
-    }
-    object(API, "Queue", name, spec)
+/// the GPU quota alone decides. Every resource carries its `limit`: KAI reads an omitted
+/// one as 0.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct QueueSpec<'a> {
+    display_name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent_queue: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    preempt_min_runtime: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reclaim_min_runtime: Option<String>,
+    resources: Resources,
 }
 
-/// A weight in thousandths as a plain number: `35`, `17.5`.
-fn number(thousandths: u64) -> Value {
-    if thousandths.is_multiple_of(1000) {
-        json!(thousandths / 1000)
-    } else {
-        json!(thousandths as f64 / 1000.0)
+type Queue<'a> = Object<'a, QueueSpec<'a>>;
+
+#[derive(Serialize)]
+struct Resources {
+    cpu: Resource,
+    gpu: Resource,
+    memory: Resource,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Resource {
+    limit: i64,
+    over_quota_weight: Weight,
+    quota: i64,
+}
+
+const UNLIMITED: Resource = Resource { limit: -1, over_quota_weight: Weight(1000), quota: -1 };
+
+/// A weight in thousandths, written as a plain number: `35`, `17.5`.
+struct Weight(u64);
+
+impl Serialize for Weight {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.0.is_multiple_of(1000) {
+            serializer.serialize_u64(self.0 / 1000)
+        } else {
+            serializer.serialize_f64(self.0 as f64 / 1000.0)
+        }
     }
+}
+
+/// A count of GPUs as KAI's signed fields hold it.
+fn signed(gpus: u64) -> i64 {
+    i64::try_from(gpus).unwrap_or(i64::MAX)
+}
+
+fn queue<'a>(
+    name: &'a str,
+    parent: Option<&'a str>,
+    display_name: String,
+    gpu: Resource,
+    min_runtime: Option<u64>,
+) -> Queue<'a> {
+    let spec = QueueSpec {
+        display_name,
+        parent_queue: parent,
+        preempt_min_runtime: min_runtime.map(go_duration),
+        reclaim_min_runtime: min_runtime.map(go_duration),
+        resources: Resources { cpu: UNLIMITED, gpu, memory: UNLIMITED },
+    };
+    Object::new(API, "Queue", name, spec)
 }
 
 /// The contracts a project may use, grouped by minimum runtime: one queue each when they
@@ -120,14 +146,15 @@ fn contract_queues<'m>(model: &'m Model, node: &Node<'_>) -> Vec<(String, &'m Co
         .collect()
 }
 
-fn node_queues(model: &Model, node: &Node<'_>) -> Vec<Value> {
+/// A node's queue, and when it is a leaf whose contracts protect differently, one queue
+/// per contract under it.
+fn node_queues<'a>(model: &Model, node: &'a Node<'_>, split: &'a [(String, &Contract)]) -> Vec<Queue<'a>> {
     let a = node.allocation;
     let limit = match a.max_gpus {
-        Some(max) => max.max(a.guaranteed_gpus) as i64,
-        None if model.policy.overflow == WorkRule::Deny => a.guaranteed_gpus as i64,
+        Some(max) => signed(max.max(a.guaranteed_gpus)),
+        None if model.policy.overflow == WorkRule::Deny => signed(a.guaranteed_gpus),
         None => -1,
     };
-    let split = if node.is_leaf() { contract_queues(model, node) } else { Vec::new() };
     let min_runtime = if node.is_leaf() && split.is_empty() {
         model
             .contracts
@@ -138,29 +165,16 @@ fn node_queues(model: &Model, node: &Node<'_>) -> Vec<Value> {
     } else {
         None
     };
-    let mut out = vec![queue(
-        &node.name,
-        node.parent.as_deref(),
-        &node.project.path,
-        a.guaranteed_gpus,
-        weight(a),
-        limit,
-        min_runtime,
-    )];
+    let gpu = Resource { limit, over_quota_weight: Weight(weight(a)), quota: signed(a.guaranteed_gpus) };
+    let mut out =
+        vec![queue(&node.name, node.parent.as_deref(), node.project.path.clone(), gpu, min_runtime)];
     // Contract queues share the leaf's guarantee evenly and compete for the rest equally.
     let even = vec![1.0 / split.len().max(1) as f64; split.len()];
     let (quotas, _) = apportion(a.guaranteed_gpus, &even);
     for ((name, contract), quota) in split.iter().zip(quotas) {
         let display = format!("{} ({})", node.project.path, contract.name);
-        out.push(queue(
-            name,
-            Some(&node.name),
-            &display,
-            quota,
-            1000,
-            limit,
-            Some(contract.min_runtime_seconds),
-        ));
+        let gpu = Resource { limit, over_quota_weight: Weight(1000), quota: signed(quota) };
+        out.push(queue(name, Some(&node.name), display, gpu, Some(contract.min_runtime_seconds)));
     }
     out
 }
@@ -183,38 +197,29 @@ fn scheduling_shard(model: &Model) -> Value {
     })
 }
 
-/// KAI's webhook: resources present; and (a warning there, an error here) children's
-/// quotas within their parent's.
-fn webhook_rules(queues: &[Value]) -> Vec<String> {
+/// KAI's webhook (its rule that resources be present with limits holds by [`Resource`]'s
+/// type): children's GPU quotas within their parent's (a warning there, an error here),
+/// and parents that exist.
+fn webhook_rules(queues: &[Queue<'_>]) -> Vec<String> {
     let mut problems = Vec::new();
-    let gpu_quota = |q: &Value| q["spec"]["resources"]["gpu"]["quota"].as_i64().unwrap_or(0);
-    let names: HashSet<&str> = queues.iter().filter_map(|q| q["metadata"]["name"].as_str()).collect();
-    let mut children_of: HashMap<&str, Vec<&Value>> = HashMap::new();
+    let names: HashSet<&str> = queues.iter().map(|q| q.metadata.name).collect();
+    let mut children_quota: HashMap<&str, i64> = HashMap::new();
     for q in queues {
-        if let Some(parent) = q["spec"]["parentQueue"].as_str() {
-            children_of.entry(parent).or_default().push(q);
+        if let Some(parent) = q.spec.parent_queue {
+            let sum = children_quota.entry(parent).or_default();
+            *sum = sum.saturating_add(q.spec.resources.gpu.quota);
         }
     }
     for q in queues {
-        let name = q["metadata"]["name"].as_str().unwrap_or("");
-        let resources = &q["spec"]["resources"];
-        if resources.is_null() {
-            problems.push(format!("Queue {name}: resources must be specified"));
+        let name = q.metadata.name;
+        let quota = q.spec.resources.gpu.quota;
+        if let Some(&sum) = children_quota.get(name)
+            && quota >= 0
+            && sum > quota
+        {
+            problems.push(format!("Queue {name}: children's GPU quotas ({sum}) exceed its own ({quota})"));
         }
-        for resource in ["gpu", "cpu", "memory"] {
-            if resources[resource]["limit"].is_null() {
-                problems.push(format!("Queue {name}: {resource}.limit is missing, which KAI reads as 0"));
-            }
-        }
-        let children = children_of.get(name).map_or(&[][..], Vec::as_slice);
-        let sum: i64 = children.iter().map(|c| gpu_quota(c)).sum();
-        if !children.is_empty() && gpu_quota(q) >= 0 && sum > gpu_quota(q) {
-            problems.push(format!(
-                "Queue {name}: children's GPU quotas ({sum}) exceed its own ({})",
-                gpu_quota(q)
-            ));
-        }
-        if let Some(parent) = q["spec"]["parentQueue"].as_str()
+        if let Some(parent) = q.spec.parent_queue
             && !names.contains(parent)
         {
             problems.push(format!("Queue {name}: parent queue {parent} does not exist (KAI drops orphans)"));

@@ -4,13 +4,19 @@
 //! LocalQueue per member namespace, a WorkloadPriorityClass per contract, and the
 //! controller `Configuration` fragment that turns fair sharing on.
 
+use std::collections::BTreeMap;
+
 use allot_compiler::ir::{Cluster, KubernetesBinding, KubernetesScheduler, Model, WorkRule};
 use allot_compiler::units::format_duration;
+use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{Node, UNBUDGETED, bound, check_names, go_duration, object, quantity, tree, weight, yaml};
+use super::{
+    Count, LABELS, MAX_NAME, Metadata, Node, Object, UNBUDGETED, bound, check_names, go_duration, quantity,
+    tree, weight, yaml,
+};
 use crate::fidelity::{Note, Report, Row};
-use crate::{OutputFile, Target, Violation};
+use crate::{Emitted, Target};
 
 pub struct Kueue;
 
@@ -22,42 +28,31 @@ impl Target for Kueue {
         "kueue"
     }
 
-    fn emit(&self, model: &Model) -> Vec<OutputFile> {
-        let mut files = Vec::new();
+    fn emit(&self, model: &Model) -> Emitted {
+        let violations = super::binding_names(model, KubernetesScheduler::Kueue, true);
+        let mut emitted = Emitted { files: Vec::new(), violations };
         for (cluster, binding) in bound(model, KubernetesScheduler::Kueue) {
             let nodes = tree(model, &cluster.name);
-            let mut file = |name: &str, objects: Vec<Value>| {
-                if !objects.is_empty() {
-                    files.push(OutputFile {
-                        path: format!("{}/{name}", cluster.name),
-                        contents: yaml(&objects),
-                    });
-                }
-            };
-            file("resourceflavors.yaml", vec![flavor(binding)]);
-            file("cohorts.yaml", cohorts(model, cluster, binding, &nodes));
-            file("clusterqueues.yaml", cluster_queues(model, binding, &nodes));
-            file("localqueues.yaml", local_queues(&nodes));
-            file("workloadpriorityclasses.yaml", priority_classes(model));
-            file("kueue-configuration.yaml", vec![configuration()]);
+            let path = |name: &str| format!("{}/{name}", cluster.name);
+            emitted.violations.extend(check_names(&path("clusterqueues.yaml"), &nodes, &[]));
+            add(&mut emitted, path("resourceflavors.yaml"), &[flavor(binding)], Vec::new());
+            let cohorts = cohorts(model, cluster, binding, &nodes);
+            let problems =
+                cohorts.iter().flat_map(|c| quota_rules(c, c.spec.parent_name, &c.spec.resource_groups));
+            add(&mut emitted, path("cohorts.yaml"), &cohorts, problems.collect());
+            let queues = cluster_queues(model, binding, &nodes);
+            let problems =
+                queues.iter().flat_map(|q| quota_rules(q, Some(q.spec.cohort_name), &q.spec.resource_groups));
+            add(&mut emitted, path("clusterqueues.yaml"), &queues, problems.collect());
+            let local = local_queues(&nodes);
+            let problems = local.iter().filter_map(|q| name_rule(q.kind, q.metadata.name));
+            add(&mut emitted, path("localqueues.yaml"), &local, problems.collect());
+            let classes = priority_classes(model);
+            let problems = classes.iter().filter_map(|c| name_rule(c.kind, c.metadata.name));
+            add(&mut emitted, path("workloadpriorityclasses.yaml"), &classes, problems.collect());
+            add(&mut emitted, path("kueue-configuration.yaml"), &[configuration()], Vec::new());
         }
-        files
-    }
-
-    fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation> {
-        let mut violations = super::binding_names(model, KubernetesScheduler::Kueue, true);
-        for (cluster, _) in bound(model, KubernetesScheduler::Kueue) {
-            let path = format!("{}/clusterqueues.yaml", cluster.name);
-            violations.extend(check_names(&path, &tree(model, &cluster.name), &[]));
-        }
-        for file in files {
-            let problems = match super::parse(&file.contents) {
-                Ok(objects) => objects.iter().flat_map(webhook_rules).collect(),
-                Err(e) => vec![format!("does not parse: {e}")],
-            };
-            violations.extend(problems.into_iter().map(|m| Violation::new(&file.path, m)));
-        }
-        violations
+        emitted
     }
 
     fn fidelity(&self, model: &Model) -> Report {
@@ -65,21 +60,75 @@ impl Target for Kueue {
     }
 }
 
-fn flavor(binding: &KubernetesBinding) -> Value {
-    let labels = match binding.node_label.as_deref().and_then(|l| l.split_once('=')) {
-        Some((key, value)) => json!({ key: value }),
-        None => json!({}),
-    };
-    object(API, "ResourceFlavor", &binding.flavor, json!({ "nodeLabels": labels }))
+/// Adds the file of `objects`, with the `problems` found on them; no objects, no file.
+fn add<T: Serialize>(emitted: &mut Emitted, path: String, objects: &[T], problems: Vec<String>) {
+    if !objects.is_empty() {
+        emitted.add(path, yaml(objects), problems);
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FlavorSpec<'a> {
+    node_labels: BTreeMap<&'a str, &'a str>,
+}
+
+fn flavor(binding: &KubernetesBinding) -> Object<'_, FlavorSpec<'_>> {
+    let node_labels = binding.node_label.as_deref().and_then(|l| l.split_once('=')).into_iter().collect();
+    Object::new(API, "ResourceFlavor", &binding.flavor, FlavorSpec { node_labels })
+}
+
+/// The quotas of a ClusterQueue or a Cohort: per flavor, per covered resource.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResourceGroup<'a> {
+    covered_resources: Vec<&'a str>,
+    flavors: Vec<FlavorQuotas<'a>>,
+}
+
+#[derive(Serialize)]
+struct FlavorQuotas<'a> {
+    name: &'a str,
+    resources: Vec<ResourceQuota<'a>>,
+}
+
+/// Quotas in whole GPUs: the webhook's rule that they be quantities of at least 0 holds by
+/// the type.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResourceQuota<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    borrowing_limit: Option<Count>,
+    name: &'a str,
+    nominal_quota: Count,
+}
+
+/// A weight in thousandths ([`quantity`]): 0 or at least 0.001, as the webhook requires (0
+/// or above 1e-9).
+#[derive(Serialize)]
+struct FairSharing {
+    weight: String,
+}
+
+fn fair_sharing(thousandths: u64) -> FairSharing {
+    FairSharing { weight: quantity(thousandths) }
 }
 
 /// One resource group: the GPUs of the flavor, with a quota and an optional borrowing cap.
-fn resources(binding: &KubernetesBinding, nominal: u64, borrowing_limit: Option<u64>) -> Value {
-    let mut resource = json!({ "name": binding.resource, "nominalQuota": nominal.to_string() });
-    if let Some(limit) = borrowing_limit {
-        resource["borrowingLimit"] = json!(limit.to_string());
-    }
-    json!([{ "coveredResources": [binding.resource], "flavors": [{ "name": binding.flavor, "resources": [resource] }] }])
+fn resources(
+    binding: &KubernetesBinding,
+    nominal: u64,
+    borrowing_limit: Option<u64>,
+) -> Vec<ResourceGroup<'_>> {
+    let resource = ResourceQuota {
+        borrowing_limit: borrowing_limit.map(Count),
+        name: &binding.resource,
+        nominal_quota: Count(nominal),
+    };
+    vec![ResourceGroup {
+        covered_resources: vec![&binding.resource],
+        flavors: vec![FlavorQuotas { name: &binding.flavor, resources: vec![resource] }],
+    }]
 }
 
 /// How far above its guarantee a node may go: up to its cap, or nowhere when work beyond
@@ -93,90 +142,175 @@ fn borrowing_limit(model: &Model, node: &Node<'_>) -> Option<u64> {
     }
 }
 
-fn cohorts(model: &Model, cluster: &Cluster, binding: &KubernetesBinding, nodes: &[Node<'_>]) -> Vec<Value> {
-    let mut root = json!({});
-    if cluster.unallocated_gpus > 0 {
-        root["resourceGroups"] = resources(binding, cluster.unallocated_gpus, None);
-    }
-    let mut out = vec![object(API, "Cohort", ROOT, root)];
+/// A Cohort: `root` has no parent, no weight, and resources only for the GPUs no project
+/// is guaranteed.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CohortSpec<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fair_sharing: Option<FairSharing>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent_name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    resource_groups: Vec<ResourceGroup<'a>>,
+}
+
+type Cohort<'a> = Object<'a, CohortSpec<'a>>;
+
+fn cohorts<'a>(
+    model: &Model,
+    cluster: &Cluster,
+    binding: &'a KubernetesBinding,
+    nodes: &'a [Node<'_>],
+) -> Vec<Cohort<'a>> {
+    let pool = if cluster.unallocated_gpus > 0 {
+        resources(binding, cluster.unallocated_gpus, None)
+    } else {
+        Vec::new()
+    };
+    let root = CohortSpec { fair_sharing: None, parent_name: None, resource_groups: pool };
+    let mut out = vec![Object::new(API, "Cohort", ROOT, root)];
     for node in nodes.iter().flat_map(|n| n.flatten()).filter(|n| !n.is_leaf()) {
-        let spec = json!({
-            "parentName": node.parent.as_deref().unwrap_or(ROOT),
-            "fairSharing": { "weight": quantity(weight(node.allocation)) },
-            "resourceGroups": resources(binding, node.allocation.unallocated_gpus, borrowing_limit(model, node)),
-        });
-        out.push(object(API, "Cohort", &node.name, spec));
+        let spec = CohortSpec {
+            fair_sharing: Some(fair_sharing(weight(node.allocation))),
+            parent_name: Some(node.parent.as_deref().unwrap_or(ROOT)),
+            resource_groups: resources(
+                binding,
+                node.allocation.unallocated_gpus,
+                borrowing_limit(model, node),
+            ),
+        };
+        out.push(Object::new(API, "Cohort", &node.name, spec));
     }
     out
 }
 
-fn cluster_queues(model: &Model, binding: &KubernetesBinding, nodes: &[Node<'_>]) -> Vec<Value> {
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ClusterQueueSpec<'a> {
+    cohort_name: &'a str,
+    fair_sharing: FairSharing,
+    namespace_selector: NamespaceSelector<'a>,
+    preemption: Preemption,
+    queueing_strategy: &'static str,
+    resource_groups: Vec<ResourceGroup<'a>>,
+}
+
+type ClusterQueue<'a> = Object<'a, ClusterQueueSpec<'a>>;
+
+/// The namespaces a ClusterQueue admits from; none: every namespace.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct NamespaceSelector<'a> {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    match_expressions: Vec<MatchExpression<'a>>,
+}
+
+#[derive(Serialize)]
+struct MatchExpression<'a> {
+    key: &'static str,
+    operator: &'static str,
+    values: &'a [String],
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Preemption {
+    reclaim_within_cohort: &'static str,
+    within_cluster_queue: &'static str,
+}
+
+fn cluster_queues<'a>(
+    model: &Model,
+    binding: &'a KubernetesBinding,
+    nodes: &'a [Node<'_>],
+) -> Vec<ClusterQueue<'a>> {
     let mut out = Vec::new();
     for node in nodes.iter().flat_map(|n| n.flatten()).filter(|n| n.is_leaf()) {
         let namespaces = &node.project.namespaces;
-        let selector = if namespaces.is_empty() {
-            json!({})
+        let match_expressions = if namespaces.is_empty() {
+            Vec::new()
         } else {
-            json!({ "matchExpressions": [{ "key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces }] })
+            vec![MatchExpression { key: "kubernetes.io/metadata.name", operator: "In", values: namespaces }]
         };
-        let spec = json!({
-            "cohortName": node.parent.as_deref().unwrap_or(ROOT),
-            "namespaceSelector": selector,
-            "queueingStrategy": "BestEffortFIFO",
-            "resourceGroups": resources(binding, node.allocation.guaranteed_gpus, borrowing_limit(model, node)),
-            "fairSharing": { "weight": quantity(weight(node.allocation)) },
-            "preemption": { "reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority" },
-        });
-        out.push(object(API, "ClusterQueue", &node.name, spec));
+        let spec = ClusterQueueSpec {
+            cohort_name: node.parent.as_deref().unwrap_or(ROOT),
+            fair_sharing: fair_sharing(weight(node.allocation)),
+            namespace_selector: NamespaceSelector { match_expressions },
+            preemption: Preemption { reclaim_within_cohort: "Any", within_cluster_queue: "LowerPriority" },
+            queueing_strategy: "BestEffortFIFO",
+            resource_groups: resources(
+                binding,
+                node.allocation.guaranteed_gpus,
+                borrowing_limit(model, node),
+            ),
+        };
+        out.push(Object::new(API, "ClusterQueue", &node.name, spec));
     }
     if model.policy.unbudgeted == WorkRule::Preemptible {
         // Everything it runs is borrowed, so it is reclaimed first; weight 0 loses every tie.
-        let spec = json!({
-            "cohortName": ROOT,
-            "namespaceSelector": {},
-            "queueingStrategy": "BestEffortFIFO",
-            "resourceGroups": resources(binding, 0, None),
-            "fairSharing": { "weight": "0" },
-            "preemption": { "reclaimWithinCohort": "Never", "withinClusterQueue": "LowerPriority" },
-        });
-        out.push(object(API, "ClusterQueue", UNBUDGETED, spec));
+        let spec = ClusterQueueSpec {
+            cohort_name: ROOT,
+            fair_sharing: fair_sharing(0),
+            namespace_selector: NamespaceSelector { match_expressions: Vec::new() },
+            preemption: Preemption { reclaim_within_cohort: "Never", within_cluster_queue: "LowerPriority" },
+            queueing_strategy: "BestEffortFIFO",
+            resource_groups: resources(binding, 0, None),
+        };
+        out.push(Object::new(API, "ClusterQueue", UNBUDGETED, spec));
     }
     out
 }
 
-fn local_queues(nodes: &[Node<'_>]) -> Vec<Value> {
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LocalQueueSpec<'a> {
+    cluster_queue: &'a str,
+}
+
+fn local_queues<'a>(nodes: &'a [Node<'_>]) -> Vec<Object<'a, LocalQueueSpec<'a>>> {
     let mut out = Vec::new();
     for node in nodes.iter().flat_map(|n| n.flatten()).filter(|n| n.is_leaf()) {
         for namespace in &node.project.namespaces {
-            let mut queue = object(API, "LocalQueue", &node.name, json!({ "clusterQueue": node.name }));
-            queue["metadata"]["namespace"] = json!(namespace);
-            out.push(queue);
+            let metadata = Metadata { labels: LABELS, name: &node.name, namespace: Some(namespace) };
+            let spec = LocalQueueSpec { cluster_queue: &node.name };
+            out.push(Object { api_version: API, kind: "LocalQueue", metadata, spec });
         }
     }
     out
 }
 
+/// A WorkloadPriorityClass, which has no `spec`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PriorityClass<'a> {
+    api_version: &'static str,
+    description: String,
+    kind: &'static str,
+    metadata: Metadata<'a>,
+    value: u64,
+}
+
 /// One class per contract, ranked by the minimum runtime it protects (in minutes): the
 /// closest Kueue has to a protected window is winning within a ClusterQueue.
-fn priority_classes(model: &Model) -> Vec<Value> {
+fn priority_classes(model: &Model) -> Vec<PriorityClass<'_>> {
     model
         .contracts
         .iter()
         .map(|c| {
-            let value = (c.min_runtime_seconds / 60).min(i32::MAX as u64);
             let max = c.max_runtime_seconds.map_or("unlimited".to_string(), go_duration);
-            json!({
-                "apiVersion": API,
-                "kind": "WorkloadPriorityClass",
-                "metadata": { "name": c.name, "labels": { "app.kubernetes.io/managed-by": "allot" } },
-                "value": value,
-                "description": format!(
+            PriorityClass {
+                api_version: API,
+                description: format!(
                     "allot contract {}: minimum runtime {}, maximum runtime {max}, {}",
                     c.name,
                     go_duration(c.min_runtime_seconds),
                     if c.resumable { "resumable" } else { "not resumable" }
                 ),
-            })
+                kind: "WorkloadPriorityClass",
+                metadata: Metadata { labels: LABELS, name: &c.name, namespace: None },
+                value: (c.min_runtime_seconds / 60).min(i32::MAX as u64),
+            }
         })
         .collect()
 }
@@ -189,64 +323,33 @@ fn configuration() -> Value {
     })
 }
 
-/// The rules Kueue's admission webhook adds to the CRD schemas.
-fn webhook_rules(object: &Value) -> Vec<String> {
-    let kind = object["kind"].as_str().unwrap_or("");
-    let name = object["metadata"]["name"].as_str().unwrap_or("");
-    let spec = &object["spec"];
+/// The rules Kueue's admission webhook adds to the CRD schemas, on the quotas of a
+/// ClusterQueue or a Cohort: each flavor's resources are the covered resources, in order,
+/// and a borrowing limit needs a cohort to borrow from (the ClusterQueue's cohort, the
+/// Cohort's parent). Its rules on quantities hold by the types: quotas are [`Count`]s,
+/// weights 0 or at least 0.001 ([`FairSharing`]); allot sets no `lendingLimit`.
+fn quota_rules<S>(object: &Object<'_, S>, parent: Option<&str>, groups: &[ResourceGroup<'_>]) -> Vec<String> {
+    let (kind, name) = (object.kind, object.metadata.name);
     let mut problems = Vec::new();
-    if matches!(kind, "ClusterQueue" | "Cohort") {
-        for group in spec["resourceGroups"].as_array().into_iter().flatten() {
-            let covered = &group["coveredResources"];
-            for flavor in group["flavors"].as_array().into_iter().flatten() {
-                let names: Vec<&Value> =
-                    flavor["resources"].as_array().into_iter().flatten().map(|r| &r["name"]).collect();
-                if covered.as_array().is_none_or(|c| c.iter().collect::<Vec<_>>() != names) {
-                    problems.push(format!(
-                        "{kind} {name}: a flavor's resources must be the covered resources, in order"
-                    ));
-                }
-                for resource in flavor["resources"].as_array().into_iter().flatten() {
-                    let value = |key: &str| resource[key].as_str().and_then(|q| q.parse::<u64>().ok());
-                    for key in ["nominalQuota", "borrowingLimit", "lendingLimit"] {
-                        if !resource[key].is_null() && value(key).is_none() {
-                            problems.push(format!("{kind} {name}: {key} must be a quantity of at least 0"));
-                        }
-                    }
-                    if let (Some(lend), Some(nominal)) = (value("lendingLimit"), value("nominalQuota"))
-                        && kind == "ClusterQueue"
-                        && lend > nominal
-                    {
-                        problems.push(format!("{kind} {name}: lendingLimit above nominalQuota"));
-                    }
-                    let limited =
-                        !resource["borrowingLimit"].is_null() || !resource["lendingLimit"].is_null();
-                    if kind == "Cohort" && limited && spec["parentName"].is_null() {
-                        problems.push(format!(
-                            "Cohort {name}: borrowingLimit and lendingLimit need a parentName"
-                        ));
-                    }
-                }
+    for group in groups {
+        for flavor in &group.flavors {
+            if !flavor.resources.iter().map(|r| r.name).eq(group.covered_resources.iter().copied()) {
+                problems.push(format!(
+                    "{kind} {name}: a flavor's resources must be the covered resources, in order"
+                ));
+            }
+            if parent.is_none() && flavor.resources.iter().any(|r| r.borrowing_limit.is_some()) {
+                problems.push(format!("{kind} {name}: a borrowingLimit needs a cohort to borrow from"));
             }
         }
-        let weight = spec["fairSharing"]["weight"].as_str().map(parse_quantity);
-        if let Some(weight) = weight
-            && !(weight == Some(0.0) || weight.is_some_and(|w| w > 1e-9))
-        {
-            problems.push(format!("{kind} {name}: fairSharing.weight must be 0 or above 1e-9"));
-        }
-    }
-    if matches!(kind, "LocalQueue" | "WorkloadPriorityClass") && name.len() > super::MAX_NAME {
-        problems.push(format!("{kind} {name}: longer than a label value (63 characters)"));
     }
     problems
 }
 
-fn parse_quantity(q: &str) -> Option<f64> {
-    match q.strip_suffix('m') {
-        Some(milli) => milli.parse::<f64>().ok().map(|m| m / 1000.0),
-        None => q.parse().ok(),
-    }
+/// The webhook's rule on the names of LocalQueues and WorkloadPriorityClasses: they travel
+/// in labels.
+fn name_rule(kind: &str, name: &str) -> Option<String> {
+    (name.len() > MAX_NAME).then(|| format!("{kind} {name}: longer than a label value (63 characters)"))
 }
 
 fn fidelity(model: &Model) -> Report {

@@ -1,23 +1,31 @@
 //! The Kubernetes targets: Kueue, KAI Scheduler, Volcano and YuniKorn, one module each.
 //! What they share lives here: the project tree of one cluster with the flattened object
 //! names every scheduler needs (checked for length and collisions), canonical quantities,
-//! and the YAML writer.
+//! the parts of objects, and the YAML writer.
+//!
+//! Each target builds its objects as typed structs, checks the scheduler's rules on them
+//! (its webhook's, its configuration validator's), then writes them with [`yaml`]. The
+//! structs declare their fields in the sorted order of their keys, the order allot has
+//! always written. That the text reads back as exactly the objects checked is asserted by
+//! [`yaml`] in debug builds and tested below on hostile strings.
 
 pub mod kai;
 pub mod kueue;
 pub mod volcano;
 pub mod yunikorn;
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 use allot_compiler::ir::{
     Allocation, Cluster, KubernetesBinding, KubernetesScheduler, Location, Model, Project,
 };
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
 use serde_json::Value;
 
+use crate::Violation;
 use crate::fidelity::{RATIO_TOLERANCE, Row, percent_error, ratio_error};
 use crate::text::{Named, Rule, refused};
-use crate::{OutputFile, Violation};
 
 /// The longest name a label value (`kueue.x-k8s.io/queue-name`, `kai.scheduler/queue`)
 /// may carry.
@@ -83,11 +91,11 @@ pub fn tree<'m>(model: &'m Model, cluster: &str) -> Vec<Node<'m>> {
 
 /// Flattened names too long for a label, or taken twice; `extra` are names the target adds
 /// for a project (KAI's per-contract queues), with the project they come from.
-pub fn check_names(file: &str, nodes: &[Node<'_>], extra: &[(String, &Project)]) -> Vec<Violation> {
-    let mut seen: BTreeMap<String, &Location> = BTreeMap::new();
+pub fn check_names(file: &str, nodes: &[Node<'_>], extra: &[(&str, &Project)]) -> Vec<Violation> {
+    let mut seen: HashMap<&str, &Location> = HashMap::new();
     let mut violations = Vec::new();
-    let all = nodes.iter().flat_map(|n| n.flatten()).map(|n| (n.name.clone(), n.project));
-    for (name, project) in all.chain(extra.iter().map(|(n, p)| (n.clone(), *p))) {
+    let all = nodes.iter().flat_map(|n| n.flatten()).map(|n| (n.name.as_str(), n.project));
+    for (name, project) in all.chain(extra.iter().copied()) {
         if name.len() > MAX_NAME {
             violations.push(Violation::at(
                 file,
@@ -95,7 +103,7 @@ pub fn check_names(file: &str, nodes: &[Node<'_>], extra: &[(String, &Project)])
                 vec![project.source.clone()],
             ));
         }
-        if let Some(first) = seen.get(&name) {
+        if let Some(first) = seen.get(name) {
             violations.push(Violation::at(
                 file,
                 format!("two projects flatten to the same object name `{name}`; rename one"),
@@ -192,65 +200,107 @@ pub fn go_duration(seconds: u64) -> String {
     out
 }
 
-/// Objects as one multi-document YAML file (keys sorted, strings quoted where YAML 1.1
-/// would read them as something else).
-pub fn yaml(objects: &[Value]) -> String {
-    // Serialising JSON values cannot fail.
-    serde_saphyr::to_string_multiple(objects).unwrap_or_default()
+/// The label every object allot writes carries.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Labels {
+    #[serde(rename = "app.kubernetes.io/managed-by")]
+    managed_by: &'static str,
 }
 
-/// The limits of a parse of YAML that allot wrote itself: far beyond what any budget
-/// repository yields (the YAML library's defaults, 250,000 nodes and 1,024 documents, are
-/// met by a tree of 50,000 projects), and still bounded.
-fn own_output() -> serde_saphyr::Options {
-    serde_saphyr::options! {
+pub const LABELS: Labels = Labels { managed_by: "allot" };
+
+/// The metadata of an object allot writes.
+#[derive(Clone, Debug, Serialize)]
+pub struct Metadata<'a> {
+    pub labels: Labels,
+    pub name: &'a str,
+    /// Only namespaced objects have one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<&'a str>,
+}
+
+/// An object of one of the schedulers' kinds, with its `spec`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Object<'a, S> {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub metadata: Metadata<'a>,
+    pub spec: S,
+}
+
+impl<'a, S> Object<'a, S> {
+    /// A cluster-scoped object.
+    pub fn new(api_version: &'static str, kind: &'static str, name: &'a str, spec: S) -> Object<'a, S> {
+        Object { api_version, kind, metadata: Metadata { labels: LABELS, name, namespace: None }, spec }
+    }
+}
+
+/// A whole number written as a string, as Kubernetes quantities are: `"8"`.
+#[derive(Clone, Copy, Debug)]
+pub struct Count(pub u64);
+
+impl Serialize for Count {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&self.0)
+    }
+}
+
+/// GPUs of one resource, as Volcano and YuniKorn write amounts: `{nvidia.com/gpu: "8"}`.
+#[derive(Clone, Copy, Debug)]
+pub struct Gpus<'a> {
+    pub resource: &'a str,
+    pub count: u64,
+}
+
+impl Serialize for Gpus<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(1))?;
+        map.serialize_entry(self.resource, &Count(self.count))?;
+        map.end()
+    }
+}
+
+/// Objects as one multi-document YAML file, strings quoted where YAML 1.1 would read them
+/// as something else. The text reads back as exactly the objects: debug builds assert it
+/// on every file (so every test that emits one checks it), and the tests below try hostile
+/// strings and large files.
+pub fn yaml<T: Serialize>(objects: &[T]) -> String {
+    // Serialising objects whose keys are strings cannot fail.
+    let text = serde_saphyr::to_string_multiple(objects).unwrap_or_default();
+    debug_assert_eq!(
+        read_back(&text),
+        Ok(values(objects)),
+        "the YAML does not read back as written:\n{text}"
+    );
+    text
+}
+
+/// The objects as JSON values, as the API server sees them.
+fn values<T: Serialize>(objects: &[T]) -> Vec<Value> {
+    objects.iter().map(|o| serde_json::to_value(o).unwrap_or_default()).collect()
+}
+
+/// The objects of a multi-document YAML file that allot wrote, or why it does not parse.
+/// The limits are far beyond what any budget repository yields (the YAML library's
+/// defaults, 250,000 nodes and 1,024 documents, are met by a tree of 50,000 projects),
+/// and still bounded.
+fn read_back(text: &str) -> Result<Vec<Value>, String> {
+    let options = serde_saphyr::options! {
         budget: serde_saphyr::budget! {
             max_nodes: 100_000_000,
             max_events: 400_000_000,
             max_documents: 10_000_000,
             max_total_scalar_bytes: 1 << 30,
         },
-    }
-}
-
-/// The objects of a multi-document YAML file that allot wrote, or why it does not parse.
-pub fn parse(text: &str) -> Result<Vec<Value>, String> {
-    serde_saphyr::from_multiple_with_options(text, own_output()).map_err(|e| e.to_string())
-}
-
-/// One YAML document that allot wrote (a ConfigMap's embedded file), or why it does not
-/// parse.
-pub fn parse_one(text: &str) -> Result<Value, String> {
-    serde_saphyr::from_str_with_options(text, own_output()).map_err(|e| e.to_string())
-}
-
-/// What a scheduler's admission `rules` would reject in each emitted `queues.yaml`.
-pub fn queue_file_violations(files: &[OutputFile], rules: fn(&[Value]) -> Vec<String>) -> Vec<Violation> {
-    files
-        .iter()
-        .filter(|f| f.path.ends_with("/queues.yaml"))
-        .flat_map(|file| {
-            let problems = match parse(&file.contents) {
-                Ok(objects) => rules(&objects),
-                Err(e) => vec![format!("does not parse: {e}")],
-            };
-            problems.into_iter().map(|m| Violation::new(&file.path, m))
-        })
-        .collect()
-}
-
-/// A cluster-scoped object.
-pub fn object(api_version: &str, kind: &str, name: &str, spec: Value) -> Value {
-    serde_json::json!({
-        "apiVersion": api_version,
-        "kind": kind,
-        "metadata": { "name": name, "labels": { "app.kubernetes.io/managed-by": "allot" } },
-        "spec": spec,
-    })
+    };
+    serde_saphyr::from_multiple_with_options(text, options).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     #[test]
@@ -264,16 +314,122 @@ mod tests {
     }
 
     #[test]
-    fn large_outputs_parse_and_broken_ones_are_violations() {
+    fn large_outputs_read_back_whole() {
         // 300,000 nodes and 2,000 documents: beyond the YAML library's default limits
-        // (250,000 and 1,024), where the read-back once came out empty and checked nothing.
+        // (250,000 and 1,024), where reading allot's own files once came out empty.
         let objects: Vec<Value> = (0..2_000)
             .map(|i| serde_json::json!({ "name": format!("q{i}"), "items": vec![i; 148] }))
             .collect();
-        assert_eq!(parse(&yaml(&objects)).map(|o| o.len()), Ok(2_000));
-        let broken = OutputFile { path: "c/queues.yaml".into(), contents: "a: [1, 2\n".into() };
-        let violations = queue_file_violations(&[broken], |_| Vec::new());
-        assert_eq!(violations.len(), 1);
-        assert!(violations[0].message.contains("does not parse"), "{:?}", violations[0]);
+        assert_eq!(read_back(&yaml(&objects)), Ok(values(&objects)));
+    }
+
+    /// Text that YAML reads as something else than a string unless it is quoted, or that
+    /// holds YAML's syntax, blanks, line breaks, controls and characters beyond ASCII.
+    fn hostile_text() -> impl Strategy<Value = String> {
+        let pieces = prop::sample::select(vec![
+            "yes",
+            "No",
+            "on",
+            "OFF",
+            "y",
+            "n",
+            "true",
+            "null",
+            "Null",
+            "~",
+            "0755",
+            "0o17",
+            "0x1f",
+            "1.0",
+            "1e3",
+            "-1",
+            "+1",
+            ".inf",
+            "-.nan",
+            "2024-01-01",
+            "12:30:00",
+            "- x",
+            "-",
+            "# x",
+            "a: b",
+            "a #b",
+            ":",
+            "? x",
+            "'",
+            "\"",
+            "*a",
+            "&a",
+            "!t",
+            "!!str",
+            "%YAML",
+            "@x",
+            "`x",
+            "|",
+            ">",
+            "---",
+            "...",
+            "{",
+            "}",
+            "[",
+            "]",
+            ",",
+            "<<",
+            "=",
+            " ",
+            "\t",
+            "\n",
+            "\r\n",
+            "\\",
+            "\u{0}",
+            "\u{1b}",
+            "\u{7f}",
+            "\u{85}",
+            "\u{a0}",
+            "\u{2028}",
+            "\u{feff}",
+            "é",
+            "日本",
+            "🙂",
+            "x",
+        ]);
+        prop::collection::vec(pieces, 0..4).prop_map(|pieces| pieces.concat())
+    }
+
+    /// Numbers as allot writes them: whole, negative, in thousandths.
+    fn number() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            any::<u64>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            (0..u64::from(u32::MAX)).prop_map(|t| Value::from(t as f64 / 1000.0)),
+        ]
+    }
+
+    fn hostile_value() -> impl Strategy<Value = Value> {
+        let leaf =
+            prop_oneof![hostile_text().prop_map(Value::from), number(), any::<bool>().prop_map(Value::from)];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                prop::collection::btree_map(hostile_text(), inner, 0..4)
+                    .prop_map(|map| Value::Object(map.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn hostile_values_read_back_as_written(objects in prop::collection::vec(hostile_value(), 1..4)) {
+            prop_assert_eq!(read_back(&yaml(&objects)), Ok(values(&objects)));
+        }
+
+        #[test]
+        fn objects_with_hostile_names_read_back_as_written(
+            name in hostile_text(),
+            resource in hostile_text(),
+            count in any::<u64>(),
+        ) {
+            let objects = [Object::new("v1", "Queue", &name, Gpus { resource: &resource, count })];
+            prop_assert_eq!(read_back(&yaml(&objects)), Ok(values(&objects)));
+        }
     }
 }

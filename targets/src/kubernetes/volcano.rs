@@ -7,64 +7,36 @@ use std::collections::{HashMap, HashSet};
 
 use allot_compiler::ir::{KubernetesScheduler, Model, WorkRule};
 use allot_compiler::units::format_duration;
+use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{Node, UNBUDGETED, bound, check_names, go_duration, object, tree, yaml};
+use super::{Gpus, Node, Object, UNBUDGETED, bound, check_names, go_duration, tree, yaml};
 use crate::fidelity::{Note, Report, Row};
-use crate::{OutputFile, Target, Violation};
+use crate::{Emitted, Target, Violation};
 
 pub struct Volcano;
 
 const API: &str = "scheduling.volcano.sh/v1beta1";
 /// The depth Volcano's webhook allows by default (`--max-queue-depth`), root included.
 pub const MAX_DEPTH: usize = 5;
+/// Volcano's own top queue.
+const ROOT: &str = "root";
 
 impl Target for Volcano {
     fn name(&self) -> &'static str {
         "volcano"
     }
 
-    fn emit(&self, model: &Model) -> Vec<OutputFile> {
-        let mut files = Vec::new();
+    fn emit(&self, model: &Model) -> Emitted {
+        let violations = super::binding_names(model, KubernetesScheduler::Volcano, false);
+        let mut emitted = Emitted { files: Vec::new(), violations };
         for (cluster, binding) in bound(model, KubernetesScheduler::Volcano) {
-            let nodes = tree(model, &cluster.name);
-            let gpus = |n: u64| json!({ binding.resource.as_str(): n.to_string() });
-            let mut queues: Vec<Value> = nodes
-                .iter()
-                .flat_map(|n| n.flatten())
-                .map(|node| {
-                    let mut spec = json!({
-                        "parent": node.parent.as_deref().unwrap_or("root"),
-                        "deserved": gpus(node.allocation.guaranteed_gpus),
-                        "reclaimable": true,
-                    });
-                    if let Some(cap) = capability(model, node) {
-                        spec["capability"] = gpus(cap);
-                    }
-                    object(API, "Queue", &node.name, spec)
-                })
-                .collect();
-            if model.policy.unbudgeted == WorkRule::Preemptible {
-                let spec = json!({ "parent": "root", "deserved": gpus(0), "reclaimable": true });
-                queues.push(object(API, "Queue", UNBUDGETED, spec));
-            }
-            files.push(OutputFile { path: format!("{}/queues.yaml", cluster.name), contents: yaml(&queues) });
-            files.push(OutputFile {
-                path: format!("{}/volcano-scheduler-configmap.yaml", cluster.name),
-                contents: yaml(&[scheduler_config()]),
-            });
-        }
-        files
-    }
-
-    fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation> {
-        let mut violations = super::binding_names(model, KubernetesScheduler::Volcano, false);
-        for (cluster, _) in bound(model, KubernetesScheduler::Volcano) {
             let path = format!("{}/queues.yaml", cluster.name);
             let nodes = tree(model, &cluster.name);
-            violations.extend(check_names(&path, &nodes, &[]));
-            for node in nodes.iter().flat_map(|n| n.flatten()).filter(|n| n.depth + 1 > MAX_DEPTH) {
-                violations.push(Violation::at(
+            emitted.violations.extend(check_names(&path, &nodes, &[]));
+            let flat: Vec<&Node<'_>> = nodes.iter().flat_map(|n| n.flatten()).collect();
+            for node in flat.iter().filter(|n| n.depth + 1 > MAX_DEPTH) {
+                emitted.violations.push(Violation::at(
                     &path,
                     format!(
                         "`{}` is {} levels below Volcano's root; its webhook allows {}",
@@ -75,15 +47,49 @@ impl Target for Volcano {
                     vec![node.project.source.clone()],
                 ));
             }
+            let gpus = |count: u64| Gpus { resource: &binding.resource, count };
+            let mut queues: Vec<Queue<'_>> = flat
+                .iter()
+                .map(|node| {
+                    let spec = QueueSpec {
+                        capability: capability(model, node).map(gpus),
+                        deserved: gpus(node.allocation.guaranteed_gpus),
+                        parent: node.parent.as_deref().unwrap_or(ROOT),
+                        reclaimable: true,
+                    };
+                    Object::new(API, "Queue", &node.name, spec)
+                })
+                .collect();
+            if model.policy.unbudgeted == WorkRule::Preemptible {
+                let spec = QueueSpec { capability: None, deserved: gpus(0), parent: ROOT, reclaimable: true };
+                queues.push(Object::new(API, "Queue", UNBUDGETED, spec));
+            }
+            emitted.add(path, yaml(&queues), webhook_rules(&queues));
+            emitted.add(
+                format!("{}/volcano-scheduler-configmap.yaml", cluster.name),
+                yaml(&[scheduler_config()]),
+                Vec::new(),
+            );
         }
-        violations.extend(super::queue_file_violations(files, webhook_rules));
-        violations
+        emitted
     }
 
     fn fidelity(&self, model: &Model) -> Report {
         fidelity(model)
     }
 }
+
+/// A Queue: `deserved` GPUs are lent while idle and reclaimed, `capability` caps them.
+#[derive(Serialize)]
+struct QueueSpec<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    capability: Option<Gpus<'a>>,
+    deserved: Gpus<'a>,
+    parent: &'a str,
+    reclaimable: bool,
+}
+
+type Queue<'a> = Object<'a, QueueSpec<'a>>;
 
 /// The hard cap: max GPUs, or the guarantee when work beyond a budget is denied.
 fn capability(model: &Model, node: &Node<'_>) -> Option<u64> {
@@ -107,38 +113,33 @@ fn scheduler_config() -> Value {
     })
 }
 
-/// Volcano's queue webhook: quantities, deserved within capability, children's deserved
-/// within their parent's, parents that exist, no self-parenting.
-fn webhook_rules(queues: &[Value]) -> Vec<String> {
+/// Volcano's queue webhook: deserved within capability, children's deserved within their
+/// parent's, parents that exist, no self-parenting (its rules on quantities hold by
+/// [`Gpus`]' type).
+fn webhook_rules(queues: &[Queue<'_>]) -> Vec<String> {
     let mut problems = Vec::new();
-    let amount = |q: &Value, field: &str| -> Option<u64> {
-        let map = q["spec"][field].as_object()?;
-        Some(map.values().filter_map(|v| v.as_str()?.parse::<u64>().ok()).sum())
-    };
-    let names: HashSet<&str> = queues.iter().filter_map(|q| q["metadata"]["name"].as_str()).collect();
-    let mut children_of: HashMap<&str, Vec<&Value>> = HashMap::new();
+    let names: HashSet<&str> = queues.iter().map(|q| q.metadata.name).collect();
+    let mut children_deserved: HashMap<&str, u64> = HashMap::new();
     for q in queues {
-        if let Some(parent) = q["spec"]["parent"].as_str() {
-            children_of.entry(parent).or_default().push(q);
-        }
+        let sum = children_deserved.entry(q.spec.parent).or_default();
+        *sum = sum.saturating_add(q.spec.deserved.count);
     }
     for q in queues {
-        let name = q["metadata"]["name"].as_str().unwrap_or("");
-        let parent = q["spec"]["parent"].as_str().unwrap_or("root");
+        let (name, parent, deserved) = (q.metadata.name, q.spec.parent, q.spec.deserved.count);
         if parent == name {
             problems.push(format!("Queue {name}: a queue cannot be its own parent"));
         }
-        if parent != "root" && !names.contains(parent) {
+        if parent != ROOT && !names.contains(parent) {
             problems.push(format!("Queue {name}: parent {parent} does not exist"));
         }
-        if let (Some(deserved), Some(cap)) = (amount(q, "deserved"), amount(q, "capability"))
-            && deserved > cap
+        if let Some(cap) = q.spec.capability
+            && deserved > cap.count
         {
-            problems.push(format!("Queue {name}: deserved {deserved} is above capability {cap}"));
+            problems.push(format!("Queue {name}: deserved {deserved} is above capability {}", cap.count));
         }
-        let children = children_of.get(name).map_or(&[][..], Vec::as_slice);
-        let sum: u64 = children.iter().filter_map(|c| amount(c, "deserved")).sum();
-        if !children.is_empty() && sum > amount(q, "deserved").unwrap_or(0) {
+        if let Some(&sum) = children_deserved.get(name)
+            && sum > deserved
+        {
             problems.push(format!("Queue {name}: children's deserved ({sum}) exceeds its own"));
         }
     }

@@ -2,13 +2,16 @@
 //! the project tree as nested queues under `root`, `guaranteed` = guaranteed GPUs, `max`
 //! from max GPUs, fair application sorting in leaves, submit ACLs from members.
 
+use std::collections::BTreeSet;
+
 use allot_compiler::ir::{KubernetesScheduler, Model, WorkRule};
 use allot_compiler::units::format_duration;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::json;
 
-use super::{Node, bound, tree, yaml};
+use super::{Gpus, LABELS, Node, bound, tree, yaml};
 use crate::fidelity::{Note, Report, Row};
-use crate::{OutputFile, Target, Violation};
+use crate::{Emitted, Target};
 
 pub struct YuniKorn;
 
@@ -20,66 +23,47 @@ impl Target for YuniKorn {
         "yunikorn"
     }
 
-    fn emit(&self, model: &Model) -> Vec<OutputFile> {
-        let mut files = Vec::new();
+    fn emit(&self, model: &Model) -> Emitted {
+        let violations = super::binding_names(model, KubernetesScheduler::Yunikorn, false);
+        let mut emitted = Emitted { files: Vec::new(), violations };
         for (cluster, binding) in bound(model, KubernetesScheduler::Yunikorn) {
             let nodes = tree(model, &cluster.name);
-            let gpus = |n: u64| json!({ binding.resource.as_str(): n.to_string() });
-            let mut queues: Vec<Value> = nodes.iter().map(|n| queue(model, n, &gpus)).collect();
-            let mut placement = vec![json!({ "name": "provided", "create": false })];
+            let gpus = |count: u64| Gpus { resource: &binding.resource, count };
+            let mut queues: Vec<Queue<'_>> = nodes.iter().map(|n| queue(model, n, &gpus)).collect();
+            let mut placementrules = vec![PlacementRule { create: false, name: "provided", value: None }];
             if model.policy.unbudgeted == WorkRule::Preemptible {
-                queues.push(json!({
-                    "name": UNBUDGETED,
-                    "submitacl": "*",
-                    "resources": { "guaranteed": gpus(cluster.unallocated_gpus) },
-                    "properties": { "application.sort.policy": "fair" },
-                }));
-                placement
-                    .push(json!({ "name": "fixed", "value": format!("root.{UNBUDGETED}"), "create": false }));
+                queues.push(Queue {
+                    name: UNBUDGETED,
+                    properties: Some(FAIR),
+                    resources: Some(Resources { guaranteed: gpus(cluster.unallocated_gpus), max: None }),
+                    submitacl: Some("*".into()),
+                    ..Queue::default()
+                });
+                placementrules.push(PlacementRule {
+                    create: false,
+                    name: "fixed",
+                    value: Some(format!("root.{UNBUDGETED}")),
+                });
             }
-            let policy = json!({
-                "partitions": [{
-                    "name": "default",
-                    "placementrules": placement,
-                    "preemption": { "enabled": true },
-                    "queues": [{ "name": "root", "queues": queues }],
+            let root = Queue { name: "root", queues: Some(queues), ..Queue::default() };
+            let policy = Policy {
+                partitions: vec![Partition {
+                    name: "default",
+                    placementrules,
+                    preemption: Preemption { enabled: true },
+                    queues: vec![root],
                 }],
-            });
-            let document = serde_saphyr::to_string(&policy).unwrap_or_default();
+            };
             let config_map = json!({
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
-                "metadata": { "name": "yunikorn-configs", "labels": { "app.kubernetes.io/managed-by": "allot" } },
-                "data": { "queues.yaml": document },
+                "metadata": { "name": "yunikorn-configs", "labels": LABELS },
+                "data": { "queues.yaml": yaml(std::slice::from_ref(&policy)) },
             });
-            files.push(OutputFile {
-                path: format!("{}/yunikorn-configs.yaml", cluster.name),
-                contents: yaml(&[config_map]),
-            });
+            let path = format!("{}/yunikorn-configs.yaml", cluster.name);
+            emitted.add(path, yaml(&[config_map]), policy_rules(&policy));
         }
-        files
-    }
-
-    fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation> {
-        let mut violations = super::binding_names(model, KubernetesScheduler::Yunikorn, false);
-        for file in files {
-            let config_maps = match super::parse(&file.contents) {
-                Ok(config_maps) => config_maps,
-                Err(e) => {
-                    violations.push(Violation::new(&file.path, format!("does not parse: {e}")));
-                    continue;
-                }
-            };
-            for config_map in config_maps {
-                let policy = config_map["data"]["queues.yaml"].as_str().unwrap_or("");
-                let problems = match super::parse_one(policy) {
-                    Ok(policy) => validate_policy(&policy),
-                    Err(e) => vec![format!("queues.yaml does not parse: {e}")],
-                };
-                violations.extend(problems.into_iter().map(|m| Violation::new(&file.path, m)));
-            }
-        }
-        violations
+        emitted
     }
 
     fn fidelity(&self, model: &Model) -> Report {
@@ -87,44 +71,109 @@ impl Target for YuniKorn {
     }
 }
 
-fn queue(model: &Model, node: &Node<'_>, gpus: &dyn Fn(u64) -> Value) -> Value {
+/// The `queues.yaml` policy.
+#[derive(Serialize)]
+struct Policy<'a> {
+    partitions: Vec<Partition<'a>>,
+}
+
+#[derive(Serialize)]
+struct Partition<'a> {
+    name: &'static str,
+    placementrules: Vec<PlacementRule>,
+    preemption: Preemption,
+    queues: Vec<Queue<'a>>,
+}
+
+#[derive(Serialize)]
+struct PlacementRule {
+    create: bool,
+    name: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Preemption {
+    enabled: bool,
+}
+
+/// A queue: `parent` and `queues` for parents, `properties` and `submitacl` for leaves.
+#[derive(Default, Serialize)]
+struct Queue<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    properties: Option<Properties>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    queues: Option<Vec<Queue<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resources: Option<Resources<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    submitacl: Option<String>,
+}
+
+#[derive(Clone, Copy, Serialize)]
+struct Properties {
+    #[serde(rename = "application.sort.policy")]
+    sort_policy: &'static str,
+}
+
+/// Applications of a leaf share it fairly.
+const FAIR: Properties = Properties { sort_policy: "fair" };
+
+#[derive(Serialize)]
+struct Resources<'a> {
+    guaranteed: Gpus<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max: Option<Gpus<'a>>,
+}
+
+fn queue<'a>(model: &Model, node: &'a Node<'_>, gpus: &dyn Fn(u64) -> Gpus<'a>) -> Queue<'a> {
     let a = node.allocation;
-    let mut resources = json!({ "guaranteed": gpus(a.guaranteed_gpus) });
     let max = match a.max_gpus {
         Some(max) => Some(max.max(a.guaranteed_gpus)),
         None if model.policy.overflow == WorkRule::Deny => Some(a.guaranteed_gpus),
         None => None,
     };
-    if let Some(max) = max {
-        resources["max"] = gpus(max);
-    }
-    let mut queue = json!({ "name": node.project.name, "resources": resources });
+    let resources = Some(Resources { guaranteed: gpus(a.guaranteed_gpus), max: max.map(gpus) });
+    let name = node.project.name.as_str();
     if node.is_leaf() {
-        queue["properties"] = json!({ "application.sort.policy": "fair" });
         let (users, groups) = (&node.project.users, &node.project.groups);
-        queue["submitacl"] = if users.is_empty() && groups.is_empty() {
-            json!("*")
+        let submitacl = if users.is_empty() && groups.is_empty() {
+            "*".to_string()
         } else {
             let names: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
-            json!(format!("{} {}", names.join(","), groups.join(",")))
+            format!("{} {}", names.join(","), groups.join(","))
         };
+        Queue { name, properties: Some(FAIR), resources, submitacl: Some(submitacl), ..Queue::default() }
     } else {
-        queue["parent"] = json!(true);
-        queue["queues"] = node.children.iter().map(|c| self::queue(model, c, gpus)).collect();
+        let children = node.children.iter().map(|c| self::queue(model, c, gpus)).collect();
+        Queue { name, parent: Some(true), queues: Some(children), resources, ..Queue::default() }
     }
-    queue
+}
+
+impl Queue<'_> {
+    fn guaranteed(&self) -> Option<u64> {
+        self.resources.as_ref().map(|r| r.guaranteed.count)
+    }
+
+    fn max(&self) -> Option<u64> {
+        self.resources.as_ref()?.max.map(|m| m.count)
+    }
 }
 
 /// The rules of YuniKorn's configuration validator.
-pub fn validate_policy(policy: &Value) -> Vec<String> {
+fn policy_rules(policy: &Policy<'_>) -> Vec<String> {
     let mut problems = Vec::new();
-    for partition in policy["partitions"].as_array().into_iter().flatten() {
-        let queues = partition["queues"].as_array().cloned().unwrap_or_default();
-        if queues.len() != 1 || queues[0]["name"].as_str().map(str::to_lowercase).as_deref() != Some("root") {
+    for partition in &policy.partitions {
+        let queues = &partition.queues;
+        if queues.len() != 1 || !queues[0].name.eq_ignore_ascii_case("root") {
             problems.push("the single top queue must be root".into());
         }
         if let Some(root) = queues.first() {
-            if !root["resources"].is_null() {
+            if root.resources.is_some() {
                 problems.push("root must not have resources".into());
             }
             check_queue(root, "root", &mut problems);
@@ -133,40 +182,35 @@ pub fn validate_policy(policy: &Value) -> Vec<String> {
     problems
 }
 
-fn amount(queue: &Value, kind: &str) -> Option<u64> {
-    let map = queue["resources"][kind].as_object()?;
-    Some(map.values().filter_map(|v| v.as_str().and_then(|s| s.parse::<u64>().ok()).or(v.as_u64())).sum())
-}
-
-fn check_queue(queue: &Value, path: &str, problems: &mut Vec<String>) {
-    let name = queue["name"].as_str().unwrap_or("");
+fn check_queue(queue: &Queue<'_>, path: &str, problems: &mut Vec<String>) {
+    let name = queue.name;
     let valid = !name.is_empty()
         && name.len() <= 64
         && name.chars().all(|c| c.is_ascii_alphanumeric() || "_:#/@-".contains(c));
     if !valid {
         problems.push(format!("{path}: invalid queue name `{name}`"));
     }
-    if let (Some(g), Some(m)) = (amount(queue, "guaranteed"), amount(queue, "max"))
+    if let (Some(g), Some(m)) = (queue.guaranteed(), queue.max())
         && g > m
     {
         problems.push(format!("{path}: guaranteed {g} is above max {m}"));
     }
-    let children = queue["queues"].as_array().cloned().unwrap_or_default();
-    let mut names = std::collections::BTreeSet::new();
-    for child in &children {
-        let child_name = child["name"].as_str().unwrap_or("").to_lowercase();
+    let children = queue.queues.as_deref().unwrap_or_default();
+    let mut names = BTreeSet::new();
+    for child in children {
+        let child_name = child.name.to_lowercase();
         if !names.insert(child_name.clone()) {
             problems.push(format!("{path}: two children named `{child_name}` (names compare without case)"));
         }
-        if let (Some(cm), Some(pm)) = (amount(child, "max"), amount(queue, "max"))
+        if let (Some(cm), Some(pm)) = (child.max(), queue.max())
             && cm > pm
         {
             problems.push(format!("{path}.{child_name}: max {cm} is above its parent's {pm}"));
         }
     }
-    let sum: u64 = children.iter().filter_map(|c| amount(c, "guaranteed")).sum();
+    let sum: u64 = children.iter().filter_map(|c| c.guaranteed()).fold(0, u64::saturating_add);
     if path != "root" {
-        for (kind, limit) in [("guaranteed", amount(queue, "guaranteed")), ("max", amount(queue, "max"))] {
+        for (kind, limit) in [("guaranteed", queue.guaranteed()), ("max", queue.max())] {
             if let Some(limit) = limit
                 && sum > limit
             {
@@ -174,8 +218,8 @@ fn check_queue(queue: &Value, path: &str, problems: &mut Vec<String>) {
             }
         }
     }
-    for child in &children {
-        check_queue(child, &format!("{path}.{}", child["name"].as_str().unwrap_or("")), problems);
+    for child in children {
+        check_queue(child, &format!("{path}.{}", child.name), problems);
     }
 }
 

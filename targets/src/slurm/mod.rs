@@ -23,7 +23,7 @@ use self::tree::{
 };
 use crate::fidelity::{Note, RATIO_TOLERANCE, Report, Row, percent_error};
 use crate::text::{Named, Rule, comment, refused, shell_word};
-use crate::{OutputFile, Target, Violation};
+use crate::{Emitted, Target, Violation};
 
 pub struct Slurm;
 
@@ -32,60 +32,29 @@ impl Target for Slurm {
         "slurm"
     }
 
-    fn emit(&self, model: &Model) -> Vec<OutputFile> {
-        let mut files = Vec::new();
+    fn emit(&self, model: &Model) -> Emitted {
+        let mut violations = binding_names(model);
+        violations.extend(crate::text::model_names("", model));
+        let mut emitted = Emitted { files: Vec::new(), violations };
         for cluster in slurm_clusters(model) {
             let tree = desired(model, &cluster);
+            let path = format!("{cluster}.cfg");
+            emitted.violations.extend(check_tree(&path, &tree));
             let comment = format!(
                 "allot: associations of Slurm cluster {cluster}; load with `sacctmgr -i load file={cluster}.cfg` after {cluster}-qos.sh"
             );
-            files.push(OutputFile { path: format!("{cluster}.cfg"), contents: flat_file(&tree, &comment) });
-            files.push(OutputFile {
-                path: format!("{cluster}-qos.sh"),
-                contents: qos_script(model, &cluster),
-            });
-            files.push(OutputFile {
-                path: format!("{cluster}-slurm.conf"),
-                contents: slurm_conf(model, &cluster, &tree),
-            });
-        }
-        files
-    }
-
-    fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation> {
-        let mut violations = binding_names(model);
-        violations.extend(crate::text::model_names("", model));
-        // Each Slurm cluster's file and the tree allot wants there, built once.
-        let wanted: BTreeMap<String, Tree> =
-            slurm_clusters(model).into_iter().map(|c| (format!("{c}.cfg"), desired(model, &c))).collect();
-        for cluster in slurm_clusters(model) {
-            let path = format!("{cluster}.cfg");
-            if let Some(tree) = wanted.get(&path) {
-                violations.extend(check_tree(&path, tree));
-            }
+            emitted.add(path, flat_file(&tree, &comment), Vec::new());
+            emitted.add(format!("{cluster}-qos.sh"), qos_script(model, &cluster), Vec::new());
+            emitted.add(format!("{cluster}-slurm.conf"), slurm_conf(model, &cluster, &tree), Vec::new());
         }
         if model.contracts.iter().any(|c| c.name == PREEMPTIBLE_QOS) {
-            violations.push(Violation::at(
+            emitted.violations.push(Violation::at(
                 "",
                 format!("contract `{PREEMPTIBLE_QOS}` takes the name of the QOS allot gives preemptible work; rename it"),
                 model.contracts.iter().filter(|c| c.name == PREEMPTIBLE_QOS).map(|c| c.source.clone()).collect(),
             ));
         }
-        // The flat files must read back as the tree allot wrote; a tree already refused
-        // above (two accounts of one name) would only be refused again, by the dump's parser.
-        let refused = !violations.is_empty();
-        for file in files.iter().filter(|f| !refused && f.path.ends_with(".cfg")) {
-            match tree::parse(&file.contents) {
-                Err(error) => violations
-                    .push(Violation::new(&file.path, format!("the flat file does not read back: {error}"))),
-                Ok(back) => {
-                    if let Some(tree) = wanted.get(&file.path) {
-                        violations.extend(reads_back(&file.path, tree, &back));
-                    }
-                }
-            }
-        }
-        violations
+        emitted
     }
 
     fn fidelity(&self, model: &Model) -> Report {
@@ -111,31 +80,6 @@ fn binding_names(model: &Model) -> Vec<Violation> {
         out.extend(refused("", names));
     }
     out
-}
-
-/// The flat file read back names the accounts and users of the tree allot wanted, under
-/// the same parents: nothing in a name changed what `sacctmgr` reads.
-fn reads_back(path: &str, wanted: &Tree, back: &Tree) -> Vec<Violation> {
-    let accounts = |t: &Tree| -> Vec<(String, String)> {
-        t.accounts.iter().map(|a| (a.name.to_lowercase(), a.parent.to_lowercase())).collect()
-    };
-    let users = |t: &Tree| -> Vec<(String, String)> {
-        t.users.iter().map(|u| (u.name.to_lowercase(), u.account.to_lowercase())).collect()
-    };
-    let (mut want, mut got) = (accounts(wanted), accounts(back));
-    want.sort();
-    got.sort();
-    let (mut want_users, mut got_users) = (users(wanted), users(back));
-    want_users.sort();
-    got_users.sort();
-    if want != got || want_users != got_users || back.cluster != wanted.cluster.to_lowercase() {
-        vec![Violation::new(
-            path,
-            "the flat file reads back as another tree than allot wrote; a name carries flat-file syntax",
-        )]
-    } else {
-        Vec::new()
-    }
 }
 
 /// Slurm keeps one association per account name and cluster, and lower-cases names; the

@@ -256,8 +256,8 @@ pub fn scaled_fairshares(shares: &[ShareSpec]) -> (Vec<u64>, f64) {
 
 /// Quotes a flat-file value: in single quotes, or double quotes when it holds a single
 /// one. What no quote can carry (a value with both quotes, a line break, a control
-/// character) is replaced by `_` so that the record stays one line: `validate` refuses
-/// such a tree ([`flat_file_problem`]) before anything is written.
+/// character) is replaced by `_` so that the record stays one line: the Slurm target
+/// refuses such a tree ([`flat_file_problem`]) before anything is written.
 fn quoted(value: &str) -> String {
     let clean: String =
         value.chars().map(|c| if allot_compiler::escape::is_hidden(c) { '_' } else { c }).collect();

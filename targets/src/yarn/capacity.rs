@@ -10,23 +10,26 @@ const PREFIX: &str = "yarn.scheduler.capacity.";
 pub const DOMINANT_RESOURCE_CALCULATOR: &str =
     "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator";
 
-/// The file, and what had to give (caps below a guarantee were raised to it).
-pub fn scheduler_xml(
+/// The file's properties, and what had to give (caps below a guarantee were raised to it).
+pub fn properties(
     model: &Model,
     cluster: &Cluster,
     binding: &YarnBinding,
     root: &Queue,
-) -> (String, Vec<String>) {
+) -> (Vec<(String, String)>, Vec<String>) {
     let mut writer = Properties { list: Vec::new(), notes: Vec::new() };
     writer.set("resource-calculator", DOMINANT_RESOURCE_CALCULATOR.into());
     let absolute = binding.capacity_mode == CapacityMode::Absolute;
     let resources = Resources::of(cluster, binding);
     let elastic = model.policy.overflow == WorkRule::Preemptible;
     writer.queue(root, &resources, absolute, elastic, Bounds::ROOT);
-    let comment =
-        format!("allot: Capacity Scheduler queues of cluster {}; do not edit by hand", cluster.name);
-    let text = xml::write(&xml::configuration(&writer.list), Some(&comment));
-    (text, writer.notes)
+    (writer.list, writer.notes)
+}
+
+/// The file of `cluster`'s [`properties`].
+pub fn scheduler_xml(cluster: &str, properties: &[(String, String)]) -> String {
+    let comment = format!("allot: Capacity Scheduler queues of cluster {cluster}; do not edit by hand");
+    xml::write(&xml::configuration(properties), Some(&comment))
 }
 
 /// The fraction of the cluster a queue is guaranteed and may reach.

@@ -1,6 +1,7 @@
 //! The Capacity Scheduler's load-time rules, as the ResourceManager applies them when it
-//! reads `capacity-scheduler.xml` (rule numbers as in the project's YARN reference):
-//! run on every emitted file, and tested on Hadoop's own fixtures.
+//! reads `capacity-scheduler.xml` (rule numbers as in the project's YARN reference): run on
+//! the properties of every file allot emits, before it is written, and tested on Hadoop's
+//! own fixtures ([`read`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -73,13 +74,9 @@ fn child_names(properties: &BTreeMap<String, String>, path: &str) -> Vec<String>
         .unwrap_or_default()
 }
 
-/// Every rule the file breaks. `unique_leaf_names`: also apply the rule of older
-/// ResourceManagers that leaf names be unique across the tree.
-pub fn validate(text: &str, unique_leaf_names: bool) -> Vec<String> {
-    let properties = match read(text) {
-        Ok(properties) => properties,
-        Err(error) => return vec![error.to_string()],
-    };
+/// Every rule the properties of a file break. `unique_leaf_names`: also apply the rule of
+/// older ResourceManagers that leaf names be unique across the tree.
+pub fn validate(properties: &BTreeMap<String, String>, unique_leaf_names: bool) -> Vec<String> {
     let mut problems = Vec::new();
     let flag = |path: &str, key: &str| {
         properties
@@ -88,11 +85,11 @@ pub fn validate(text: &str, unique_leaf_names: bool) -> Vec<String> {
     };
     let root_auto_create =
         flag("root", "auto-create-child-queue.enabled") || flag("root", "auto-queue-creation-v2.enabled");
-    if child_names(&properties, "root").is_empty() && !root_auto_create {
+    if child_names(properties, "root").is_empty() && !root_auto_create {
         problems.push("R1: Queue configuration missing child queue names for root".into());
     }
     let mut leaves: BTreeMap<String, String> = BTreeMap::new();
-    check_queue(&properties, "root", 0, &mut problems, &mut leaves, unique_leaf_names);
+    check_queue(properties, "root", 0, &mut problems, &mut leaves, unique_leaf_names);
     problems
 }
 

@@ -10,7 +10,8 @@ use super::xml::{self, Element};
 /// Seconds a queue below its fair share waits before it may preempt.
 pub const PREEMPTION_TIMEOUT_SECONDS: u64 = 60;
 
-pub fn scheduler_xml(model: &Model, cluster: &str, binding: &YarnBinding, root: &Queue) -> String {
+/// The allocation file's elements: defaults, the queue tree, the placement policy.
+pub fn allocations(model: &Model, binding: &YarnBinding, root: &Queue) -> Element {
     let elastic = model.policy.overflow == WorkRule::Preemptible;
     let placement = Element::new("queuePlacementPolicy")
         .child(Element::new("rule").attribute("name", "specified").attribute("create", "false"));
@@ -23,15 +24,19 @@ pub fn scheduler_xml(model: &Model, cluster: &str, binding: &YarnBinding, root: 
     } else {
         placement.child(Element::new("rule").attribute("name", "reject"))
     };
-    let allocations = Element::new("allocations")
+    Element::new("allocations")
         .child(Element::text("defaultQueueSchedulingPolicy", "drf"))
         .child(Element::text("defaultFairSharePreemptionThreshold", "1.0"))
         .child(Element::text("defaultFairSharePreemptionTimeout", PREEMPTION_TIMEOUT_SECONDS.to_string()))
         .child(Element::text("defaultMinSharePreemptionTimeout", PREEMPTION_TIMEOUT_SECONDS.to_string()))
         .child(queue(root, binding, elastic))
-        .child(placement);
+        .child(placement)
+}
+
+/// The file of `cluster`'s [`allocations`].
+pub fn scheduler_xml(cluster: &str, allocations: &Element) -> String {
     let comment = format!("allot: Fair Scheduler queues of cluster {cluster}; do not edit by hand");
-    xml::write(&allocations, Some(&comment))
+    xml::write(allocations, Some(&comment))
 }
 
 fn queue(queue: &Queue, binding: &YarnBinding, elastic: bool) -> Element {

@@ -1,16 +1,13 @@
 //! The Fair Scheduler's load-time rules for `fair-scheduler.xml` (the allocation file),
-//! as its allocation-file parser applies them: run on every emitted file, and tested on
-//! Hadoop's own fixtures.
+//! as its allocation-file parser applies them: run on the elements of every file allot
+//! emits, before it is written, and tested on Hadoop's own fixtures.
 
-use super::xml::{self, Element};
+use super::xml::Element;
 
 const MAX_DEPTH: usize = 64;
 
-pub fn validate(text: &str) -> Vec<String> {
-    let root = match xml::parse(text) {
-        Ok(root) => root,
-        Err(error) => return vec![error.to_string()],
-    };
+/// Every rule the allocation file `root` breaks.
+pub fn validate(root: &Element) -> Vec<String> {
     if root.name != "allocations" {
         return vec!["Bad fair scheduler config file: top-level element not <allocations>".into()];
     }

@@ -17,7 +17,7 @@ use allot_compiler::names;
 
 use crate::fidelity::{Note, RATIO_TOLERANCE, Report, Row, percent_error, ratio_error};
 use crate::text::{Named, Rule, refused};
-use crate::{OutputFile, Target, Violation};
+use crate::{Emitted, Target};
 
 pub struct Yarn;
 
@@ -39,48 +39,41 @@ impl Target for Yarn {
         "yarn"
     }
 
-    fn emit(&self, model: &Model) -> Vec<OutputFile> {
-        let mut files = Vec::new();
-        for (cluster, binding) in bound(model) {
-            let root = queues::tree(model, &cluster.name);
-            let mut file = |name: &str, contents: String| {
-                files.push(OutputFile { path: format!("{}/{name}", cluster.name), contents })
-            };
-            if binding.schedulers.contains(&YarnScheduler::Capacity) {
-                file("capacity-scheduler.xml", capacity::scheduler_xml(model, cluster, binding, &root).0);
-                file("yarn-site.capacity.xml", capacity::yarn_site(kill_wait_ms(model), &binding.resource));
-            }
-            if binding.schedulers.contains(&YarnScheduler::Fair) {
-                file("fair-scheduler.xml", fair::scheduler_xml(model, &cluster.name, binding, &root));
-                file("yarn-site.fair.xml", fair::yarn_site(kill_wait_ms(model), &binding.resource));
-            }
-            file("resource-types.xml", resource_types(&binding.resource));
-        }
-        files
-    }
-
-    fn validate(&self, model: &Model, files: &[OutputFile]) -> Vec<Violation> {
+    fn emit(&self, model: &Model) -> Emitted {
         let mut violations = crate::text::model_names("", model);
         for (cluster, binding) in bound(model) {
             let named =
                 Named { what: "a YARN resource", value: &binding.resource, source: Some(&cluster.source) };
             violations.extend(refused("", [(named, names::bad_yarn_resource as Rule)]));
         }
-        for file in files {
-            let problems = match file.path.rsplit('/').next().unwrap_or("") {
-                "capacity-scheduler.xml" => capacity_rules::validate(&file.contents, false),
-                "fair-scheduler.xml" => fair_rules::validate(&file.contents),
-                "resource-types.xml" => validate_resource_types(&file.contents),
-                _ => xml::parse(&file.contents)
-                    .and_then(|root| xml::properties(&root))
-                    .err()
-                    .into_iter()
-                    .map(|error| error.to_string())
-                    .collect(),
-            };
-            violations.extend(problems.into_iter().map(|message| Violation::new(&file.path, message)));
+        let mut emitted = Emitted { files: Vec::new(), violations };
+        for (cluster, binding) in bound(model) {
+            let root = queues::tree(model, &cluster.name);
+            let path = |name: &str| format!("{}/{name}", cluster.name);
+            let kill_wait = kill_wait_ms(model);
+            if binding.schedulers.contains(&YarnScheduler::Capacity) {
+                let (properties, _) = capacity::properties(model, cluster, binding, &root);
+                let problems = capacity_rules::validate(&properties.iter().cloned().collect(), false);
+                let text = capacity::scheduler_xml(&cluster.name, &properties);
+                emitted.add(path("capacity-scheduler.xml"), text, problems);
+                let site = capacity::yarn_site(kill_wait, &binding.resource);
+                emitted.add(path("yarn-site.capacity.xml"), site, Vec::new());
+            }
+            if binding.schedulers.contains(&YarnScheduler::Fair) {
+                let allocations = fair::allocations(model, binding, &root);
+                let problems = fair_rules::validate(&allocations);
+                let text = fair::scheduler_xml(&cluster.name, &allocations);
+                emitted.add(path("fair-scheduler.xml"), text, problems);
+                let site = fair::yarn_site(kill_wait, &binding.resource);
+                emitted.add(path("yarn-site.fair.xml"), site, Vec::new());
+            }
+            let properties = resource_types(&binding.resource);
+            let problems = validate_resource_types(&properties);
+            let comment = "allot: GPU resource type, for the ResourceManager and every NodeManager";
+            let text = xml::write(&xml::configuration(&properties), Some(comment));
+            emitted.add(path("resource-types.xml"), text, problems);
         }
-        violations
+        emitted
     }
 
     fn fidelity(&self, model: &Model) -> Report {
@@ -88,21 +81,14 @@ impl Target for Yarn {
     }
 }
 
-fn resource_types(resource: &str) -> String {
-    let properties = vec![("yarn.resource-types".to_string(), resource.to_string())];
-    xml::write(
-        &xml::configuration(&properties),
-        Some("allot: GPU resource type, for the ResourceManager and every NodeManager"),
-    )
+/// The properties of `resource-types.xml`: the GPU resource.
+fn resource_types(resource: &str) -> Vec<(String, String)> {
+    vec![("yarn.resource-types".to_string(), resource.to_string())]
 }
 
 /// Resource type names: a letter first, then letters, digits, `.`, `_`, `-`, after an
 /// optional `namespace/` prefix.
-pub fn validate_resource_types(text: &str) -> Vec<String> {
-    let properties = match xml::parse(text).and_then(|root| xml::properties(&root)) {
-        Ok(properties) => properties,
-        Err(error) => return vec![error.to_string()],
-    };
+pub fn validate_resource_types(properties: &[(String, String)]) -> Vec<String> {
     let valid = |name: &str| {
         let (prefix, short) = name.rsplit_once('/').unwrap_or(("", name));
         let prefix_ok = prefix
@@ -238,7 +224,7 @@ fn fidelity(model: &Model) -> Report {
         )));
         let mut items = Vec::new();
         if binding.schedulers.contains(&YarnScheduler::Capacity) {
-            let (_, raised) = capacity::scheduler_xml(model, cluster, binding, &root);
+            let (_, raised) = capacity::properties(model, cluster, binding, &root);
             items.extend(raised.into_iter().map(|note| format!("{note}.")));
         }
         let leaves: Vec<&queues::Queue> = root.descendants().into_iter().filter(|q| q.is_leaf()).collect();
