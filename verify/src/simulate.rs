@@ -204,7 +204,7 @@ fn simulated(
             jobs: Slots::default(),
             events: BinaryHeap::new(),
             unfinished: BTreeSet::new(),
-            ended: BinaryHeap::new(),
+            ended: BTreeSet::new(),
             runs_ended: 0,
             horizon: i64::MIN,
             preemptions: 0,
@@ -590,7 +590,7 @@ struct Ended {
 
 /// What a [`Due`] event is.
 const END: u8 = 0;
-/// The end of a run's protection: only a reason to schedule again.
+/// The end of a run's protection: the job may be preempted from then on.
 const PROTECTED_UNTIL: u8 = 1;
 /// A job becomes eligible and enters its queue.
 const ENTER: u8 = 2;
@@ -611,8 +611,8 @@ struct Simulator {
     events: BinaryHeap<Reverse<Due>>,
     /// The jobs read and not finished, by the time they first entered their queue.
     unfinished: BTreeSet<(i64, JobId)>,
-    /// Runs ended and not yet handed to the audit, the first in the audit's order on top.
-    ended: BinaryHeap<Reverse<Ended>>,
+    /// Runs ended and not yet handed to the audit, in the audit's order.
+    ended: BTreeSet<Ended>,
     runs_ended: u64,
     /// No run still to end entered its queue before this.
     horizon: i64,
@@ -645,11 +645,10 @@ impl Simulator {
 
     /// The next run for the audit, if no run still to end can come before it.
     fn release(&mut self) -> Option<Ended> {
-        let Reverse(first) = self.ended.peek()?;
-        if first.queued >= self.horizon {
+        if self.ended.first()?.queued >= self.horizon {
             return None;
         }
-        self.ended.pop().map(|Reverse(run)| run)
+        self.ended.pop_first()
     }
 
     fn handle(&mut self, due: Due, clusters: &mut [ClusterState]) {
@@ -664,8 +663,9 @@ impl Simulator {
             return;
         }
         cluster.dirty = true;
-        if due.kind == END {
-            self.stop(cluster, due.job, due.at, false);
+        match due.kind {
+            END => self.stop(cluster, due.job, due.at, false),
+            _ => cluster.unprotect(job, due.job),
         }
     }
 
@@ -712,7 +712,7 @@ impl Simulator {
         if job.run == 1 {
             job.first_run = Some(run);
         } else {
-            self.ended.push(Reverse(run));
+            self.ended.insert(run);
         }
         if !preempted {
             self.finish(id);
@@ -735,7 +735,7 @@ impl Simulator {
         self.unfinished.remove(&(job.entered, id));
         let mut first = job.first_run.expect("a job that ran has a first run");
         first.wait = Some(job.waited);
-        self.ended.push(Reverse(first));
+        self.ended.insert(first);
         self.by_size.entry(job.gpus).or_default().push(job.waited);
         if job.work <= SHORT_JOB {
             self.short_jobs.push(job.waited);
@@ -756,7 +756,10 @@ impl Simulator {
         job.high = high;
         job.expected_end = now + limit;
         self.events.push(Reverse(Due { at: now + job.remaining, kind: END, job: id, run: job.run }));
-        if self.policy == Policy::Budget && min_runtime > 0 && min_runtime < job.remaining {
+        // Only the budget policy protects runs; one whose protection outlasts its work is
+        // protected to its end.
+        let protected = self.policy == Policy::Budget && min_runtime > 0;
+        if protected && min_runtime < job.remaining {
             self.events.push(Reverse(Due {
                 at: now + min_runtime,
                 kind: PROTECTED_UNTIL,
@@ -764,7 +767,7 @@ impl Simulator {
                 run: job.run,
             }));
         }
-        cluster.occupy(&self.jobs, id, now);
+        cluster.occupy(&self.jobs, id, now, protected);
     }
 
     /// Schedules a cluster at `now`, pass after pass until a pass changes nothing. Demand
@@ -783,7 +786,7 @@ impl Simulator {
     /// it), else, for the first such job of each budget, by a preemption if the policy
     /// allows one. Whether anything changed.
     fn pass(&mut self, cluster: &mut ClusterState, entitled: &[f64], now: i64) -> bool {
-        let ranks = cluster.ranks(self.policy, now);
+        cluster.rank(self.policy, now);
         // The priority policy serves the jobs that would run high first, then the others.
         let phases: &[Option<bool>] = match self.policy {
             Policy::Budget => &[None],
@@ -794,8 +797,8 @@ impl Simulator {
         let mut reservation: Option<Reservation> = None;
         let mut changed = false;
         for &phase in phases {
-            let mut cursor = Cursor::new(cluster, &ranks);
-            while let Some(head) = cursor.next() {
+            let mut cursor = Cursor::new();
+            while let Some(head) = cursor.next(cluster) {
                 if cluster.pool.free_gpus == 0 && !self.may_preempt(cluster, &tried, phase, entitled) {
                     break;
                 }
@@ -879,25 +882,13 @@ impl Simulator {
         if self.policy == Policy::Budget {
             cluster.observe_standing(entitled);
         }
-        let mut room = cluster.pool.room_for(gpus);
-        let mut victims = Vec::new();
-        let jobs = &self.jobs;
-        let mut enough = |candidates: &mut dyn Iterator<Item = JobId>| {
-            for victim in candidates {
-                victims.push(victim);
-                if room.give_back(&jobs[victim].placement) {
-                    return true;
-                }
+        let victims = match self.policy {
+            Policy::Budget => self.enough(&cluster.pool, gpus, cluster.budget_victims(leaf, entitled)),
+            Policy::Priority => {
+                self.enough(&cluster.pool, gpus, self.priority_victims(cluster, id).into_iter())
             }
-            false
         };
-        let fits = match self.policy {
-            Policy::Budget => enough(&mut self.budget_victims(cluster, leaf, entitled, now)),
-            Policy::Priority => enough(&mut self.priority_victims(cluster, id).into_iter()),
-        };
-        if !fits {
-            return false;
-        }
+        let Some(victims) = victims else { return false };
         let victims = self.spare(&cluster.pool, gpus, victims);
         if self.policy == Policy::Budget {
             match self.closer_to_budgets(cluster, entitled, leaf, gpus, &victims) {
@@ -911,6 +902,22 @@ impl Simulator {
         let placement = cluster.pool.place(gpus).expect("the freed room fits the job");
         self.start(cluster, id, placement, now);
         true
+    }
+
+    /// The first `candidates` that free room enough for `gpus`, if they all do.
+    fn enough(&self, pool: &Pool, gpus: u32, candidates: impl Iterator<Item = JobId>) -> Option<Vec<JobId>> {
+        let mut candidates = candidates.peekable();
+        // Most attempts have no candidate: they count no room.
+        candidates.peek()?;
+        let mut room = pool.room_for(gpus);
+        let mut victims = Vec::new();
+        for victim in candidates {
+            victims.push(victim);
+            if room.give_back(&self.jobs[victim].placement) {
+                return Some(victims);
+            }
+        }
+        None
     }
 
     /// Makes `victims` (in the order they were chosen, enough to free room for `gpus`)
@@ -933,35 +940,6 @@ impl Simulator {
             }
         }
         victims
-    }
-
-    /// Running jobs that may give way to a job of an under-served budget: past their
-    /// protection, in budgets above their entitlement, most over-served budget first,
-    /// newest job first.
-    fn budget_victims<'a>(
-        &'a self,
-        cluster: &'a ClusterState,
-        leaf: usize,
-        entitled: &[f64],
-        now: i64,
-    ) -> impl Iterator<Item = JobId> + 'a {
-        let mut over: Vec<(usize, f64)> = if cluster.running[leaf] < entitled[leaf] {
-            cluster
-                .leaves
-                .iter()
-                .map(|&l| (l, cluster.running[l] - entitled[l]))
-                .filter(|&(l, excess)| l != leaf && excess > 0.0)
-                .collect()
-        } else {
-            Vec::new()
-        };
-        over.sort_by(|a, b| b.1.total_cmp(&a.1));
-        over.into_iter().flat_map(|(l, _)| cluster.running_jobs[l].iter().rev().map(|&(_, id)| id)).filter(
-            move |&id| {
-                let job = &self.jobs[id];
-                job.started.unwrap_or(now) + self.terms(job).map_or(0, |t| t.min_runtime) <= now
-            },
-        )
     }
 
     /// Whether starting `gpus` for `leaf` in place of the `victims` brings the schedule
@@ -1012,7 +990,7 @@ impl Simulator {
         let mut low: Vec<(i64, JobId)> = cluster
             .leaves
             .iter()
-            .flat_map(|&l| cluster.running_jobs[l].iter().copied())
+            .flat_map(|&l| cluster.preemptible[l].iter().copied())
             .filter(|&(_, j)| !self.jobs[j].high)
             .collect();
         low.sort_unstable_by(|a, b| b.cmp(a));
@@ -1024,10 +1002,12 @@ impl Simulator {
 /// (rank of the budget, time entered, trace order). Each queue is read by job size (one
 /// group per budget and size, each in queue order), so that a pass can drop a whole group
 /// none of whose jobs can start in it; a group is read from where the last job taken from
-/// it stood, so starts during the walk do not disturb it.
+/// it stood, so starts during the walk do not disturb it. A budget's groups join the merge
+/// only when the walk reaches its rank: a pass that ends early reads no further.
 struct Cursor {
     heads: BinaryHeap<Reverse<Head>>,
-    ranks: Vec<Option<u32>>,
+    /// How many budgets, in rank order, have joined.
+    joined: usize,
 }
 
 /// The next job of one group: (rank, time entered, job, leaf, GPUs).
@@ -1035,33 +1015,35 @@ struct Cursor {
 struct Head(u32, i64, JobId, usize, u32);
 
 impl Cursor {
-    fn new(cluster: &ClusterState, ranks: &[Option<u32>]) -> Cursor {
-        let mut cursor = Cursor { heads: BinaryHeap::new(), ranks: ranks.to_vec() };
-        for &leaf in &cluster.leaves {
-            for &gpus in cluster.by_size[leaf].keys() {
-                cursor.push_after(cluster, leaf, gpus, Bound::Unbounded);
-            }
-        }
-        cursor
-    }
-
-    fn push_after(&mut self, cluster: &ClusterState, leaf: usize, gpus: u32, after: Bound<(i64, JobId)>) {
-        let Some(rank) = self.ranks[leaf] else { return };
-        let Some(group) = cluster.by_size[leaf].get(&gpus) else { return };
-        if let Some(&(entered, id)) = group.range((after, Bound::Unbounded)).next() {
-            self.heads.push(Reverse(Head(rank, entered, id, leaf, gpus)));
-        }
+    /// A cursor over a cluster's queues by the ranks [`ClusterState::rank`] brought up to
+    /// date.
+    fn new() -> Cursor {
+        Cursor { heads: BinaryHeap::new(), joined: 0 }
     }
 
     /// The next job; its group goes on only when [`Cursor::follow`] says so.
-    fn next(&mut self) -> Option<Head> {
+    fn next(&mut self, cluster: &ClusterState) -> Option<Head> {
+        // Every budget ranked no later than the next job joins before it is taken (tied
+        // budgets merge their jobs).
+        while let Some(&(rank, leaf)) = cluster.ranked.get(self.joined)
+            && self.heads.peek().is_none_or(|Reverse(head)| rank <= head.0)
+        {
+            for (&gpus, group) in &cluster.by_size[leaf] {
+                let &(entered, id) = group.first().expect("groups are not empty");
+                self.heads.push(Reverse(Head(rank, entered, id, leaf, gpus)));
+            }
+            self.joined += 1;
+        }
         self.heads.pop().map(|Reverse(head)| head)
     }
 
     /// Goes on with the group of `head` after it.
     fn follow(&mut self, cluster: &ClusterState, head: Head) {
-        let Head(_, entered, id, leaf, gpus) = head;
-        self.push_after(cluster, leaf, gpus, Bound::Excluded((entered, id)));
+        let Head(rank, entered, id, leaf, gpus) = head;
+        let Some(group) = cluster.by_size[leaf].get(&gpus) else { return };
+        if let Some(&(entered, id)) = group.range((Bound::Excluded((entered, id)), Bound::Unbounded)).next() {
+            self.heads.push(Reverse(Head(rank, entered, id, leaf, gpus)));
+        }
     }
 }
 
@@ -1080,8 +1062,11 @@ struct ClusterState<'b> {
     waiting: Vec<f64>,
     /// Running GPUs per tree node (an inner node: its subtree's).
     running: Vec<f64>,
-    /// Running jobs per leaf, by (start, job).
-    running_jobs: Vec<BTreeSet<(i64, JobId)>>,
+    /// Running jobs per leaf past their protection (all of them under the priority policy),
+    /// by (start, job): the ones a preemption may take.
+    preemptible: Vec<BTreeSet<(i64, JobId)>>,
+    /// Running jobs per leaf inside their contract's minimum runtime, by (start, job).
+    protected: Vec<BTreeSet<(i64, JobId)>>,
     /// Running jobs by (expected end, job): what a reservation counts on.
     ends: BTreeSet<(i64, JobId)>,
     /// High-priority GPUs per leaf, and each node's guaranteed GPUs (the priority policy's
@@ -1091,9 +1076,19 @@ struct ClusterState<'b> {
     /// Each node's `max-gpus` (for an inner node, its whole subtree's).
     limits: Vec<Option<u64>>,
     usage: Usage,
+    /// The leaves in rank order, with their ranks, as [`ClusterState::rank`] last brought them
+    /// up to date, and the decay pass it did so in (`None`: a run has stopped since).
+    ranked: Vec<(u32, usize)>,
+    ranked_in: Option<i64>,
+    /// Each node's decayed usage per unit of share as last read, with the decay pass it was
+    /// read in (`None`: a run has stopped on it since).
+    per_share: Vec<Option<(i64, f64)>>,
     dirty: bool,
     /// The best standing since demand last changed (the budget policy's preemption rule).
     best: Best,
+    /// Nothing has started, stopped, entered or left a queue since the standing was last
+    /// taken into the best: taking it again would change nothing.
+    standing_seen: bool,
 }
 
 /// How close running work is to the budgets: GPUs running within entitlements (each
@@ -1119,14 +1114,6 @@ struct Best {
     standing: Standing,
 }
 
-/// Where the Fair Tree ranking stands: the rank the last budget received (a budget tied
-/// with it receives it too), and how many budgets were ranked.
-#[derive(Default)]
-struct RankState {
-    rank: u32,
-    ranked: u32,
-}
-
 impl<'b> ClusterState<'b> {
     fn new(budgets: &'b ClusterBudgets, gpus_per_node: u64, decay: Decay) -> ClusterState<'b> {
         let hierarchy = &budgets.hierarchy;
@@ -1149,14 +1136,19 @@ impl<'b> ClusterState<'b> {
             by_size: vec![BTreeMap::new(); n],
             waiting: vec![0.0; n],
             running: vec![0.0; n],
-            running_jobs: vec![BTreeSet::new(); n],
+            preemptible: vec![BTreeSet::new(); n],
+            protected: vec![BTreeSet::new(); n],
             ends: BTreeSet::new(),
             high: vec![0; n],
             guaranteed: budgets.guaranteed.clone(),
             limits,
             usage: Usage::new(n, decay),
+            ranked: Vec::new(),
+            ranked_in: None,
+            per_share: vec![None; n],
             dirty: false,
             best: Best::default(),
+            standing_seen: false,
         }
     }
 
@@ -1200,10 +1192,15 @@ impl<'b> ClusterState<'b> {
     /// Takes the current standing into the best seen, which starts again when demand has
     /// changed since the last look.
     fn observe_standing(&mut self, entitled: &[f64]) {
-        let demand: Vec<f64> = self.leaves.iter().map(|&l| self.running[l] + self.waiting[l]).collect();
+        // Demand is as it was, and so are the entitlements, which follow it.
+        if self.standing_seen {
+            return;
+        }
+        self.standing_seen = true;
+        let demand = self.leaves.iter().map(|&l| self.running[l] + self.waiting[l]);
         let now = self.standing(entitled);
-        if demand != self.best.demand {
-            self.best = Best { demand, standing: now };
+        if !demand.clone().eq(self.best.demand.iter().copied()) {
+            self.best = Best { demand: demand.collect(), standing: now };
         } else if now.better_than(&self.best.standing) {
             self.best.standing = now;
         }
@@ -1216,6 +1213,7 @@ impl<'b> ClusterState<'b> {
         self.queues[job.leaf as usize].insert((job.entered, id));
         self.by_size[job.leaf as usize].entry(job.gpus).or_default().insert((job.entered, id));
         self.waiting[job.leaf as usize] += f64::from(job.gpus);
+        self.standing_seen = false;
         self.dirty = true;
     }
 
@@ -1225,6 +1223,7 @@ impl<'b> ClusterState<'b> {
         let leaf = job.leaf as usize;
         if self.queues[leaf].remove(&(job.entered, id)) {
             self.waiting[leaf] -= f64::from(job.gpus);
+            self.standing_seen = false;
             if let Some(group) = self.by_size[leaf].get_mut(&job.gpus) {
                 group.remove(&(job.entered, id));
                 if group.is_empty() {
@@ -1234,14 +1233,40 @@ impl<'b> ClusterState<'b> {
         }
     }
 
+    /// Running jobs that may give way to a job of an under-served budget: past their
+    /// protection, in budgets above their entitlement, most over-served budget first,
+    /// newest job first.
+    fn budget_victims(&self, leaf: usize, entitled: &[f64]) -> impl Iterator<Item = JobId> + '_ {
+        let mut over: Vec<(usize, f64)> = if self.running[leaf] < entitled[leaf] {
+            self.leaves
+                .iter()
+                .map(|&l| (l, self.running[l] - entitled[l]))
+                .filter(|&(l, excess)| l != leaf && excess > 0.0)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        over.sort_by(|a, b| b.1.total_cmp(&a.1));
+        over.into_iter().flat_map(|(l, _)| self.preemptible[l].iter().rev().map(|&(_, id)| id))
+    }
+
+    /// A running job's protection is over.
+    fn unprotect(&mut self, job: &SimJob, id: JobId) {
+        let run = (job.started.expect("a running job"), id);
+        if self.protected[job.leaf as usize].remove(&run) {
+            self.preemptible[job.leaf as usize].insert(run);
+        }
+    }
+
     fn has_high_room(&self, job: &SimJob) -> bool {
         let leaf = job.leaf as usize;
         self.high[leaf] + u64::from(job.gpus) <= self.guaranteed[leaf]
     }
 
-    fn occupy(&mut self, jobs: &Slots, id: JobId, now: i64) {
+    fn occupy(&mut self, jobs: &Slots, id: JobId, now: i64, protected: bool) {
         let job = &jobs[id];
-        self.running_jobs[job.leaf as usize].insert((now, id));
+        let running = if protected { &mut self.protected } else { &mut self.preemptible };
+        running[job.leaf as usize].insert((now, id));
         self.ends.insert((job.expected_end, id));
         if job.high {
             self.high[job.leaf as usize] += u64::from(job.gpus);
@@ -1253,7 +1278,9 @@ impl<'b> ClusterState<'b> {
         let job = &mut jobs[id];
         let leaf = job.leaf as usize;
         let started = job.started.expect("a running job");
-        self.running_jobs[leaf].remove(&(started, id));
+        if !self.preemptible[leaf].remove(&(started, id)) {
+            self.protected[leaf].remove(&(started, id));
+        }
         self.ends.remove(&(job.expected_end, id));
         if job.high {
             self.high[leaf] -= u64::from(job.gpus);
@@ -1267,12 +1294,17 @@ impl<'b> ClusterState<'b> {
     /// `gpus` more (or fewer, stopping runs that `started`) running on `leaf` and its
     /// ancestors, in their counts and their usage.
     fn add_running(&mut self, leaf: usize, gpus: f64, now: i64, started: Option<i64>) {
+        self.standing_seen = false;
         let mut node = Some(NodeId(leaf));
         while let Some(id) = node {
             self.running[id.0] += gpus;
             match started {
                 None => self.usage.start(id.0, now, gpus),
-                Some(started) => self.usage.stop(id.0, now, -gpus, started),
+                Some(started) => {
+                    self.usage.stop(id.0, now, -gpus, started);
+                    self.per_share[id.0] = None;
+                    self.ranked_in = None;
+                }
             }
             node = self.budgets.hierarchy.node(id).and_then(|n| n.parent);
         }
@@ -1318,24 +1350,35 @@ impl<'b> ClusterState<'b> {
         Reservation { at, spare }
     }
 
-    /// Each leaf's Fair Tree rank (lower served first; `None` for a leaf without waiting
-    /// jobs under the priority policy, which ranks them all alike).
-    fn ranks(&self, policy: Policy, now: i64) -> Vec<Option<u32>> {
-        let mut ranks = vec![None; self.queues.len()];
+    /// Brings each leaf's rank up to date: its Fair Tree rank under the budget policy, the
+    /// same for all under the priority policy (lower served first). Ranks follow usage,
+    /// which changes only at the decay's passes and when a run stops (its last stretch is
+    /// booked at once; a start books nothing before the next pass): they are computed again
+    /// only then.
+    fn rank(&mut self, policy: Policy, now: i64) {
+        let pass = self.usage.pass_at(now);
+        if self.ranked_in == Some(pass) {
+            return;
+        }
+        let mut ranked = Vec::with_capacity(self.leaves.len());
         match policy {
             Policy::Budget => {
-                let mut state = RankState::default();
-                self.fair_tree(self.budgets.hierarchy.roots(), now, false, &mut state, &mut ranks);
-                // Work no budget covers goes after every budget.
-                ranks[self.budgets.unbudgeted.0] = Some(u32::MAX);
-            }
-            Policy::Priority => {
-                for &leaf in &self.leaves {
-                    ranks[leaf] = Some(0);
+                // Only the nodes a run stopped on are read again within a pass.
+                let budgets = self.budgets;
+                for (i, read) in self.per_share.iter_mut().enumerate() {
+                    if read.is_none_or(|(read_in, _)| read_in != pass) {
+                        let weight = budgets.hierarchy.node(NodeId(i)).expect("a node").weight;
+                        *read = Some((pass, self.usage.raw(i, now) / weight));
+                    }
                 }
+                self.fair_tree(budgets.hierarchy.roots(), false, &mut ranked);
+                // Work no budget covers goes after every budget.
+                ranked.push((u32::MAX, budgets.unbudgeted.0));
             }
+            Policy::Priority => ranked.extend(self.leaves.iter().map(|&leaf| (0, leaf))),
         }
-        ranks
+        self.ranked = ranked;
+        self.ranked_in = Some(pass);
     }
 
     /// Fair Tree's ranking, as Slurm's (`_calc_tree_fs`): depth first, siblings by Level FS
@@ -1346,41 +1389,36 @@ impl<'b> ClusterState<'b> {
     /// nodes are never merged. Tied siblings are visited as Slurm 22.05 does (the test
     /// suite's Slurm): leaves first, then inner nodes by name. (Slurm 23.11 and later order
     /// tied siblings by their lineage instead.) Zero usage ties every budget that has none.
-    fn fair_tree(
-        &self,
-        siblings: &[NodeId],
-        now: i64,
-        parent_tied: bool,
-        state: &mut RankState,
-        ranks: &mut [Option<u32>],
-    ) {
+    /// Each leaf ranked is appended to `ranked` with its rank, in rank order.
+    fn fair_tree(&self, siblings: &[NodeId], parent_tied: bool, ranked: &mut Vec<(u32, usize)>) {
         let hierarchy = &self.budgets.hierarchy;
-        let mut ranked: Vec<(f64, bool, &str, NodeId)> = siblings
+        let mut order: Vec<(f64, bool, &str, NodeId)> = siblings
             .iter()
             .filter(|id| **id != self.budgets.unbudgeted)
             .map(|&id| {
                 let node = hierarchy.node(id).expect("a node");
-                let per_share = self.usage.raw(id.0, now) / node.weight;
+                let (_, per_share) = self.per_share[id.0].expect("read by rank");
                 (per_share, !hierarchy.is_leaf(id), node.name.as_str(), id)
             })
             .collect();
-        ranked.sort_by(|a, b| {
+        order.sort_by(|a, b| {
             a.0.total_cmp(&b.0)
                 .then(a.1.cmp(&b.1))
                 .then_with(|| if a.1 { a.2.cmp(b.2) } else { a.3.0.cmp(&b.3.0) })
         });
         let mut previous = None;
-        for (position, &(per_share, inner, _, id)) in ranked.iter().enumerate() {
+        for (position, &(per_share, inner, _, id)) in order.iter().enumerate() {
             let tied = if position == 0 { parent_tied } else { previous == Some(per_share) };
             previous = Some(per_share);
             if inner {
-                self.fair_tree(hierarchy.children(id), now, tied, state, ranks);
+                self.fair_tree(hierarchy.children(id), tied, ranked);
             } else {
-                if !tied || state.ranked == 0 {
-                    state.rank = state.ranked;
-                }
-                state.ranked += 1;
-                ranks[id.0] = Some(state.rank);
+                // Tied, it takes the rank of the last leaf ranked; else as many as were before.
+                let rank = match ranked.last() {
+                    Some(&(last, _)) if tied => last,
+                    _ => ranked.len() as u32,
+                };
+                ranked.push((rank, id.0));
             }
         }
     }
@@ -1547,8 +1585,7 @@ impl Pool {
 
     /// Room for `gpus` as running jobs are given back one by one (nothing changes).
     fn room_for(&self, gpus: u32) -> Room<'_> {
-        let idle = self.idle.iter().map(|&n| self.capacity[n as usize]).sum();
-        Room { pool: self, gpus, free: self.free.clone(), idle }
+        Room { pool: self, gpus, free: self.free.clone(), idle: self.idle_gpus as u32 }
     }
 
     fn take(&mut self, node: u32, gpus: u32) {
