@@ -73,8 +73,9 @@ impl Usage {
         Usage { decay, origin: None, accounts: vec![Account::default(); nodes] }
     }
 
-    /// The index of the last pass at or before `t`.
-    fn pass_at(&self, t: i64) -> i64 {
+    /// The index of the last pass at or before `t`. Usage read at `t` changes only with it,
+    /// and when runs stop.
+    pub fn pass_at(&self, t: i64) -> i64 {
         self.origin.map_or(0, |origin| (t - origin).div_euclid(self.decay.period))
     }
 

@@ -1,5 +1,5 @@
 //! The simulator: replays a trace's submissions (not its recorded starts) on each cluster's
-//! nodes under a scheduling policy, then measures the simulated schedule with the
+//! nodes under a scheduling policy, and measures the simulated schedule with the
 //! [`audit`](crate::audit), so a simulated run and a recorded one report the same figures.
 //!
 //! The loop is event-driven: submissions (from the trace, in order), jobs becoming eligible,
@@ -10,6 +10,16 @@
 //! by free GPUs (best fit for jobs that fit a node; jobs larger than a node take whole idle
 //! nodes), and decayed usage is kept per tree node in growing units so that a start or an
 //! end updates one path of the tree.
+//!
+//! The simulation streams into its audit: the audit pulls the runs, as trace rows in the
+//! order they entered their queue, and the simulator steps from instant to instant only as
+//! far as the audit needs. A run is handed on once no run still to end can have entered its
+//! queue before it: every such run is of a job not yet finished (or not yet read), and so
+//! entered its queue no earlier than the earliest of those jobs did, nor than now. A job's
+//! first run carries the job's wait (all its time queued, over all its runs), so it waits
+//! with its job until the job finishes. Finished jobs leave the simulation: memory holds
+//! the jobs queued and running, the runs ended since the earliest of them entered its queue,
+//! and a wait per job for the percentiles (the audit's, the largest jobs', the short jobs').
 //!
 //! A pass takes the waiting jobs in the policy's order. A job that would take a budget (or
 //! any budget above it) beyond its `max-gpus` waits. The first job that cannot start, and
@@ -46,7 +56,8 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
-use std::ops::Bound;
+use std::iter::Peekable;
+use std::ops::{Bound, Index, IndexMut};
 use std::sync::Arc;
 
 use allot_compiler::ir::Model;
@@ -57,7 +68,7 @@ use crate::budgets::{Assignment, Budgets, ClusterBudgets};
 use crate::decay::{Decay, Usage};
 use crate::entitlement::NodeId;
 use crate::figures::{Audit, Waits};
-use crate::trace::{Job, TraceError, WaitCount};
+use crate::trace::{CompactString, Job, TraceError, WaitCount};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policy {
@@ -94,8 +105,6 @@ pub struct Simulation {
     /// Jobs larger than their cluster, or than their budget's `max-gpus` (or a budget's
     /// above it): never placeable, not replayed.
     pub unplaceable: usize,
-    /// Every run of every job, in the order they ended.
-    pub runs: Vec<Run>,
 }
 
 /// One run of a job: from a start to its end or its preemption.
@@ -118,29 +127,6 @@ pub struct Run {
     pub preempted: bool,
     /// (node, GPUs) it held on its cluster.
     pub nodes: Vec<(u32, u32)>,
-    /// How the audit counts the job's wait: its first run carries the job's total time
-    /// queued, over all its runs; later runs count none.
-    pub wait: WaitCount,
-    /// The job's index among the simulated jobs.
-    job: u32,
-}
-
-impl Run {
-    /// The run as a trace row, for the audit.
-    fn as_job(&self) -> Job {
-        Job {
-            id: (*self.id).into(),
-            project: (*self.project).into(),
-            cluster: (*self.cluster).into(),
-            gpus: self.gpus,
-            submit: self.queued,
-            start: Some(self.start),
-            end: Some(self.end),
-            contract: (*self.contract).into(),
-            wait: self.wait,
-            ..Job::default()
-        }
-    }
 }
 
 /// The most work (seconds) a short job does: an hour.
@@ -161,16 +147,40 @@ pub fn simulate(
     skip_bad_rows: bool,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Simulation, AuditError> {
+    simulated(model, jobs, policy, skip_bad_rows, progress, false).map(|(simulation, _)| simulation)
+}
+
+/// Simulates as [`simulate`] does, and keeps every run, in the order they ended: for tests,
+/// which look at the schedule itself (the command line keeps none: a run is dropped once
+/// audited).
+pub fn simulate_with_runs(
+    model: &Model,
+    jobs: impl Iterator<Item = Result<Job, TraceError>>,
+    policy: Policy,
+    skip_bad_rows: bool,
+) -> Result<(Simulation, Vec<Run>), AuditError> {
+    simulated(model, jobs, policy, skip_bad_rows, &mut |_| {}, true)
+}
+
+/// The simulation, and its runs when `keep_runs` (else none).
+fn simulated(
+    model: &Model,
+    jobs: impl Iterator<Item = Result<Job, TraceError>>,
+    policy: Policy,
+    skip_bad_rows: bool,
+    progress: &mut dyn FnMut(usize),
+    keep_runs: bool,
+) -> Result<(Simulation, Vec<Run>), AuditError> {
     let budgets = Budgets::new(model)?;
     // The decay allot's Slurm output sets: a half-life of window × ln 2, every 5 minutes.
     let decay = Decay::new(decay_half_life(model.policy.window_seconds) as f64, DECAY_PERIOD as i64);
-    let mut clusters: Vec<ClusterState> = budgets
+    let clusters = budgets
         .clusters
         .iter()
         .zip(&model.clusters)
         .map(|(budgets, c)| ClusterState::new(budgets, c.gpus_per_node, decay))
         .collect();
-    let contracts: Vec<Terms> = model
+    let contracts = model
         .contracts
         .iter()
         .map(|c| Terms {
@@ -180,143 +190,57 @@ pub fn simulate(
             resumable: c.resumable,
         })
         .collect();
-    let mut sim = Simulator {
-        policy,
-        jobs: Vec::new(),
-        events: BinaryHeap::new(),
-        runs: Vec::new(),
-        preemptions: 0,
-        lost_gpu_seconds: 0.0,
-        contracts,
+    let mut stream = Stream {
+        budgets: &budgets,
+        trace: jobs.peekable(),
+        skip_bad_rows,
+        progress,
+        counts: Counts::default(),
+        last_submit: None,
+        clusters,
+        sim: Simulator {
+            policy,
+            contracts,
+            jobs: Slots::default(),
+            events: BinaryHeap::new(),
+            unfinished: BTreeSet::new(),
+            ended: BTreeSet::new(),
+            runs_ended: 0,
+            horizon: i64::MIN,
+            preemptions: 0,
+            lost_gpu_seconds: 0.0,
+            by_size: BTreeMap::new(),
+            short_jobs: Waits::default(),
+            runs: keep_runs.then(Vec::new),
+        },
+        done: false,
+        error: None,
     };
-    let (mut not_replayed, mut unplaceable, mut skipped, mut read) = (0, 0, 0, 0);
-    let mut last_submit = None;
-    let mut jobs = jobs.peekable();
-    loop {
-        let next_submit = match jobs.peek() {
-            Some(Ok(job)) => Some(job.submit),
-            Some(Err(_)) => {
-                let Some(Err(e)) = jobs.next() else { unreachable!() };
-                if skip_bad_rows {
-                    skipped += 1;
-                    continue;
-                }
-                return Err(AuditError::Trace(e));
-            }
-            None => None,
-        };
-        let next_event = sim.events.peek().map(|Reverse(e)| e.at);
-        let now = match (next_submit, next_event) {
-            (None, None) => break,
-            (Some(s), Some(e)) => s.min(e),
-            (Some(t), None) | (None, Some(t)) => t,
-        };
-        while let Some(Reverse(event)) = sim.events.peek().copied()
-            && event.at <= now
-        {
-            sim.events.pop();
-            sim.handle(event, &mut clusters);
-        }
-        while let Some(Ok(job)) = jobs.peek()
-            && job.submit <= now
-        {
-            let Some(Ok(job)) = jobs.next() else { unreachable!() };
-            if let Some(previous) = last_submit
-                && job.submit < previous
-            {
-                return Err(AuditError::NotSorted { id: job.id.into(), submit: job.submit, previous });
-            }
-            last_submit = Some(job.submit);
-            read += 1;
-            if read % 65_536 == 0 {
-                progress(read);
-            }
-            // The work: the trace's duration, else its recorded runtime.
-            let recorded = job.start.zip(job.end).map(|(start, end)| end - start);
-            let Some(work) = job.duration.or(recorded) else {
-                not_replayed += 1;
-                continue;
-            };
-            let Assignment { cluster, node: leaf } = match budgets.assign(&job) {
-                Ok(assignment) => assignment,
-                Err(_) if skip_bad_rows => {
-                    skipped += 1;
-                    continue;
-                }
-                Err(error) => return Err(AuditError::Job { id: job.id.to_string(), error }),
-            };
-            let state = &mut clusters[cluster];
-            if u64::from(job.gpus) > state.most_gpus(leaf.0) {
-                unplaceable += 1;
-                continue;
-            }
-            let contract = budgets.contract(&job);
-            let terms = sim.contracts.iter().position(|c| *c.name == *contract);
-            let max = terms.and_then(|t| sim.contracts[t].max_runtime).unwrap_or(i64::MAX);
-            // It enters its queue when it becomes eligible.
-            let entered = job.eligible.map_or(job.submit, |e| e.max(job.submit));
-            let index = sim.jobs.len() as u32;
-            sim.jobs.push(SimJob {
-                id: job.id.into(),
-                cluster: cluster as u32,
-                leaf: leaf.0 as u32,
-                terms: terms.map(|t| t as u16),
-                gpus: job.gpus,
-                submit: job.submit,
-                entered,
-                queued_at: entered,
-                waited: 0,
-                work: work.min(max),
-                remaining: work.min(max),
-                expected_end: 0,
-                run: 0,
-                started: None,
-                high: false,
-                placement: Vec::new(),
-            });
-            if entered > now {
-                sim.events.push(Reverse(Due { at: entered, kind: ENTER, job: index, run: 0 }));
-            } else {
-                state.enqueue(&sim.jobs, index);
-            }
-        }
-        for cluster in clusters.iter_mut() {
-            if cluster.dirty {
-                sim.schedule(cluster, now);
-                cluster.dirty = false;
-            }
-        }
+    let audited = audit(model, &mut stream, model.policy.window_seconds, false);
+    // The simulation's own errors come first, as they did when it ran before its audit: an
+    // audit that stopped early leaves the rest of the simulation to run.
+    stream.by_ref().for_each(drop);
+    if let Some(error) = stream.error {
+        return Err(error);
     }
-    progress(read);
-
-    if sim.jobs.is_empty() {
+    let Counts { read, skipped, not_replayed, unplaceable } = stream.counts;
+    let sim = stream.sim;
+    if sim.jobs.added == 0 {
         return Err(AuditError::NoJobs(no_jobs_why(read, skipped, not_replayed, unplaceable)));
     }
-    let largest = largest_jobs(&sim.jobs);
-    let short_jobs = total_waits(sim.jobs.iter().filter(|j| j.work <= SHORT_JOB));
-    let mut runs = std::mem::take(&mut sim.runs);
-    for run in &mut runs {
-        run.wait = match run.attempt {
-            1 => WaitCount::Total(sim.jobs[run.job as usize].waited),
-            _ => WaitCount::Elsewhere,
-        };
-    }
-    let mut by_queue_time: Vec<&Run> = runs.iter().collect();
-    by_queue_time.sort_by_key(|r| r.queued);
-    let rows = by_queue_time.into_iter().map(|r| Ok(r.as_job()));
-    let mut audit = audit(model, rows, model.policy.window_seconds, false)?;
+    let mut audit = audited?;
     audit.skipped_rows = skipped;
-    audit.jobs = sim.jobs.len();
-    Ok(Simulation {
+    audit.jobs = sim.jobs.added as usize;
+    let simulation = Simulation {
         audit,
         preemptions: sim.preemptions,
         lost_gpu_hours: sim.lost_gpu_seconds / 3600.0,
-        largest,
-        short_jobs,
+        largest: largest_jobs(sim.by_size),
+        short_jobs: sim.short_jobs,
         not_replayed,
         unplaceable,
-        runs,
-    })
+    };
+    Ok((simulation, sim.runs.unwrap_or_default()))
 }
 
 /// Why no job could be simulated: what became of the rows read.
@@ -334,22 +258,207 @@ fn no_jobs_why(read: usize, skipped: usize, not_replayed: usize, unplaceable: us
     format!("of {} rows, {}", read + skipped, parts.join(", "))
 }
 
-fn largest_jobs(jobs: &[SimJob]) -> LargestJobs {
-    let mut sizes: Vec<u32> = jobs.iter().map(|j| j.gpus).collect();
-    sizes.sort_unstable();
-    let Some(&min_gpus) = sizes.get((sizes.len() * 99 / 100).min(sizes.len().saturating_sub(1))) else {
+/// The largest jobs, from the waits of the jobs of each size: the 99th percentile of job
+/// size (nearest rank below) and the waits of the jobs of that size or more.
+fn largest_jobs(by_size: BTreeMap<u32, Waits>) -> LargestJobs {
+    let jobs: usize = by_size.values().map(Waits::jobs).sum();
+    let rank = (jobs * 99 / 100).min(jobs.saturating_sub(1));
+    let mut counted = 0;
+    let Some(min_gpus) = by_size.iter().find_map(|(&gpus, waits)| {
+        counted += waits.jobs();
+        (counted > rank).then_some(gpus)
+    }) else {
         return LargestJobs::default();
     };
-    LargestJobs { min_gpus, waits: total_waits(jobs.iter().filter(|j| j.gpus >= min_gpus)) }
+    let mut waits = Waits::default();
+    for wait in by_size.range(min_gpus..).flat_map(|(_, w)| w.values()) {
+        waits.push(i64::from(*wait));
+    }
+    LargestJobs { min_gpus, waits }
 }
 
-/// How long the jobs spent queued, over all their runs.
-fn total_waits<'j>(jobs: impl Iterator<Item = &'j SimJob>) -> Waits {
-    let mut waits = Waits::default();
-    for job in jobs.filter(|j| j.run > 0) {
-        waits.push(job.waited);
+/// What became of the trace's rows.
+#[derive(Default)]
+struct Counts {
+    read: usize,
+    skipped: usize,
+    not_replayed: usize,
+    unplaceable: usize,
+}
+
+/// The simulation as its audit reads it: the runs as trace rows, in the order they entered
+/// their queue (then in the order they ended), simulated as far as it takes to know them.
+struct Stream<'a, I: Iterator<Item = Result<Job, TraceError>>> {
+    budgets: &'a Budgets<'a>,
+    trace: Peekable<I>,
+    skip_bad_rows: bool,
+    progress: &'a mut dyn FnMut(usize),
+    counts: Counts,
+    last_submit: Option<i64>,
+    clusters: Vec<ClusterState<'a>>,
+    sim: Simulator,
+    /// Every instant has been simulated.
+    done: bool,
+    /// What stopped the simulation: the trace's error, or a job the budgets cannot place.
+    error: Option<AuditError>,
+}
+
+impl<I: Iterator<Item = Result<Job, TraceError>>> Iterator for Stream<'_, I> {
+    type Item = Result<Job, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.error.is_none() {
+            if let Some(run) = self.sim.release() {
+                return Some(Ok(self.row(run)));
+            }
+            if self.done {
+                break;
+            }
+            if let Err(error) = self.step() {
+                self.error = Some(error);
+            }
+        }
+        None
     }
-    waits
+}
+
+impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, I> {
+    /// Simulates the next instant: its events, its submissions, then every cluster they
+    /// changed. Sets `done` when there is none.
+    fn step(&mut self) -> Result<(), AuditError> {
+        let next_submit = loop {
+            match self.trace.peek() {
+                Some(Ok(job)) => break Some(job.submit),
+                Some(Err(_)) => {
+                    let Some(Err(e)) = self.trace.next() else { unreachable!() };
+                    if !self.skip_bad_rows {
+                        return Err(AuditError::Trace(e));
+                    }
+                    self.counts.skipped += 1;
+                }
+                None => break None,
+            }
+        };
+        let next_event = self.sim.events.peek().map(|Reverse(e)| e.at);
+        let now = match (next_submit, next_event) {
+            (None, None) => {
+                (self.progress)(self.counts.read);
+                self.sim.horizon = i64::MAX;
+                self.done = true;
+                return Ok(());
+            }
+            (Some(s), Some(e)) => s.min(e),
+            (Some(t), None) | (None, Some(t)) => t,
+        };
+        while let Some(Reverse(event)) = self.sim.events.peek().copied()
+            && event.at <= now
+        {
+            self.sim.events.pop();
+            self.sim.handle(event, &mut self.clusters);
+        }
+        while let Some(Ok(job)) = self.trace.peek()
+            && job.submit <= now
+        {
+            let Some(Ok(job)) = self.trace.next() else { unreachable!() };
+            self.admit(job, now)?;
+        }
+        for cluster in self.clusters.iter_mut() {
+            if cluster.dirty {
+                self.sim.schedule(cluster, now);
+                cluster.dirty = false;
+            }
+        }
+        // Every run still to end is of a job not finished, or not yet read (which enters its
+        // queue after now).
+        self.sim.horizon = self.sim.unfinished.first().map_or(now, |&(entered, _)| entered.min(now));
+        Ok(())
+    }
+
+    /// Takes a job of the trace submitted at `now` into the simulation, or counts why not.
+    fn admit(&mut self, job: Job, now: i64) -> Result<(), AuditError> {
+        if let Some(previous) = self.last_submit
+            && job.submit < previous
+        {
+            return Err(AuditError::NotSorted { id: job.id.into(), submit: job.submit, previous });
+        }
+        self.last_submit = Some(job.submit);
+        let counts = &mut self.counts;
+        counts.read += 1;
+        if counts.read.is_multiple_of(65_536) {
+            (self.progress)(counts.read);
+        }
+        // The work: the trace's duration, else its recorded runtime.
+        let recorded = job.start.zip(job.end).map(|(start, end)| end - start);
+        let Some(work) = job.duration.or(recorded) else {
+            counts.not_replayed += 1;
+            return Ok(());
+        };
+        let Assignment { cluster, node: leaf } = match self.budgets.assign(&job) {
+            Ok(assignment) => assignment,
+            Err(_) if self.skip_bad_rows => {
+                counts.skipped += 1;
+                return Ok(());
+            }
+            Err(error) => return Err(AuditError::Job { id: job.id.to_string(), error }),
+        };
+        let state = &mut self.clusters[cluster];
+        if u64::from(job.gpus) > state.most_gpus(leaf.0) {
+            counts.unplaceable += 1;
+            return Ok(());
+        }
+        let sim = &mut self.sim;
+        let contract = self.budgets.contract(&job);
+        let terms = sim.contracts.iter().position(|c| *c.name == *contract);
+        let max = terms.and_then(|t| sim.contracts[t].max_runtime).unwrap_or(i64::MAX);
+        // It enters its queue when it becomes eligible.
+        let entered = job.eligible.map_or(job.submit, |e| e.max(job.submit));
+        let id = sim.jobs.add(|number| SimJob {
+            number,
+            id: job.id.into(),
+            cluster: cluster as u32,
+            leaf: leaf.0 as u32,
+            terms: terms.map(|t| t as u16),
+            gpus: job.gpus,
+            submit: job.submit,
+            entered,
+            queued_at: entered,
+            waited: 0,
+            work: work.min(max),
+            remaining: work.min(max),
+            expected_end: 0,
+            run: 0,
+            started: None,
+            high: false,
+            placement: Vec::new(),
+            first_run: None,
+        });
+        sim.unfinished.insert((entered, id));
+        if entered > now {
+            sim.events.push(Reverse(Due { at: entered, kind: ENTER, job: id, run: 0 }));
+        } else {
+            state.enqueue(&sim.jobs, id);
+        }
+        Ok(())
+    }
+
+    /// A run as a trace row, for the audit: it entered its queue when the row is submitted.
+    fn row(&self, run: Ended) -> Job {
+        let cluster = &self.clusters[run.cluster as usize];
+        Job {
+            id: (*run.id).into(),
+            project: (*cluster.paths[run.leaf as usize]).into(),
+            cluster: (*cluster.name).into(),
+            gpus: run.gpus,
+            submit: run.queued,
+            start: Some(run.start),
+            end: Some(run.end),
+            contract: run
+                .terms
+                .map_or_else(CompactString::default, |t| (*self.sim.contracts[usize::from(t)].name).into()),
+            wait: run.wait.map_or(WaitCount::Elsewhere, WaitCount::Total),
+            ..Job::default()
+        }
+    }
 }
 
 /// A contract's terms, as the simulator applies them.
@@ -360,7 +469,76 @@ struct Terms {
     resumable: bool,
 }
 
+/// A job in the simulation: its number in trace order, which orders it among jobs wherever
+/// they are otherwise equal (in queues, among victims, among events), and the slot that
+/// holds it. Numbers come first: slots never decide an order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct JobId {
+    number: u32,
+    slot: u32,
+}
+
+/// The jobs in the simulation (read and not finished), each in a slot that a later job takes
+/// once it has finished.
+#[derive(Default)]
+struct Slots {
+    slots: Vec<Option<SimJob>>,
+    free: Vec<u32>,
+    /// Jobs taken in so far: the next job's number.
+    added: u32,
+}
+
+impl Slots {
+    /// Takes in the job `make` makes of its number.
+    fn add(&mut self, make: impl FnOnce(u32) -> SimJob) -> JobId {
+        let number = self.added;
+        self.added += 1;
+        let job = Some(make(number));
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = job;
+                slot
+            }
+            None => {
+                self.slots.push(job);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        JobId { number, slot }
+    }
+
+    /// The job `id` names, unless it has finished (its slot then is empty, or another's).
+    fn get(&self, id: JobId) -> Option<&SimJob> {
+        self.slots[id.slot as usize].as_ref().filter(|job| job.number == id.number)
+    }
+
+    /// Takes a finished job out, freeing its slot.
+    fn remove(&mut self, id: JobId) -> SimJob {
+        self.free.push(id.slot);
+        self.slots[id.slot as usize].take().expect("a job in the simulation")
+    }
+}
+
+impl Index<JobId> for Slots {
+    type Output = SimJob;
+
+    fn index(&self, id: JobId) -> &SimJob {
+        self.get(id).expect("a job in the simulation")
+    }
+}
+
+impl IndexMut<JobId> for Slots {
+    fn index_mut(&mut self, id: JobId) -> &mut SimJob {
+        self.slots[id.slot as usize]
+            .as_mut()
+            .filter(|job| job.number == id.number)
+            .expect("a job in the simulation")
+    }
+}
+
 struct SimJob {
+    /// Its number in trace order (see [`JobId`]).
+    number: u32,
     id: Arc<str>,
     cluster: u32,
     leaf: u32,
@@ -387,11 +565,31 @@ struct SimJob {
     high: bool,
     /// (node, GPUs taken) while it runs.
     placement: Vec<(u32, u32)>,
+    /// Its first run, once preempted: it carries the job's wait, known when the job finishes.
+    first_run: Option<Ended>,
+}
+
+/// A run that has ended, on its way to the audit. Ordered by when it entered its queue, then
+/// by when it ended (the order of the audit's rows): the fields after those never decide.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Ended {
+    queued: i64,
+    /// How many runs ended before it.
+    order: u64,
+    start: i64,
+    end: i64,
+    id: Arc<str>,
+    cluster: u32,
+    leaf: u32,
+    terms: Option<u16>,
+    gpus: u32,
+    /// The job's wait (all its time queued), on its first run; none on the others.
+    wait: Option<i64>,
 }
 
 /// What a [`Due`] event is.
 const END: u8 = 0;
-/// The end of a run's protection: only a reason to schedule again.
+/// The end of a run's protection: the job may be preempted from then on.
 const PROTECTED_UNTIL: u8 = 1;
 /// A job becomes eligible and enters its queue.
 const ENTER: u8 = 2;
@@ -401,18 +599,29 @@ struct Due {
     at: i64,
     /// [`END`], [`PROTECTED_UNTIL`] or [`ENTER`].
     kind: u8,
-    job: u32,
+    job: JobId,
     run: u32,
 }
 
 struct Simulator {
     policy: Policy,
-    jobs: Vec<SimJob>,
+    contracts: Vec<Terms>,
+    jobs: Slots,
     events: BinaryHeap<Reverse<Due>>,
-    runs: Vec<Run>,
+    /// The jobs read and not finished, by the time they first entered their queue.
+    unfinished: BTreeSet<(i64, JobId)>,
+    /// Runs ended and not yet handed to the audit, in the audit's order.
+    ended: BTreeSet<Ended>,
+    runs_ended: u64,
+    /// No run still to end entered its queue before this.
+    horizon: i64,
     preemptions: u64,
     lost_gpu_seconds: f64,
-    contracts: Vec<Terms>,
+    /// The waits of the finished jobs of each size.
+    by_size: BTreeMap<u32, Waits>,
+    short_jobs: Waits,
+    /// Every run, as it ends, when they are kept.
+    runs: Option<Vec<Run>>,
 }
 
 /// A reservation (EASY backfill): when the job that holds it can start at the latest, and
@@ -433,8 +642,17 @@ impl Simulator {
         self.terms(job).and_then(|t| t.max_runtime).unwrap_or(job.remaining)
     }
 
+    /// The next run for the audit, if no run still to end can come before it.
+    fn release(&mut self) -> Option<Ended> {
+        if self.ended.first()?.queued >= self.horizon {
+            return None;
+        }
+        self.ended.pop_first()
+    }
+
     fn handle(&mut self, due: Due, clusters: &mut [ClusterState]) {
-        let job = &self.jobs[due.job as usize];
+        // An event of a job that has finished is stale.
+        let Some(job) = self.jobs.get(due.job) else { return };
         let cluster = &mut clusters[job.cluster as usize];
         if due.kind == ENTER {
             cluster.enqueue(&self.jobs, due.job);
@@ -444,73 +662,111 @@ impl Simulator {
             return;
         }
         cluster.dirty = true;
-        if due.kind == END {
-            self.stop(cluster, due.job, due.at, false);
+        match due.kind {
+            END => self.stop(cluster, due.job, due.at, false),
+            _ => cluster.unprotect(job, due.job),
         }
     }
 
-    /// Ends the current run of `index` at `now`: finished, or preempted (then requeued).
-    fn stop(&mut self, cluster: &mut ClusterState, index: u32, now: i64, preempted: bool) {
-        let job = &self.jobs[index as usize];
+    /// Ends the current run of `id` at `now`: finished, or preempted (then requeued).
+    fn stop(&mut self, cluster: &mut ClusterState, id: JobId, now: i64, preempted: bool) {
+        let job = &self.jobs[id];
         let start = job.started.expect("a running job");
         let resumable = self.terms(job).is_some_and(|t| t.resumable);
         let elapsed = now - start;
-        self.runs.push(Run {
-            id: job.id.clone(),
-            cluster: cluster.name.clone(),
-            project: cluster.paths[job.leaf as usize].clone(),
-            contract: job
-                .terms
-                .map_or_else(|| Arc::from(""), |t| self.contracts[usize::from(t)].name.clone()),
-            gpus: job.gpus,
-            submit: job.submit,
+        let contract =
+            || job.terms.map_or_else(|| Arc::from(""), |t| self.contracts[usize::from(t)].name.clone());
+        if let Some(runs) = &mut self.runs {
+            runs.push(Run {
+                id: job.id.clone(),
+                cluster: cluster.name.clone(),
+                project: cluster.paths[job.leaf as usize].clone(),
+                contract: contract(),
+                gpus: job.gpus,
+                submit: job.submit,
+                queued: job.queued_at,
+                start,
+                end: now,
+                attempt: job.run,
+                preempted,
+                nodes: job.placement.clone(),
+            });
+        }
+        let run = Ended {
             queued: job.queued_at,
+            order: self.runs_ended,
             start,
             end: now,
-            attempt: job.run,
-            preempted,
-            nodes: job.placement.clone(),
-            wait: WaitCount::Measured,
-            job: index,
-        });
-        cluster.release(&mut self.jobs, index, now);
-        let job = &mut self.jobs[index as usize];
+            id: job.id.clone(),
+            cluster: job.cluster,
+            leaf: job.leaf,
+            terms: job.terms,
+            gpus: job.gpus,
+            wait: None,
+        };
+        self.runs_ended += 1;
+        cluster.release(&mut self.jobs, id, now);
+        let job = &mut self.jobs[id];
         job.started = None;
-        if preempted {
-            self.preemptions += 1;
-            if resumable {
-                job.remaining -= elapsed;
-            } else {
-                self.lost_gpu_seconds += elapsed as f64 * f64::from(job.gpus);
-            }
-            job.queued_at = now;
-            cluster.enqueue(&self.jobs, index);
+        if job.run == 1 {
+            job.first_run = Some(run);
+        } else {
+            self.ended.insert(run);
+        }
+        if !preempted {
+            self.finish(id);
+            return;
+        }
+        self.preemptions += 1;
+        if resumable {
+            job.remaining -= elapsed;
+        } else {
+            self.lost_gpu_seconds += elapsed as f64 * f64::from(job.gpus);
+        }
+        job.queued_at = now;
+        cluster.enqueue(&self.jobs, id);
+    }
+
+    /// Takes a job that has done its work out of the simulation: its first run, with the
+    /// job's wait, goes on to the audit, and the wait to the largest and short jobs'.
+    fn finish(&mut self, id: JobId) {
+        let job = self.jobs.remove(id);
+        self.unfinished.remove(&(job.entered, id));
+        let mut first = job.first_run.expect("a job that ran has a first run");
+        first.wait = Some(job.waited);
+        self.ended.insert(first);
+        self.by_size.entry(job.gpus).or_default().push(job.waited);
+        if job.work <= SHORT_JOB {
+            self.short_jobs.push(job.waited);
         }
     }
 
-    /// Starts `index` (taken out of its queue) on `placement`.
-    fn start(&mut self, cluster: &mut ClusterState, index: u32, placement: Vec<(u32, u32)>, now: i64) {
-        cluster.dequeue(&self.jobs, index);
-        let min_runtime = self.terms(&self.jobs[index as usize]).map_or(0, |t| t.min_runtime);
-        let limit = self.limit(&self.jobs[index as usize]);
-        let high = self.policy == Policy::Priority && cluster.has_high_room(&self.jobs[index as usize]);
-        let job = &mut self.jobs[index as usize];
+    /// Starts `id` (taken out of its queue) on `placement`.
+    fn start(&mut self, cluster: &mut ClusterState, id: JobId, placement: Vec<(u32, u32)>, now: i64) {
+        cluster.dequeue(&self.jobs, id);
+        let min_runtime = self.terms(&self.jobs[id]).map_or(0, |t| t.min_runtime);
+        let limit = self.limit(&self.jobs[id]);
+        let high = self.policy == Policy::Priority && cluster.has_high_room(&self.jobs[id]);
+        let job = &mut self.jobs[id];
         job.run += 1;
         job.started = Some(now);
         job.waited += now - job.queued_at;
         job.placement = placement;
         job.high = high;
         job.expected_end = now + limit;
-        self.events.push(Reverse(Due { at: now + job.remaining, kind: END, job: index, run: job.run }));
-        if self.policy == Policy::Budget && min_runtime > 0 && min_runtime < job.remaining {
+        self.events.push(Reverse(Due { at: now + job.remaining, kind: END, job: id, run: job.run }));
+        // Only the budget policy protects runs; one whose protection outlasts its work is
+        // protected to its end.
+        let protected = self.policy == Policy::Budget && min_runtime > 0;
+        if protected && min_runtime < job.remaining {
             self.events.push(Reverse(Due {
                 at: now + min_runtime,
                 kind: PROTECTED_UNTIL,
-                job: index,
+                job: id,
                 run: job.run,
             }));
         }
-        cluster.occupy(&self.jobs, index, now);
+        cluster.occupy(&self.jobs, id, now, protected);
     }
 
     /// Schedules a cluster at `now`, pass after pass until a pass changes nothing. Demand
@@ -529,24 +785,24 @@ impl Simulator {
     /// it), else, for the first such job of each budget, by a preemption if the policy
     /// allows one. Whether anything changed.
     fn pass(&mut self, cluster: &mut ClusterState, entitled: &[f64], now: i64) -> bool {
-        let ranks = cluster.ranks(self.policy, now);
+        cluster.rank(self.policy, now);
         // The priority policy serves the jobs that would run high first, then the others.
         let phases: &[Option<bool>] = match self.policy {
             Policy::Budget => &[None],
             Policy::Priority => &[Some(true), Some(false)],
         };
         let mut tried = vec![false; cluster.queues.len()];
-        let mut holder: Option<u32> = None;
+        let mut holder: Option<JobId> = None;
         let mut reservation: Option<Reservation> = None;
         let mut changed = false;
         for &phase in phases {
-            let mut cursor = Cursor::new(cluster, &ranks);
-            while let Some(head) = cursor.next() {
+            let mut cursor = Cursor::new();
+            while let Some(head) = cursor.next(cluster) {
                 if cluster.pool.free_gpus == 0 && !self.may_preempt(cluster, &tried, phase, entitled) {
                     break;
                 }
-                let index = head.2;
-                let job = &self.jobs[index as usize];
+                let id = head.2;
+                let job = &self.jobs[id];
                 let (leaf, gpus, limit) = (job.leaf as usize, job.gpus, self.limit(job));
                 // Dropping a group (not following it) skips the rest of its jobs, all of the
                 // same budget and size, for this pass; each condition only grows stricter as
@@ -579,19 +835,19 @@ impl Simulator {
                         }
                     };
                     if let Some(placement) = placement {
-                        self.start(cluster, index, placement, now);
+                        self.start(cluster, id, placement, now);
                         changed = true;
                         continue;
                     }
                 }
                 if !tried[leaf] {
                     tried[leaf] = true;
-                    if !fits && self.preempt_for(cluster, index, entitled, now) {
+                    if !fits && self.preempt_for(cluster, id, entitled, now) {
                         // The running jobs changed: a new pass, with a new reservation.
                         return true;
                     }
                 }
-                holder.get_or_insert(index);
+                holder.get_or_insert(id);
             }
         }
         changed
@@ -619,31 +875,19 @@ impl Simulator {
 
     /// Preempts for a waiting job when the policy allows it and a set of victims frees room
     /// for it; starts it then. The victims are a minimal set: none could be spared.
-    fn preempt_for(&mut self, cluster: &mut ClusterState, index: u32, entitled: &[f64], now: i64) -> bool {
-        let job = &self.jobs[index as usize];
+    fn preempt_for(&mut self, cluster: &mut ClusterState, id: JobId, entitled: &[f64], now: i64) -> bool {
+        let job = &self.jobs[id];
         let (leaf, gpus) = (job.leaf as usize, job.gpus);
         if self.policy == Policy::Budget {
             cluster.observe_standing(entitled);
         }
-        let mut room = cluster.pool.room_for(gpus);
-        let mut victims = Vec::new();
-        let jobs = &self.jobs;
-        let mut enough = |candidates: &mut dyn Iterator<Item = u32>| {
-            for victim in candidates {
-                victims.push(victim);
-                if room.give_back(&jobs[victim as usize].placement) {
-                    return true;
-                }
+        let victims = match self.policy {
+            Policy::Budget => self.enough(&cluster.pool, gpus, cluster.budget_victims(leaf, entitled)),
+            Policy::Priority => {
+                self.enough(&cluster.pool, gpus, self.priority_victims(cluster, id).into_iter())
             }
-            false
         };
-        let fits = match self.policy {
-            Policy::Budget => enough(&mut self.budget_victims(cluster, leaf, entitled, now)),
-            Policy::Priority => enough(&mut self.priority_victims(cluster, index).into_iter()),
-        };
-        if !fits {
-            return false;
-        }
+        let Some(victims) = victims else { return false };
         let victims = self.spare(&cluster.pool, gpus, victims);
         if self.policy == Policy::Budget {
             match self.closer_to_budgets(cluster, entitled, leaf, gpus, &victims) {
@@ -655,8 +899,24 @@ impl Simulator {
             self.stop(cluster, victim, now, true);
         }
         let placement = cluster.pool.place(gpus).expect("the freed room fits the job");
-        self.start(cluster, index, placement, now);
+        self.start(cluster, id, placement, now);
         true
+    }
+
+    /// The first `candidates` that free room enough for `gpus`, if they all do.
+    fn enough(&self, pool: &Pool, gpus: u32, candidates: impl Iterator<Item = JobId>) -> Option<Vec<JobId>> {
+        let mut candidates = candidates.peekable();
+        // Most attempts have no candidate: they count no room.
+        candidates.peek()?;
+        let mut room = pool.room_for(gpus);
+        let mut victims = Vec::new();
+        for victim in candidates {
+            victims.push(victim);
+            if room.give_back(&self.jobs[victim].placement) {
+                return Some(victims);
+            }
+        }
+        None
     }
 
     /// Makes `victims` (in the order they were chosen, enough to free room for `gpus`)
@@ -664,14 +924,14 @@ impl Simulator {
     /// enough without it. Room only grows with more victims, so once one is found needed it
     /// stays needed as others are spared: no victim of the result can be spared. (Minimal,
     /// not the fewest possible: a smaller set of other jobs may exist.)
-    fn spare(&self, pool: &Pool, gpus: u32, mut victims: Vec<u32>) -> Vec<u32> {
+    fn spare(&self, pool: &Pool, gpus: u32, mut victims: Vec<JobId>) -> Vec<JobId> {
         // The last one chosen is needed: the ones before it did not free room enough.
         for i in (0..victims.len().saturating_sub(1)).rev() {
             let mut room = pool.room_for(gpus);
             let mut fits = false;
             for (j, &v) in victims.iter().enumerate() {
                 if j != i {
-                    fits |= room.give_back(&self.jobs[v as usize].placement);
+                    fits |= room.give_back(&self.jobs[v].placement);
                 }
             }
             if fits {
@@ -679,35 +939,6 @@ impl Simulator {
             }
         }
         victims
-    }
-
-    /// Running jobs that may give way to a job of an under-served budget: past their
-    /// protection, in budgets above their entitlement, most over-served budget first,
-    /// newest job first.
-    fn budget_victims<'a>(
-        &'a self,
-        cluster: &'a ClusterState,
-        leaf: usize,
-        entitled: &[f64],
-        now: i64,
-    ) -> impl Iterator<Item = u32> + 'a {
-        let mut over: Vec<(usize, f64)> = if cluster.running[leaf] < entitled[leaf] {
-            cluster
-                .leaves
-                .iter()
-                .map(|&l| (l, cluster.running[l] - entitled[l]))
-                .filter(|&(l, excess)| l != leaf && excess > 0.0)
-                .collect()
-        } else {
-            Vec::new()
-        };
-        over.sort_by(|a, b| b.1.total_cmp(&a.1));
-        over.into_iter()
-            .flat_map(|(l, _)| cluster.running_jobs[l].iter().rev().map(|&(_, index)| index))
-            .filter(move |&index| {
-                let job = &self.jobs[index as usize];
-                job.started.unwrap_or(now) + self.terms(job).map_or(0, |t| t.min_runtime) <= now
-            })
     }
 
     /// Whether starting `gpus` for `leaf` in place of the `victims` brings the schedule
@@ -734,11 +965,11 @@ impl Simulator {
         entitled: &[f64],
         leaf: usize,
         gpus: u32,
-        victims: &[u32],
+        victims: &[JobId],
     ) -> Option<Standing> {
         let mut change: BTreeMap<usize, f64> = BTreeMap::from([(leaf, f64::from(gpus))]);
         for &victim in victims {
-            let job = &self.jobs[victim as usize];
+            let job = &self.jobs[victim];
             *change.entry(job.leaf as usize).or_default() -= f64::from(job.gpus);
         }
         let mut after = cluster.standing(entitled);
@@ -751,15 +982,15 @@ impl Simulator {
     }
 
     /// Low-priority running jobs, newest first, when the job would run at high priority.
-    fn priority_victims(&self, cluster: &ClusterState, index: u32) -> Vec<u32> {
-        if !cluster.has_high_room(&self.jobs[index as usize]) {
+    fn priority_victims(&self, cluster: &ClusterState, id: JobId) -> Vec<JobId> {
+        if !cluster.has_high_room(&self.jobs[id]) {
             return Vec::new();
         }
-        let mut low: Vec<(i64, u32)> = cluster
+        let mut low: Vec<(i64, JobId)> = cluster
             .leaves
             .iter()
-            .flat_map(|&l| cluster.running_jobs[l].iter().copied())
-            .filter(|&(_, j)| !self.jobs[j as usize].high)
+            .flat_map(|&l| cluster.preemptible[l].iter().copied())
+            .filter(|&(_, j)| !self.jobs[j].high)
             .collect();
         low.sort_unstable_by(|a, b| b.cmp(a));
         low.into_iter().map(|(_, j)| j).collect()
@@ -770,44 +1001,48 @@ impl Simulator {
 /// (rank of the budget, time entered, trace order). Each queue is read by job size (one
 /// group per budget and size, each in queue order), so that a pass can drop a whole group
 /// none of whose jobs can start in it; a group is read from where the last job taken from
-/// it stood, so starts during the walk do not disturb it.
+/// it stood, so starts during the walk do not disturb it. A budget's groups join the merge
+/// only when the walk reaches its rank: a pass that ends early reads no further.
 struct Cursor {
     heads: BinaryHeap<Reverse<Head>>,
-    ranks: Vec<Option<u32>>,
+    /// How many budgets, in rank order, have joined.
+    joined: usize,
 }
 
 /// The next job of one group: (rank, time entered, job, leaf, GPUs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Head(u32, i64, u32, usize, u32);
+struct Head(u32, i64, JobId, usize, u32);
 
 impl Cursor {
-    fn new(cluster: &ClusterState, ranks: &[Option<u32>]) -> Cursor {
-        let mut cursor = Cursor { heads: BinaryHeap::new(), ranks: ranks.to_vec() };
-        for &leaf in &cluster.leaves {
-            for &gpus in cluster.by_size[leaf].keys() {
-                cursor.push_after(cluster, leaf, gpus, Bound::Unbounded);
-            }
-        }
-        cursor
-    }
-
-    fn push_after(&mut self, cluster: &ClusterState, leaf: usize, gpus: u32, after: Bound<(i64, u32)>) {
-        let Some(rank) = self.ranks[leaf] else { return };
-        let Some(group) = cluster.by_size[leaf].get(&gpus) else { return };
-        if let Some(&(entered, index)) = group.range((after, Bound::Unbounded)).next() {
-            self.heads.push(Reverse(Head(rank, entered, index, leaf, gpus)));
-        }
+    /// A cursor over a cluster's queues by the ranks [`ClusterState::rank`] brought up to
+    /// date.
+    fn new() -> Cursor {
+        Cursor { heads: BinaryHeap::new(), joined: 0 }
     }
 
     /// The next job; its group goes on only when [`Cursor::follow`] says so.
-    fn next(&mut self) -> Option<Head> {
+    fn next(&mut self, cluster: &ClusterState) -> Option<Head> {
+        // Every budget ranked no later than the next job joins before it is taken (tied
+        // budgets merge their jobs).
+        while let Some(&(rank, leaf)) = cluster.ranked.get(self.joined)
+            && self.heads.peek().is_none_or(|Reverse(head)| rank <= head.0)
+        {
+            for (&gpus, group) in &cluster.by_size[leaf] {
+                let &(entered, id) = group.first().expect("groups are not empty");
+                self.heads.push(Reverse(Head(rank, entered, id, leaf, gpus)));
+            }
+            self.joined += 1;
+        }
         self.heads.pop().map(|Reverse(head)| head)
     }
 
     /// Goes on with the group of `head` after it.
     fn follow(&mut self, cluster: &ClusterState, head: Head) {
-        let Head(_, entered, index, leaf, gpus) = head;
-        self.push_after(cluster, leaf, gpus, Bound::Excluded((entered, index)));
+        let Head(rank, entered, id, leaf, gpus) = head;
+        let Some(group) = cluster.by_size[leaf].get(&gpus) else { return };
+        if let Some(&(entered, id)) = group.range((Bound::Excluded((entered, id)), Bound::Unbounded)).next() {
+            self.heads.push(Reverse(Head(rank, entered, id, leaf, gpus)));
+        }
     }
 }
 
@@ -820,16 +1055,19 @@ struct ClusterState<'b> {
     pool: Pool,
     leaves: Vec<usize>,
     /// Waiting jobs per tree node (leaves only), by (time entered, job).
-    queues: Vec<BTreeSet<(i64, u32)>>,
+    queues: Vec<BTreeSet<(i64, JobId)>>,
     /// The same, grouped by GPUs asked for.
-    by_size: Vec<BTreeMap<u32, BTreeSet<(i64, u32)>>>,
+    by_size: Vec<BTreeMap<u32, BTreeSet<(i64, JobId)>>>,
     waiting: Vec<f64>,
     /// Running GPUs per tree node (an inner node: its subtree's).
     running: Vec<f64>,
-    /// Running jobs per leaf, by (start, job).
-    running_jobs: Vec<BTreeSet<(i64, u32)>>,
+    /// Running jobs per leaf past their protection (all of them under the priority policy),
+    /// by (start, job): the ones a preemption may take.
+    preemptible: Vec<BTreeSet<(i64, JobId)>>,
+    /// Running jobs per leaf inside their contract's minimum runtime, by (start, job).
+    protected: Vec<BTreeSet<(i64, JobId)>>,
     /// Running jobs by (expected end, job): what a reservation counts on.
-    ends: BTreeSet<(i64, u32)>,
+    ends: BTreeSet<(i64, JobId)>,
     /// High-priority GPUs per leaf, and each node's guaranteed GPUs (the priority policy's
     /// caps).
     high: Vec<u64>,
@@ -837,9 +1075,19 @@ struct ClusterState<'b> {
     /// Each node's `max-gpus` (for an inner node, its whole subtree's).
     limits: Vec<Option<u64>>,
     usage: Usage,
+    /// The leaves in rank order, with their ranks, as [`ClusterState::rank`] last brought them
+    /// up to date, and the decay pass it did so in (`None`: a run has stopped since).
+    ranked: Vec<(u32, usize)>,
+    ranked_in: Option<i64>,
+    /// Each node's decayed usage per unit of share as last read, with the decay pass it was
+    /// read in (`None`: a run has stopped on it since).
+    per_share: Vec<Option<(i64, f64)>>,
     dirty: bool,
     /// The best standing since demand last changed (the budget policy's preemption rule).
     best: Best,
+    /// Nothing has started, stopped, entered or left a queue since the standing was last
+    /// taken into the best: taking it again would change nothing.
+    standing_seen: bool,
 }
 
 /// How close running work is to the budgets: GPUs running within entitlements (each
@@ -865,14 +1113,6 @@ struct Best {
     standing: Standing,
 }
 
-/// Where the Fair Tree ranking stands: the rank the last budget received (a budget tied
-/// with it receives it too), and how many budgets were ranked.
-#[derive(Default)]
-struct RankState {
-    rank: u32,
-    ranked: u32,
-}
-
 impl<'b> ClusterState<'b> {
     fn new(budgets: &'b ClusterBudgets, gpus_per_node: u64, decay: Decay) -> ClusterState<'b> {
         let hierarchy = &budgets.hierarchy;
@@ -895,14 +1135,19 @@ impl<'b> ClusterState<'b> {
             by_size: vec![BTreeMap::new(); n],
             waiting: vec![0.0; n],
             running: vec![0.0; n],
-            running_jobs: vec![BTreeSet::new(); n],
+            preemptible: vec![BTreeSet::new(); n],
+            protected: vec![BTreeSet::new(); n],
             ends: BTreeSet::new(),
             high: vec![0; n],
             guaranteed: budgets.guaranteed.clone(),
             limits,
             usage: Usage::new(n, decay),
+            ranked: Vec::new(),
+            ranked_in: None,
+            per_share: vec![None; n],
             dirty: false,
             best: Best::default(),
+            standing_seen: false,
         }
     }
 
@@ -946,10 +1191,15 @@ impl<'b> ClusterState<'b> {
     /// Takes the current standing into the best seen, which starts again when demand has
     /// changed since the last look.
     fn observe_standing(&mut self, entitled: &[f64]) {
-        let demand: Vec<f64> = self.leaves.iter().map(|&l| self.running[l] + self.waiting[l]).collect();
+        // Demand is as it was, and so are the entitlements, which follow it.
+        if self.standing_seen {
+            return;
+        }
+        self.standing_seen = true;
+        let demand = self.leaves.iter().map(|&l| self.running[l] + self.waiting[l]);
         let now = self.standing(entitled);
-        if demand != self.best.demand {
-            self.best = Best { demand, standing: now };
+        if !demand.clone().eq(self.best.demand.iter().copied()) {
+            self.best = Best { demand: demand.collect(), standing: now };
         } else if now.better_than(&self.best.standing) {
             self.best.standing = now;
         }
@@ -957,26 +1207,53 @@ impl<'b> ClusterState<'b> {
 
     /// Queues a job in its budget at its place: by the time it first entered (a requeued
     /// job goes back to its place).
-    fn enqueue(&mut self, jobs: &[SimJob], index: u32) {
-        let job = &jobs[index as usize];
-        self.queues[job.leaf as usize].insert((job.entered, index));
-        self.by_size[job.leaf as usize].entry(job.gpus).or_default().insert((job.entered, index));
+    fn enqueue(&mut self, jobs: &Slots, id: JobId) {
+        let job = &jobs[id];
+        self.queues[job.leaf as usize].insert((job.entered, id));
+        self.by_size[job.leaf as usize].entry(job.gpus).or_default().insert((job.entered, id));
         self.waiting[job.leaf as usize] += f64::from(job.gpus);
+        self.standing_seen = false;
         self.dirty = true;
     }
 
     /// Takes a job out of its queue (nothing when it is not there).
-    fn dequeue(&mut self, jobs: &[SimJob], index: u32) {
-        let job = &jobs[index as usize];
+    fn dequeue(&mut self, jobs: &Slots, id: JobId) {
+        let job = &jobs[id];
         let leaf = job.leaf as usize;
-        if self.queues[leaf].remove(&(job.entered, index)) {
+        if self.queues[leaf].remove(&(job.entered, id)) {
             self.waiting[leaf] -= f64::from(job.gpus);
+            self.standing_seen = false;
             if let Some(group) = self.by_size[leaf].get_mut(&job.gpus) {
-                group.remove(&(job.entered, index));
+                group.remove(&(job.entered, id));
                 if group.is_empty() {
                     self.by_size[leaf].remove(&job.gpus);
                 }
             }
+        }
+    }
+
+    /// Running jobs that may give way to a job of an under-served budget: past their
+    /// protection, in budgets above their entitlement, most over-served budget first,
+    /// newest job first.
+    fn budget_victims(&self, leaf: usize, entitled: &[f64]) -> impl Iterator<Item = JobId> + '_ {
+        let mut over: Vec<(usize, f64)> = if self.running[leaf] < entitled[leaf] {
+            self.leaves
+                .iter()
+                .map(|&l| (l, self.running[l] - entitled[l]))
+                .filter(|&(l, excess)| l != leaf && excess > 0.0)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        over.sort_by(|a, b| b.1.total_cmp(&a.1));
+        over.into_iter().flat_map(|(l, _)| self.preemptible[l].iter().rev().map(|&(_, id)| id))
+    }
+
+    /// A running job's protection is over.
+    fn unprotect(&mut self, job: &SimJob, id: JobId) {
+        let run = (job.started.expect("a running job"), id);
+        if self.protected[job.leaf as usize].remove(&run) {
+            self.preemptible[job.leaf as usize].insert(run);
         }
     }
 
@@ -985,22 +1262,25 @@ impl<'b> ClusterState<'b> {
         self.high[leaf] + u64::from(job.gpus) <= self.guaranteed[leaf]
     }
 
-    fn occupy(&mut self, jobs: &[SimJob], index: u32, now: i64) {
-        let job = &jobs[index as usize];
-        self.running_jobs[job.leaf as usize].insert((now, index));
-        self.ends.insert((job.expected_end, index));
+    fn occupy(&mut self, jobs: &Slots, id: JobId, now: i64, protected: bool) {
+        let job = &jobs[id];
+        let running = if protected { &mut self.protected } else { &mut self.preemptible };
+        running[job.leaf as usize].insert((now, id));
+        self.ends.insert((job.expected_end, id));
         if job.high {
             self.high[job.leaf as usize] += u64::from(job.gpus);
         }
         self.add_running(job.leaf as usize, f64::from(job.gpus), now, None);
     }
 
-    fn release(&mut self, jobs: &mut [SimJob], index: u32, now: i64) {
-        let job = &mut jobs[index as usize];
+    fn release(&mut self, jobs: &mut Slots, id: JobId, now: i64) {
+        let job = &mut jobs[id];
         let leaf = job.leaf as usize;
         let started = job.started.expect("a running job");
-        self.running_jobs[leaf].remove(&(started, index));
-        self.ends.remove(&(job.expected_end, index));
+        if !self.preemptible[leaf].remove(&(started, id)) {
+            self.protected[leaf].remove(&(started, id));
+        }
+        self.ends.remove(&(job.expected_end, id));
         if job.high {
             self.high[leaf] -= u64::from(job.gpus);
         }
@@ -1013,12 +1293,17 @@ impl<'b> ClusterState<'b> {
     /// `gpus` more (or fewer, stopping runs that `started`) running on `leaf` and its
     /// ancestors, in their counts and their usage.
     fn add_running(&mut self, leaf: usize, gpus: f64, now: i64, started: Option<i64>) {
+        self.standing_seen = false;
         let mut node = Some(NodeId(leaf));
         while let Some(id) = node {
             self.running[id.0] += gpus;
             match started {
                 None => self.usage.start(id.0, now, gpus),
-                Some(started) => self.usage.stop(id.0, now, -gpus, started),
+                Some(started) => {
+                    self.usage.stop(id.0, now, -gpus, started);
+                    self.per_share[id.0] = None;
+                    self.ranked_in = None;
+                }
             }
             node = self.budgets.hierarchy.node(id).and_then(|n| n.parent);
         }
@@ -1038,16 +1323,16 @@ impl<'b> ClusterState<'b> {
 
     /// The reservation of the job `holder`: the earliest expected end of running jobs at
     /// which it fits, and the nodes it would take then (best fit, or whole idle nodes).
-    fn reserve(&self, jobs: &[SimJob], holder: u32) -> Reservation {
-        let gpus = jobs[holder as usize].gpus;
+    fn reserve(&self, jobs: &Slots, holder: JobId) -> Reservation {
+        let gpus = jobs[holder].gpus;
         let mut room = self.pool.room_for(gpus);
         let mut at = None;
-        for &(end, index) in &self.ends {
+        for &(end, id) in &self.ends {
             if at.is_some_and(|at| end > at) {
                 break;
             }
             // Every job expected to end by then gives its GPUs back, not only the first.
-            if room.give_back(&jobs[index as usize].placement) {
+            if room.give_back(&jobs[id].placement) {
                 at.get_or_insert(end);
             }
         }
@@ -1064,24 +1349,35 @@ impl<'b> ClusterState<'b> {
         Reservation { at, spare }
     }
 
-    /// Each leaf's Fair Tree rank (lower served first; `None` for a leaf without waiting
-    /// jobs under the priority policy, which ranks them all alike).
-    fn ranks(&self, policy: Policy, now: i64) -> Vec<Option<u32>> {
-        let mut ranks = vec![None; self.queues.len()];
+    /// Brings each leaf's rank up to date: its Fair Tree rank under the budget policy, the
+    /// same for all under the priority policy (lower served first). Ranks follow usage,
+    /// which changes only at the decay's passes and when a run stops (its last stretch is
+    /// booked at once; a start books nothing before the next pass): they are computed again
+    /// only then.
+    fn rank(&mut self, policy: Policy, now: i64) {
+        let pass = self.usage.pass_at(now);
+        if self.ranked_in == Some(pass) {
+            return;
+        }
+        let mut ranked = Vec::with_capacity(self.leaves.len());
         match policy {
             Policy::Budget => {
-                let mut state = RankState::default();
-                self.fair_tree(self.budgets.hierarchy.roots(), now, false, &mut state, &mut ranks);
-                // Work no budget covers goes after every budget.
-                ranks[self.budgets.unbudgeted.0] = Some(u32::MAX);
-            }
-            Policy::Priority => {
-                for &leaf in &self.leaves {
-                    ranks[leaf] = Some(0);
+                // Only the nodes a run stopped on are read again within a pass.
+                let budgets = self.budgets;
+                for (i, read) in self.per_share.iter_mut().enumerate() {
+                    if read.is_none_or(|(read_in, _)| read_in != pass) {
+                        let weight = budgets.hierarchy.node(NodeId(i)).expect("a node").weight;
+                        *read = Some((pass, self.usage.raw(i, now) / weight));
+                    }
                 }
+                self.fair_tree(budgets.hierarchy.roots(), false, &mut ranked);
+                // Work no budget covers goes after every budget.
+                ranked.push((u32::MAX, budgets.unbudgeted.0));
             }
+            Policy::Priority => ranked.extend(self.leaves.iter().map(|&leaf| (0, leaf))),
         }
-        ranks
+        self.ranked = ranked;
+        self.ranked_in = Some(pass);
     }
 
     /// Fair Tree's ranking, as Slurm's (`_calc_tree_fs`): depth first, siblings by Level FS
@@ -1092,41 +1388,36 @@ impl<'b> ClusterState<'b> {
     /// nodes are never merged. Tied siblings are visited as Slurm 22.05 does (the test
     /// suite's Slurm): leaves first, then inner nodes by name. (Slurm 23.11 and later order
     /// tied siblings by their lineage instead.) Zero usage ties every budget that has none.
-    fn fair_tree(
-        &self,
-        siblings: &[NodeId],
-        now: i64,
-        parent_tied: bool,
-        state: &mut RankState,
-        ranks: &mut [Option<u32>],
-    ) {
+    /// Each leaf ranked is appended to `ranked` with its rank, in rank order.
+    fn fair_tree(&self, siblings: &[NodeId], parent_tied: bool, ranked: &mut Vec<(u32, usize)>) {
         let hierarchy = &self.budgets.hierarchy;
-        let mut ranked: Vec<(f64, bool, &str, NodeId)> = siblings
+        let mut order: Vec<(f64, bool, &str, NodeId)> = siblings
             .iter()
             .filter(|id| **id != self.budgets.unbudgeted)
             .map(|&id| {
                 let node = hierarchy.node(id).expect("a node");
-                let per_share = self.usage.raw(id.0, now) / node.weight;
+                let (_, per_share) = self.per_share[id.0].expect("read by rank");
                 (per_share, !hierarchy.is_leaf(id), node.name.as_str(), id)
             })
             .collect();
-        ranked.sort_by(|a, b| {
+        order.sort_by(|a, b| {
             a.0.total_cmp(&b.0)
                 .then(a.1.cmp(&b.1))
                 .then_with(|| if a.1 { a.2.cmp(b.2) } else { a.3.0.cmp(&b.3.0) })
         });
         let mut previous = None;
-        for (position, &(per_share, inner, _, id)) in ranked.iter().enumerate() {
+        for (position, &(per_share, inner, _, id)) in order.iter().enumerate() {
             let tied = if position == 0 { parent_tied } else { previous == Some(per_share) };
             previous = Some(per_share);
             if inner {
-                self.fair_tree(hierarchy.children(id), now, tied, state, ranks);
+                self.fair_tree(hierarchy.children(id), tied, ranked);
             } else {
-                if !tied || state.ranked == 0 {
-                    state.rank = state.ranked;
-                }
-                state.ranked += 1;
-                ranks[id.0] = Some(state.rank);
+                // Tied, it takes the rank of the last leaf ranked; else as many as were before.
+                let rank = match ranked.last() {
+                    Some(&(last, _)) if tied => last,
+                    _ => ranked.len() as u32,
+                };
+                ranked.push((rank, id.0));
             }
         }
     }
@@ -1293,8 +1584,7 @@ impl Pool {
 
     /// Room for `gpus` as running jobs are given back one by one (nothing changes).
     fn room_for(&self, gpus: u32) -> Room<'_> {
-        let idle = self.idle.iter().map(|&n| self.capacity[n as usize]).sum();
-        Room { pool: self, gpus, free: self.free.clone(), idle }
+        Room { pool: self, gpus, free: self.free.clone(), idle: self.idle_gpus as u32 }
     }
 
     fn take(&mut self, node: u32, gpus: u32) {

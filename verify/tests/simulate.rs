@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use allot_compiler::ir::Model;
 use allot_verify::audit::AuditError;
-use allot_verify::simulate::{Policy, Run, Simulation, simulate};
+use allot_verify::simulate::{Policy, Run, Simulation, simulate, simulate_with_runs};
 use allot_verify::trace::Job;
 use proptest::prelude::*;
 
@@ -24,8 +24,9 @@ fn job(id: usize, project: &str, gpus: u32, submit: i64, runtime: i64, contract:
     }
 }
 
-fn run(model: &Model, jobs: &[Job], policy: Policy) -> Simulation {
-    simulate(model, jobs.iter().cloned().map(Ok), policy, false, &mut |_| {}).unwrap()
+/// The simulation and its runs, in the order they ended.
+fn run(model: &Model, jobs: &[Job], policy: Policy) -> (Simulation, Vec<Run>) {
+    simulate_with_runs(model, jobs.iter().cloned().map(Ok), policy, false).unwrap()
 }
 
 const PAIR: &str = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8\n\
@@ -43,11 +44,11 @@ fn an_under_served_budget_preempts_once_the_minimum_runtime_is_over() {
     // to 4: a's job is protected until 3600, then preempted; not resumable, it restarts when
     // b's hour ends at 7200 and runs its 10 h again.
     let jobs = [job(1, "a", 8, 0, 36_000, "batch"), job(2, "b", 4, 600, 3600, "batch")];
-    let sim = run(&model(PAIR), &jobs, Policy::Budget);
+    let (sim, runs) = run(&model(PAIR), &jobs, Policy::Budget);
     assert_eq!(sim.preemptions, 1);
     assert!((sim.lost_gpu_hours - 8.0).abs() < 1e-9, "{}", sim.lost_gpu_hours);
     assert_eq!(wait_of(&sim, "b"), Some(3000));
-    let last = sim.runs.iter().find(|r| &*r.id == "1" && !r.preempted).unwrap();
+    let last = runs.iter().find(|r| &*r.id == "1" && !r.preempted).unwrap();
     assert_eq!((last.start, last.end, last.attempt), (7200, 43_200, 2));
     // a's wait is all the time it was queued: none before its first start, then 3600 s
     // from its preemption to its restart; counted once, with its first run.
@@ -63,9 +64,9 @@ fn an_under_served_budget_preempts_once_the_minimum_runtime_is_over() {
 #[test]
 fn a_resumable_job_keeps_its_progress() {
     let jobs = [job(1, "a", 8, 0, 36_000, "checkpointed"), job(2, "b", 4, 600, 3600, "batch")];
-    let sim = run(&model(PAIR), &jobs, Policy::Budget);
+    let (sim, runs) = run(&model(PAIR), &jobs, Policy::Budget);
     assert_eq!((sim.preemptions, sim.lost_gpu_hours), (1, 0.0));
-    let last = sim.runs.iter().find(|r| &*r.id == "1" && !r.preempted).unwrap();
+    let last = runs.iter().find(|r| &*r.id == "1" && !r.preempted).unwrap();
     assert_eq!((last.start, last.end), (7200, 7200 + 36_000 - 3600));
 }
 
@@ -74,7 +75,7 @@ fn priorities_preempt_without_protection() {
     // a's 8 GPUs exceed its cap of 4 (half the cluster), so they run low; b's 4 are within
     // its cap: high, and it preempts a at once.
     let jobs = [job(1, "a", 8, 0, 36_000, "batch"), job(2, "b", 4, 600, 3600, "batch")];
-    let sim = run(&model(PAIR), &jobs, Policy::Priority);
+    let (sim, _) = run(&model(PAIR), &jobs, Policy::Priority);
     assert_eq!(sim.preemptions, 1);
     assert_eq!(wait_of(&sim, "b"), Some(0));
     assert!((sim.lost_gpu_hours - 8.0 * 600.0 / 3600.0).abs() < 1e-9);
@@ -83,7 +84,7 @@ fn priorities_preempt_without_protection() {
 #[test]
 fn within_its_cap_a_job_is_never_preempted() {
     let jobs = [job(1, "a", 4, 0, 36_000, "batch"), job(2, "b", 8, 600, 3600, "batch")];
-    let sim = run(&model(PAIR), &jobs, Policy::Priority);
+    let (sim, _) = run(&model(PAIR), &jobs, Policy::Priority);
     assert_eq!(sim.preemptions, 0);
     assert_eq!(wait_of(&sim, "b"), Some(36_000 - 600));
 }
@@ -96,8 +97,8 @@ fn fair_tree_serves_the_budget_with_less_usage_first() {
         job(2, "a", 8, 100, 3600, "batch"),
         job(3, "b", 8, 200, 3600, "batch"),
     ];
-    let sim = run(&model(PAIR), &jobs, Policy::Budget);
-    let start = |id: &str| sim.runs.iter().find(|r| &*r.id == id).unwrap().start;
+    let (_, runs) = run(&model(PAIR), &jobs, Policy::Budget);
+    let start = |id: &str| runs.iter().find(|r| &*r.id == id).unwrap().start;
     assert_eq!((start("3"), start("2")), (3600, 7200));
 }
 
@@ -111,8 +112,8 @@ fn jobs_larger_than_a_node_wait_for_whole_nodes() {
         job(3, "a", 1, 50, 500, "batch"),
         job(4, "a", 9, 60, 100, "batch"),
     ];
-    let sim = run(&model(text), &jobs, Policy::Budget);
-    let four = sim.runs.iter().find(|r| &*r.id == "4").unwrap();
+    let (sim, runs) = run(&model(text), &jobs, Policy::Budget);
+    let four = runs.iter().find(|r| &*r.id == "4").unwrap();
     assert_eq!(four.start, 1000);
     assert_eq!(four.nodes.len(), 2);
     assert_eq!(sim.largest.min_gpus, 9);
@@ -121,12 +122,12 @@ fn jobs_larger_than_a_node_wait_for_whole_nodes() {
 #[test]
 fn the_maximum_runtime_ends_a_job() {
     let text = "cluster c gpus=8 gpu-type=h100\ncontract short min-runtime=\"0s\" max-runtime=\"1h\" default=#true\nproject a share=1\n";
-    let sim = run(&model(text), &[job(1, "a", 1, 0, 7200, "short")], Policy::Budget);
-    assert_eq!(sim.runs[0].end, 3600);
+    let (_, runs) = run(&model(text), &[job(1, "a", 1, 0, 7200, "short")], Policy::Budget);
+    assert_eq!(runs[0].end, 3600);
 }
 
-fn start_of(sim: &Simulation, id: &str) -> i64 {
-    sim.runs.iter().filter(|r| &*r.id == id).map(|r| r.start).min().unwrap()
+fn start_of(runs: &[Run], id: &str) -> i64 {
+    runs.iter().filter(|r| &*r.id == id).map(|r| r.start).min().unwrap()
 }
 
 #[test]
@@ -142,13 +143,13 @@ fn a_preemption_takes_no_victim_it_can_spare() {
         job(3, "a", 2, 0, 36_000, "batch"),
         job(4, "b", 4, 3600, 3600, "batch"),
     ];
-    let sim = run(&model(PAIR), &jobs, Policy::Budget);
+    let (sim, runs) = run(&model(PAIR), &jobs, Policy::Budget);
     assert_eq!(sim.preemptions, 1);
-    let preempted: Vec<&str> = sim.runs.iter().filter(|r| r.preempted).map(|r| &*r.id).collect();
+    let preempted: Vec<&str> = runs.iter().filter(|r| r.preempted).map(|r| &*r.id).collect();
     assert_eq!(preempted, ["2"]);
-    assert_eq!(start_of(&sim, "4"), 3600);
+    assert_eq!(start_of(&runs, "4"), 3600);
     assert!((sim.lost_gpu_hours - 4.0).abs() < 1e-9, "{}", sim.lost_gpu_hours);
-    let restart = sim.runs.iter().find(|r| &*r.id == "2" && !r.preempted).unwrap();
+    let restart = runs.iter().find(|r| &*r.id == "2" && !r.preempted).unwrap();
     assert_eq!((restart.start, restart.end), (7200, 43_200));
 }
 
@@ -164,10 +165,10 @@ fn gpus_a_preemption_frees_are_used_in_the_same_instant() {
         job(2, "b", 4, 600, 3600, "batch"),
         job(3, "b", 2, 600, 3600, "batch"),
     ];
-    let sim = run(&model(PAIR), &jobs, Policy::Budget);
+    let (sim, runs) = run(&model(PAIR), &jobs, Policy::Budget);
     assert_eq!(sim.preemptions, 1);
-    assert_eq!((start_of(&sim, "2"), start_of(&sim, "3")), (3600, 3600));
-    let restart = sim.runs.iter().find(|r| &*r.id == "1" && !r.preempted).unwrap();
+    assert_eq!((start_of(&runs, "2"), start_of(&runs, "3")), (3600, 3600));
+    let restart = runs.iter().find(|r| &*r.id == "1" && !r.preempted).unwrap();
     assert_eq!(restart.start, 7200);
 }
 
@@ -182,8 +183,8 @@ fn a_budget_never_runs_more_than_its_max_gpus() {
     let mut jobs: Vec<Job> = (0..10).map(|i| job(i, "a", 1, 0, 100, "batch")).collect();
     jobs.push(job(10, "a", 5, 0, 100, "batch"));
     for policy in [Policy::Budget, Policy::Priority] {
-        let sim = run(&model(text), &jobs, policy);
-        let mut starts: Vec<i64> = sim.runs.iter().map(|r| r.start).collect();
+        let (sim, runs) = run(&model(text), &jobs, policy);
+        let mut starts: Vec<i64> = runs.iter().map(|r| r.start).collect();
         starts.sort_unstable();
         assert_eq!(starts, [0, 0, 0, 0, 100, 100, 100, 100, 200, 200], "{policy:?}");
         assert_eq!((sim.unplaceable, sim.preemptions), (1, 0), "{policy:?}");
@@ -213,8 +214,8 @@ fn backfill_starts_small_jobs_that_do_not_delay_the_head() {
     ];
     for (policy, expected) in [(Policy::Budget, [0, 1000, 20, 2000]), (Policy::Priority, [0, 2520, 20, 520])]
     {
-        let sim = run(&model(text), &jobs, policy);
-        let starts: Vec<i64> = ["1", "2", "3", "4"].iter().map(|id| start_of(&sim, id)).collect();
+        let (sim, runs) = run(&model(text), &jobs, policy);
+        let starts: Vec<i64> = ["1", "2", "3", "4"].iter().map(|id| start_of(&runs, id)).collect();
         assert_eq!(starts, expected, "{policy:?}");
         assert_eq!(sim.preemptions, 0);
     }
@@ -237,8 +238,8 @@ fn backfill_leaves_the_reserved_nodes_free() {
         job(4, "a", 1, 20, 5000, "batch"),
         job(5, "a", 4, 30, 100, "batch"),
     ];
-    let sim = run(&model(text), &jobs, Policy::Budget);
-    let first = |id: &str| sim.runs.iter().find(|r| &*r.id == id).unwrap();
+    let (sim, runs) = run(&model(text), &jobs, Policy::Budget);
+    let first = |id: &str| runs.iter().find(|r| &*r.id == id).unwrap();
     assert_eq!((first("1").nodes.clone(), first("2").nodes.clone()), (vec![(0, 6)], vec![(1, 4)]));
     assert_eq!((first("3").start, first("3").nodes.clone()), (1000, vec![(0, 8)]));
     assert_eq!((first("4").start, first("4").nodes.clone()), (20, vec![(1, 1)]));
@@ -258,12 +259,12 @@ fn priority_caps_are_the_guaranteed_gpus() {
         project a share=\"30%\"\nproject b share=\"30%\"\n";
     let mut jobs: Vec<Job> = (0..10).map(|i| job(i, "a", 1, 0, 36_000, "batch")).collect();
     jobs.extend((10..15).map(|i| job(i, "b", 1, 600, 3600, "batch")));
-    let sim = run(&model(text), &jobs, Policy::Priority);
+    let (sim, runs) = run(&model(text), &jobs, Policy::Priority);
     assert_eq!(sim.preemptions, 3);
-    let mut preempted: Vec<&str> = sim.runs.iter().filter(|r| r.preempted).map(|r| &*r.id).collect();
+    let mut preempted: Vec<&str> = runs.iter().filter(|r| r.preempted).map(|r| &*r.id).collect();
     preempted.sort_unstable();
     assert_eq!(preempted, ["7", "8", "9"]);
-    let b: Vec<i64> = (10..15).map(|i| start_of(&sim, &i.to_string())).collect();
+    let b: Vec<i64> = (10..15).map(|i| start_of(&runs, &i.to_string())).collect();
     assert_eq!(b, [600, 600, 600, 4200, 4200]);
 }
 
@@ -278,8 +279,8 @@ fn fair_tree_ties_are_served_by_submit_time() {
         job(3, "b", 8, 10, 1000, "batch"),
         job(2, "a", 8, 20, 1000, "batch"),
     ];
-    let sim = run(&model(PAIR), &jobs, Policy::Budget);
-    assert_eq!((start_of(&sim, "3"), start_of(&sim, "2")), (1000, 2000));
+    let (_, runs) = run(&model(PAIR), &jobs, Policy::Budget);
+    assert_eq!((start_of(&runs, "3"), start_of(&runs, "2")), (1000, 2000));
 }
 
 #[test]
@@ -297,8 +298,8 @@ fn fair_tree_ties_reach_into_a_tied_account() {
         job(3, "c", 8, 20, 1000, "batch"),
         job(4, "x", 8, 30, 1000, "batch"),
     ];
-    let sim = run(&model(text), &jobs, Policy::Budget);
-    let starts: Vec<i64> = ["2", "3", "4"].iter().map(|id| start_of(&sim, id)).collect();
+    let (_, runs) = run(&model(text), &jobs, Policy::Budget);
+    let starts: Vec<i64> = ["2", "3", "4"].iter().map(|id| start_of(&runs, id)).collect();
     assert_eq!(starts, [1000, 2000, 3000]);
 }
 
@@ -312,9 +313,9 @@ fn a_job_enters_its_queue_when_eligible() {
     let mut late = job(2, "a", 8, 0, 1000, "batch");
     late.eligible = Some(500);
     let jobs = [job(1, "a", 8, 0, 1000, "batch"), late, job(3, "a", 8, 100, 1000, "batch")];
-    let sim = run(&model(text), &jobs, Policy::Budget);
-    assert_eq!((start_of(&sim, "3"), start_of(&sim, "2")), (1000, 2000));
-    let two = sim.runs.iter().find(|r| &*r.id == "2").unwrap();
+    let (sim, runs) = run(&model(text), &jobs, Policy::Budget);
+    assert_eq!((start_of(&runs, "3"), start_of(&runs, "2")), (1000, 2000));
+    let two = runs.iter().find(|r| &*r.id == "2").unwrap();
     assert_eq!((two.submit, two.queued), (0, 500));
     assert_eq!(wait_of(&sim, "a"), Some(1500));
 }
@@ -333,8 +334,8 @@ fn submissions_and_durations_alone_simulate() {
         duration: Some(600),
         ..Job::default()
     };
-    let sim = run(&model(text), &[row("1", 0), row("2", 10)], Policy::Budget);
-    assert_eq!((start_of(&sim, "1"), start_of(&sim, "2")), (0, 600));
+    let (sim, runs) = run(&model(text), &[row("1", 0), row("2", 10)], Policy::Budget);
+    assert_eq!((start_of(&runs, "1"), start_of(&runs, "2")), (0, 600));
     assert_eq!((sim.audit.jobs, wait_of(&sim, "a")), (2, Some(590)));
 }
 
@@ -430,8 +431,8 @@ fn budgets_do_not_take_turns_preempting_each_other() {
         job(24, "nlp", 18, 42791, 59228 - 42791, "checkpointed"),
     ];
     let model = model(TREE);
-    let sim = run(&model, &jobs, Policy::Budget);
-    check_invariants(&model, &jobs, &sim, Policy::Budget, &[]).unwrap();
+    let (sim, runs) = run(&model, &jobs, Policy::Budget);
+    check_invariants(&model, &jobs, &sim, &runs, Policy::Budget, &[]).unwrap();
     // A ceiling, not a figure worked out by hand: the schedule itself still has flaws of
     // its own (job 13 is started and preempted in the same instant).
     assert!(sim.preemptions <= 10, "{} preemptions", sim.preemptions);
@@ -441,15 +442,16 @@ fn check_invariants(
     model: &Model,
     jobs: &[Job],
     sim: &Simulation,
+    runs: &[Run],
     policy: Policy,
     caps: &[(&str, u64)],
 ) -> Result<(), TestCaseError> {
-    check_instants(sim, caps)?;
+    check_instants(runs, caps)?;
     let by_id: BTreeMap<&str, &Job> = jobs.iter().map(|j| (j.id.as_str(), j)).collect();
     let contract = |name: &str| model.contracts.iter().find(|c| c.name == name).unwrap();
     // No GPU is used twice: on each node, GPUs held at any instant stay within the node.
     let mut changes: BTreeMap<u32, Vec<(i64, i64)>> = BTreeMap::new();
-    for run in &sim.runs {
+    for run in runs {
         for &(node, gpus) in &run.nodes {
             changes
                 .entry(node)
@@ -467,7 +469,7 @@ fn check_invariants(
     }
     let mut work: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
     let mut lost = 0.0;
-    for run in &sim.runs {
+    for run in runs {
         let job = by_id[&*run.id];
         let terms = contract(&run.contract);
         // No job runs before its submission.
@@ -501,14 +503,14 @@ fn check_invariants(
     prop_assert!((lost - sim.lost_gpu_hours).abs() < 1e-6);
     // A job's last run is the one that finishes.
     for job in jobs {
-        let last = sim.runs.iter().filter(|r| *r.id == *job.id).max_by_key(|r| (r.start, r.attempt)).unwrap();
+        let last = runs.iter().filter(|r| *r.id == *job.id).max_by_key(|r| (r.start, r.attempt)).unwrap();
         prop_assert!(!last.preempted, "job {}: its last run is preempted", job.id);
     }
     // Waits are counted once per job: the audit has one wait per job, its first run's.
     let waits: usize = sim.audit.whole.contracts.iter().map(|c| c.waits.jobs()).sum();
     prop_assert_eq!(waits, jobs.len());
     let used: f64 = sim.audit.whole.clusters.iter().map(|c| c.used_gpu_hours).sum();
-    let ran: f64 = sim.runs.iter().map(|r| (r.end - r.start) as f64 * f64::from(r.gpus) / 3600.0).sum();
+    let ran: f64 = runs.iter().map(|r| (r.end - r.start) as f64 * f64::from(r.gpus) / 3600.0).sum();
     prop_assert!((used - ran).abs() < 1e-6, "the audit counts {used} GPU-hours, the runs {ran}");
     Ok(())
 }
@@ -520,14 +522,14 @@ fn check_invariants(
 ///   waiting job within its caps does not fit (the reservation that may hold it back is
 ///   such a job's: a sound, weaker form of "no idle GPU while a job that would not delay
 ///   the reservation waits").
-fn check_instants(sim: &Simulation, caps: &[(&str, u64)]) -> Result<(), TestCaseError> {
-    let mut instants: Vec<i64> = sim.runs.iter().flat_map(|r| [r.queued, r.start, r.end]).collect();
+fn check_instants(runs: &[Run], caps: &[(&str, u64)]) -> Result<(), TestCaseError> {
+    let mut instants: Vec<i64> = runs.iter().flat_map(|r| [r.queued, r.start, r.end]).collect();
     instants.sort_unstable();
     instants.dedup();
     let under = |project: &str, cap: &str| project == cap || project.starts_with(&format!("{cap}/"));
     for t in instants {
-        let running: Vec<&Run> = sim.runs.iter().filter(|r| r.start <= t && t < r.end).collect();
-        let waiting: Vec<&Run> = sim.runs.iter().filter(|r| r.queued <= t && t < r.start).collect();
+        let running: Vec<&Run> = runs.iter().filter(|r| r.start <= t && t < r.end).collect();
+        let waiting: Vec<&Run> = runs.iter().filter(|r| r.queued <= t && t < r.start).collect();
         let mut free = [8u32; 3];
         for run in &running {
             for &(node, gpus) in &run.nodes {
@@ -562,9 +564,9 @@ fn check_instants(sim: &Simulation, caps: &[(&str, u64)]) -> Result<(), TestCase
 }
 
 /// Instants at which demand changes: a job enters its queue or finishes.
-fn demand_changes(jobs: &[Job], sim: &Simulation) -> usize {
+fn demand_changes(jobs: &[Job], runs: &[Run]) -> usize {
     let mut changes: Vec<i64> = jobs.iter().map(|j| j.submit).collect();
-    changes.extend(sim.runs.iter().filter(|r| !r.preempted).map(|r| r.end));
+    changes.extend(runs.iter().filter(|r| !r.preempted).map(|r| r.end));
     changes.sort_unstable();
     changes.dedup();
     changes.len()
@@ -585,8 +587,8 @@ proptest! {
     fn preemptions_stay_below_one_per_demand_change(jobs in trace()) {
         let model = model(TREE);
         for policy in [Policy::Budget, Policy::Priority] {
-            let sim = run(&model, &jobs, policy);
-            let changes = demand_changes(&jobs, &sim);
+            let (sim, runs) = run(&model, &jobs, policy);
+            let changes = demand_changes(&jobs, &runs);
             prop_assert!(sim.preemptions as usize <= changes, "{policy:?}: {} preemptions, {changes} demand changes", sim.preemptions);
         }
     }
@@ -596,8 +598,8 @@ proptest! {
         let model = model(CAPPED_TREE);
         let jobs: Vec<Job> = jobs.into_iter().filter(|j| j.project != "nlp" || j.gpus <= 10).collect();
         prop_assume!(!jobs.is_empty());
-        let sim = run(&model, &jobs, Policy::Budget);
-        check_invariants(&model, &jobs, &sim, Policy::Budget, &CAPS)?;
+        let (sim, runs) = run(&model, &jobs, Policy::Budget);
+        check_invariants(&model, &jobs, &sim, &runs, Policy::Budget, &CAPS)?;
     }
 
     #[test]
@@ -605,22 +607,22 @@ proptest! {
         let model = model(CAPPED_TREE);
         let jobs: Vec<Job> = jobs.into_iter().filter(|j| j.project != "nlp" || j.gpus <= 10).collect();
         prop_assume!(!jobs.is_empty());
-        let sim = run(&model, &jobs, Policy::Priority);
-        check_invariants(&model, &jobs, &sim, Policy::Priority, &CAPS)?;
+        let (sim, runs) = run(&model, &jobs, Policy::Priority);
+        check_invariants(&model, &jobs, &sim, &runs, Policy::Priority, &CAPS)?;
     }
 
 
     #[test]
     fn the_budget_policy_keeps_the_invariants(jobs in trace()) {
         let model = model(TREE);
-        let sim = run(&model, &jobs, Policy::Budget);
-        check_invariants(&model, &jobs, &sim, Policy::Budget, &[])?;
+        let (sim, runs) = run(&model, &jobs, Policy::Budget);
+        check_invariants(&model, &jobs, &sim, &runs, Policy::Budget, &[])?;
     }
 
     #[test]
     fn the_priority_policy_keeps_the_invariants(jobs in trace()) {
         let model = model(TREE);
-        let sim = run(&model, &jobs, Policy::Priority);
-        check_invariants(&model, &jobs, &sim, Policy::Priority, &[])?;
+        let (sim, runs) = run(&model, &jobs, Policy::Priority);
+        check_invariants(&model, &jobs, &sim, &runs, Policy::Priority, &[])?;
     }
 }
