@@ -794,7 +794,9 @@ impl Simulator {
         let mut tried = vec![false; cluster.queues.len()];
         let mut holder: Option<JobId> = None;
         let mut reservation: Option<Reservation> = None;
-        let mut changed = false;
+        // A job was held back: it did not start, and its phase and limits were not why.
+        let mut held = false;
+        let mut again = false;
         for &phase in phases {
             let mut cursor = Cursor::new();
             while let Some(head) = cursor.next(cluster) {
@@ -836,10 +838,11 @@ impl Simulator {
                     };
                     if let Some(placement) = placement {
                         self.start(cluster, id, placement, now);
-                        changed = true;
+                        again |= held;
                         continue;
                     }
                 }
+                held = true;
                 if !tried[leaf] {
                     tried[leaf] = true;
                     if !fits && self.preempt_for(cluster, id, entitled, now) {
@@ -850,7 +853,7 @@ impl Simulator {
                 holder.get_or_insert(id);
             }
         }
-        changed
+        again
     }
 
     /// Whether a job not yet looked at could still start by a preemption in this pass.
@@ -1082,11 +1085,17 @@ struct ClusterState<'b> {
     /// Each node's decayed usage per unit of share as last read, with the decay pass it was
     /// read in (`None`: a run has stopped on it since).
     per_share: Vec<Option<(i64, f64)>>,
+    /// Each node's children, then the roots, unbudgeted work left out: in Fair Tree's order
+    /// as last ranked.
+    siblings: Vec<Vec<NodeId>>,
     dirty: bool,
     /// The best standing since demand last changed (the budget policy's preemption rule).
     best: Best,
+    /// The budgets over their entitlement when the standing was last observed, by (budget,
+    /// GPUs beyond), the most over-served first.
+    over: Vec<(usize, f64)>,
     /// Nothing has started, stopped, entered or left a queue since the standing was last
-    /// taken into the best: taking it again would change nothing.
+    /// observed: observing it again would change nothing.
     standing_seen: bool,
 }
 
@@ -1145,8 +1154,14 @@ impl<'b> ClusterState<'b> {
             ranked: Vec::new(),
             ranked_in: None,
             per_share: vec![None; n],
+            siblings: (0..n)
+                .map(|i| hierarchy.children(NodeId(i)))
+                .chain([hierarchy.roots()])
+                .map(|group| group.iter().copied().filter(|&id| id != budgets.unbudgeted).collect())
+                .collect(),
             dirty: false,
             best: Best::default(),
+            over: Vec::new(),
             standing_seen: false,
         }
     }
@@ -1189,7 +1204,7 @@ impl<'b> ClusterState<'b> {
     }
 
     /// Takes the current standing into the best seen, which starts again when demand has
-    /// changed since the last look.
+    /// changed since the last look, and lists the budgets over their entitlement.
     fn observe_standing(&mut self, entitled: &[f64]) {
         // Demand is as it was, and so are the entitlements, which follow it.
         if self.standing_seen {
@@ -1203,6 +1218,14 @@ impl<'b> ClusterState<'b> {
         } else if now.better_than(&self.best.standing) {
             self.best.standing = now;
         }
+        self.over.clear();
+        self.over.extend(
+            self.leaves
+                .iter()
+                .map(|&l| (l, self.running[l] - entitled[l]))
+                .filter(|&(_, excess)| excess > 0.0),
+        );
+        self.over.sort_by(|a, b| b.1.total_cmp(&a.1));
     }
 
     /// Queues a job in its budget at its place: by the time it first entered (a requeued
@@ -1233,20 +1256,11 @@ impl<'b> ClusterState<'b> {
     }
 
     /// Running jobs that may give way to a job of an under-served budget: past their
-    /// protection, in budgets above their entitlement, most over-served budget first,
-    /// newest job first.
+    /// protection, in budgets above their entitlement (as last observed), most over-served
+    /// budget first, newest job first.
     fn budget_victims(&self, leaf: usize, entitled: &[f64]) -> impl Iterator<Item = JobId> + '_ {
-        let mut over: Vec<(usize, f64)> = if self.running[leaf] < entitled[leaf] {
-            self.leaves
-                .iter()
-                .map(|&l| (l, self.running[l] - entitled[l]))
-                .filter(|&(l, excess)| l != leaf && excess > 0.0)
-                .collect()
-        } else {
-            Vec::new()
-        };
-        over.sort_by(|a, b| b.1.total_cmp(&a.1));
-        over.into_iter().flat_map(|(l, _)| self.preemptible[l].iter().rev().map(|&(_, id)| id))
+        let over = if self.running[leaf] < entitled[leaf] { &self.over[..] } else { &[] };
+        over.iter().flat_map(|&(l, _)| self.preemptible[l].iter().rev().map(|&(_, id)| id))
     }
 
     /// A running job's protection is over.
@@ -1370,7 +1384,22 @@ impl<'b> ClusterState<'b> {
                         *read = Some((pass, self.usage.raw(i, now) / weight));
                     }
                 }
-                self.fair_tree(budgets.hierarchy.roots(), false, &mut ranked);
+                // Siblings in Fair Tree's order (see `fair_tree`), sorted again where they
+                // stand: most are in order already.
+                let hierarchy = &budgets.hierarchy;
+                let per_share = |id: NodeId| self.per_share[id.0].expect("read above").1;
+                let name = |id: NodeId| hierarchy.node(id).expect("a node").name.as_str();
+                let inner = |id: NodeId| !hierarchy.is_leaf(id);
+                for siblings in &mut self.siblings {
+                    siblings.sort_by(|&a, &b| {
+                        per_share(a)
+                            .total_cmp(&per_share(b))
+                            .then(inner(a).cmp(&inner(b)))
+                            .then_with(|| if inner(a) { name(a).cmp(name(b)) } else { a.0.cmp(&b.0) })
+                    });
+                }
+                let roots = self.siblings.last().expect("the roots");
+                self.fair_tree(roots, false, &mut ranked);
                 // Work no budget covers goes after every budget.
                 ranked.push((u32::MAX, budgets.unbudgeted.0));
             }
@@ -1388,36 +1417,23 @@ impl<'b> ClusterState<'b> {
     /// nodes are never merged. Tied siblings are visited as Slurm 22.05 does (the test
     /// suite's Slurm): leaves first, then inner nodes by name. (Slurm 23.11 and later order
     /// tied siblings by their lineage instead.) Zero usage ties every budget that has none.
-    /// Each leaf ranked is appended to `ranked` with its rank, in rank order.
+    /// `siblings` are in that order (see [`ClusterState::rank`]); each leaf ranked is appended
+    /// to `ranked` with its rank, in rank order.
     fn fair_tree(&self, siblings: &[NodeId], parent_tied: bool, ranked: &mut Vec<(u32, usize)>) {
-        let hierarchy = &self.budgets.hierarchy;
-        let mut order: Vec<(f64, bool, &str, NodeId)> = siblings
-            .iter()
-            .filter(|id| **id != self.budgets.unbudgeted)
-            .map(|&id| {
-                let node = hierarchy.node(id).expect("a node");
-                let (_, per_share) = self.per_share[id.0].expect("read by rank");
-                (per_share, !hierarchy.is_leaf(id), node.name.as_str(), id)
-            })
-            .collect();
-        order.sort_by(|a, b| {
-            a.0.total_cmp(&b.0)
-                .then(a.1.cmp(&b.1))
-                .then_with(|| if a.1 { a.2.cmp(b.2) } else { a.3.0.cmp(&b.3.0) })
-        });
         let mut previous = None;
-        for (position, &(per_share, inner, _, id)) in order.iter().enumerate() {
+        for (position, &id) in siblings.iter().enumerate() {
+            let (_, per_share) = self.per_share[id.0].expect("read by rank");
             let tied = if position == 0 { parent_tied } else { previous == Some(per_share) };
             previous = Some(per_share);
-            if inner {
-                self.fair_tree(hierarchy.children(id), tied, ranked);
-            } else {
+            if self.budgets.hierarchy.is_leaf(id) {
                 // Tied, it takes the rank of the last leaf ranked; else as many as were before.
                 let rank = match ranked.last() {
                     Some(&(last, _)) if tied => last,
                     _ => ranked.len() as u32,
                 };
                 ranked.push((rank, id.0));
+            } else {
+                self.fair_tree(&self.siblings[id.0], tied, ranked);
             }
         }
     }
