@@ -6,13 +6,15 @@
 //! child does not need goes to its siblings by weight, and so on down the tree.
 //!
 //! Each level is solved exactly in one pass over its children sorted by capped demand /
-//! weight (O(n log n)), with no iteration or tolerance. [`Ledger`] integrates the
-//! entitled GPU-hours (the allocation) and the delivered GPU-hours (min(use, allocation))
-//! between events, exactly, since both are constant between two events; it divides again
-//! only the levels whose inputs changed (a parent's allocation, its children's capped
-//! demands), at most once per instant and without allocating, each level exactly as
-//! [`Hierarchy::allocate`] divides it from scratch. The audit and the simulator hold a
-//! [`Hierarchy`] per cluster (see [`budgets`](crate::budgets)).
+//! weight (O(n log n)), with no iteration or tolerance. A [`Division`] keeps the division
+//! up to date as demand changes: it divides again only the levels whose inputs changed (a
+//! parent's allocation, its children's capped demands), when it is read and without
+//! allocating, each level exactly as [`Hierarchy::allocate`] divides it from scratch. The
+//! simulator reads one per cluster at each scheduling pass; [`Ledger`] reads one once per
+//! instant and integrates the entitled GPU-hours (the allocation) and the delivered
+//! GPU-hours (min(use, allocation)) between events, exactly, since both are constant
+//! between two events. The audit and the simulator hold a [`Hierarchy`] per cluster (see
+//! [`budgets`](crate::budgets)).
 
 /// The index of a node in its [`Hierarchy`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -387,26 +389,24 @@ pub struct Event {
     pub change: Change,
 }
 
-/// Entitled and delivered GPU-hours per node, integrated as events arrive (in time order).
-/// The division is kept up to date where demand changed, once per instant: a leaf's new
-/// demand is carried up its path, and only the levels whose inputs changed (a parent's
-/// allocation, its children's capped demands) are divided again, each exactly as
-/// [`Hierarchy::allocate`] divides it, so the figures are the same to the last bit.
+/// The division of a cluster's GPUs by its budgets' demand, kept up to date where demand
+/// changed: a leaf's new demand is carried up its path, and only the levels whose inputs
+/// changed (a parent's allocation, its children's capped demands) are divided again, each
+/// exactly as [`Hierarchy::allocate`] divides it, so the figures are the same to the last
+/// bit. Changes are taken in at once and divided when the division is next read.
 #[derive(Clone, Debug)]
-pub struct Ledger<'a> {
+pub struct Division<'a> {
     hierarchy: &'a Hierarchy,
     capacity: f64,
     demand: Vec<f64>,
-    usage: Vec<f64>,
-    /// Each node's use: a leaf's own, an inner node's its subtree's.
-    used: Vec<f64>,
-    now: Option<f64>,
-    /// The division, up to date once [`Ledger::refresh`] has run.
+    /// The division, up to date once [`Division::refresh`] has run.
     current: Entitlement,
     /// For each inner node, the sum of its children's capped demands.
     children_demand: Vec<f64>,
-    /// Leaves whose demand changed since the last refresh.
+    /// Leaves whose demand changed since the last refresh, each once.
     changed: Vec<NodeId>,
+    /// Per node: it is in `changed`.
+    pending: Vec<bool>,
     /// The capacity changed since the last refresh.
     capacity_changed: bool,
     /// Per node: its children's capped demands changed since the last refresh.
@@ -418,141 +418,77 @@ pub struct Ledger<'a> {
     /// A level's allocations before it is divided again.
     before: Vec<f64>,
     scratch: Scratch,
+}
+
+/// Entitled and delivered GPU-hours per node, integrated as events arrive (in time order),
+/// over a [`Division`] brought up to date once per instant.
+#[derive(Clone, Debug)]
+pub struct Ledger<'a> {
+    division: Division<'a>,
+    usage: Vec<f64>,
+    /// Each node's use: a leaf's own, an inner node's its subtree's.
+    used: Vec<f64>,
+    now: Option<f64>,
     entitled_gpu_seconds: Vec<f64>,
     delivered_gpu_seconds: Vec<f64>,
     used_gpu_seconds: Vec<f64>,
 }
 
-impl<'a> Ledger<'a> {
-    /// An empty ledger: no demand, no use, nothing integrated.
-    pub fn new(hierarchy: &'a Hierarchy, capacity: f64) -> Result<Ledger<'a>, EntitlementError> {
+impl<'a> Division<'a> {
+    /// No demand: every node is entitled to nothing.
+    pub fn new(hierarchy: &'a Hierarchy, capacity: f64) -> Result<Division<'a>, EntitlementError> {
         if !capacity.is_finite() || capacity < 0.0 {
             return Err(EntitlementError::InvalidCapacity(capacity));
         }
         let zeros = vec![0.0; hierarchy.len()];
-        // Without demand every node is entitled to nothing.
         let current =
             Entitlement { allocation: zeros.clone(), capped_demand: zeros.clone(), unallocated: capacity };
-        Ok(Ledger {
+        Ok(Division {
             hierarchy,
             capacity,
             demand: zeros.clone(),
-            usage: zeros.clone(),
-            used: zeros.clone(),
-            now: None,
             current,
-            children_demand: zeros.clone(),
+            children_demand: zeros,
             changed: Vec::new(),
+            pending: vec![false; hierarchy.len()],
             capacity_changed: false,
             redo: vec![false; hierarchy.len()],
             on_path: vec![false; hierarchy.len()],
             stack: Vec::new(),
             before: Vec::new(),
             scratch: Scratch::default(),
-            entitled_gpu_seconds: zeros.clone(),
-            delivered_gpu_seconds: zeros.clone(),
-            used_gpu_seconds: zeros,
         })
     }
 
-    /// Integrates up to the event's time, then applies its change.
-    pub fn apply(&mut self, event: &Event) -> Result<(), EntitlementError> {
-        self.advance_to(event.at)?;
-        match event.change {
-            Change::Demand { node, gpus } => {
-                change_leaf_amount(self.hierarchy, &mut self.demand, node, gpus)?;
-                self.changed.push(node);
-            }
-            Change::Use { node, gpus } => {
-                change_leaf_amount(self.hierarchy, &mut self.usage, node, gpus)?;
-                self.roll_up_use(node);
-            }
-            Change::Capacity { gpus } if gpus.is_finite() && gpus >= 0.0 => {
-                self.capacity = gpus;
-                self.capacity_changed = true;
-            }
-            Change::Capacity { gpus } => return Err(EntitlementError::InvalidCapacity(gpus)),
+    /// A leaf's demand changes by `gpus` (more, or fewer when negative).
+    pub fn change_demand(&mut self, node: NodeId, gpus: f64) -> Result<(), EntitlementError> {
+        change_leaf_amount(self.hierarchy, &mut self.demand, node, gpus)?;
+        if !flag(&self.pending, node) {
+            set_flag(&mut self.pending, node);
+            self.changed.push(node);
         }
         Ok(())
     }
 
-    /// No budget has demand or use: until the next event nothing is entitled, delivered
-    /// or used (the audit skips such stretches instead of walking them window by window).
+    /// The cluster now has `gpus` GPUs.
+    pub fn set_capacity(&mut self, gpus: f64) -> Result<(), EntitlementError> {
+        if !gpus.is_finite() || gpus < 0.0 {
+            return Err(EntitlementError::InvalidCapacity(gpus));
+        }
+        self.capacity = gpus;
+        self.capacity_changed = true;
+        Ok(())
+    }
+
+    /// No node has demand.
     pub fn is_idle(&self) -> bool {
-        self.demand.iter().chain(&self.usage).all(|&gpus| gpus == 0.0)
+        self.demand.iter().all(|&gpus| gpus == 0.0)
     }
 
-    /// Integrates the current allocation and use from the last event to `at` seconds.
-    pub fn advance_to(&mut self, at: f64) -> Result<(), EntitlementError> {
-        if !at.is_finite() {
-            return Err(EntitlementError::InvalidTime(at));
-        }
-        let Some(now) = self.now else {
-            self.now = Some(at);
-            return Ok(());
-        };
-        if at < now {
-            return Err(EntitlementError::OutOfOrder { at, now });
-        }
-        let seconds = at - now;
-        if seconds > 0.0 {
-            self.refresh();
-            let sums = self
-                .entitled_gpu_seconds
-                .iter_mut()
-                .zip(self.delivered_gpu_seconds.iter_mut())
-                .zip(self.used_gpu_seconds.iter_mut());
-            for (((entitled, delivered), used), (&gpus, &using)) in
-                sums.zip(self.current.allocation.iter().zip(&self.used))
-            {
-                *entitled += gpus * seconds;
-                *delivered += gpus.min(using) * seconds;
-                *used += using * seconds;
-            }
-        }
-        self.now = Some(at);
-        Ok(())
-    }
-
-    /// The division at the current instant.
-    pub fn entitlement(&mut self) -> Result<&Entitlement, EntitlementError> {
+    /// The division of the current demand.
+    pub fn entitlement(&mut self) -> &Entitlement {
         self.refresh();
-        Ok(&self.current)
-    }
-
-    /// The time of the last event or advance, in seconds.
-    pub fn now(&self) -> Option<f64> {
-        self.now
-    }
-
-    /// GPU-hours a node was entitled to so far.
-    pub fn entitled_gpu_hours(&self, id: NodeId) -> f64 {
-        value_at(&self.entitled_gpu_seconds, id) / 3600.0
-    }
-
-    /// GPU-hours of its entitlement a node used so far.
-    pub fn delivered_gpu_hours(&self, id: NodeId) -> f64 {
-        value_at(&self.delivered_gpu_seconds, id) / 3600.0
-    }
-
-    /// GPU-hours a node (with its subtree) used so far.
-    pub fn used_gpu_hours(&self, id: NodeId) -> f64 {
-        value_at(&self.used_gpu_seconds, id) / 3600.0
-    }
-
-    /// Carries a leaf's new use up its path: each node's is its own plus its children's,
-    /// summed in the children's order.
-    fn roll_up_use(&mut self, leaf: NodeId) {
-        let hierarchy = self.hierarchy;
-        let mut next = Some(leaf);
-        while let Some(id) = next {
-            let own = value_at(&self.usage, id);
-            let total = hierarchy.children(id).iter().fold(own, |sum, c| sum + value_at(&self.used, *c));
-            if let Some(slot) = self.used.get_mut(id.0) {
-                *slot = total;
-            }
-            next = hierarchy.node(id).and_then(|n| n.parent);
-        }
+        &self.current
     }
 
     /// Brings the division up to date with the demand: the changed leaves' capped demands
@@ -567,6 +503,9 @@ impl<'a> Ledger<'a> {
         let mut roots_changed = std::mem::take(&mut self.capacity_changed);
         let mut changed = std::mem::take(&mut self.changed);
         for &leaf in &changed {
+            if let Some(slot) = self.pending.get_mut(leaf.0) {
+                *slot = false;
+            }
             let capped_demand = &mut self.current.capped_demand;
             let mut id = leaf;
             loop {
@@ -633,6 +572,114 @@ impl<'a> Ledger<'a> {
             }
         }
         self.stack = stack;
+    }
+}
+
+impl<'a> Ledger<'a> {
+    /// An empty ledger: no demand, no use, nothing integrated.
+    pub fn new(hierarchy: &'a Hierarchy, capacity: f64) -> Result<Ledger<'a>, EntitlementError> {
+        let zeros = vec![0.0; hierarchy.len()];
+        Ok(Ledger {
+            division: Division::new(hierarchy, capacity)?,
+            usage: zeros.clone(),
+            used: zeros.clone(),
+            now: None,
+            entitled_gpu_seconds: zeros.clone(),
+            delivered_gpu_seconds: zeros.clone(),
+            used_gpu_seconds: zeros,
+        })
+    }
+
+    /// Integrates up to the event's time, then applies its change.
+    pub fn apply(&mut self, event: &Event) -> Result<(), EntitlementError> {
+        self.advance_to(event.at)?;
+        match event.change {
+            Change::Demand { node, gpus } => self.division.change_demand(node, gpus)?,
+            Change::Use { node, gpus } => {
+                change_leaf_amount(self.division.hierarchy, &mut self.usage, node, gpus)?;
+                self.roll_up_use(node);
+            }
+            Change::Capacity { gpus } => self.division.set_capacity(gpus)?,
+        }
+        Ok(())
+    }
+
+    /// No budget has demand or use: until the next event nothing is entitled, delivered
+    /// or used (the audit skips such stretches instead of walking them window by window).
+    pub fn is_idle(&self) -> bool {
+        self.division.is_idle() && self.usage.iter().all(|&gpus| gpus == 0.0)
+    }
+
+    /// Integrates the current allocation and use from the last event to `at` seconds.
+    pub fn advance_to(&mut self, at: f64) -> Result<(), EntitlementError> {
+        if !at.is_finite() {
+            return Err(EntitlementError::InvalidTime(at));
+        }
+        let Some(now) = self.now else {
+            self.now = Some(at);
+            return Ok(());
+        };
+        if at < now {
+            return Err(EntitlementError::OutOfOrder { at, now });
+        }
+        let seconds = at - now;
+        if seconds > 0.0 {
+            let allocation = self.division.entitlement().allocations();
+            let sums = self
+                .entitled_gpu_seconds
+                .iter_mut()
+                .zip(self.delivered_gpu_seconds.iter_mut())
+                .zip(self.used_gpu_seconds.iter_mut());
+            for (((entitled, delivered), used), (&gpus, &using)) in
+                sums.zip(allocation.iter().zip(&self.used))
+            {
+                *entitled += gpus * seconds;
+                *delivered += gpus.min(using) * seconds;
+                *used += using * seconds;
+            }
+        }
+        self.now = Some(at);
+        Ok(())
+    }
+
+    /// The division at the current instant.
+    pub fn entitlement(&mut self) -> Result<&Entitlement, EntitlementError> {
+        Ok(self.division.entitlement())
+    }
+
+    /// The time of the last event or advance, in seconds.
+    pub fn now(&self) -> Option<f64> {
+        self.now
+    }
+
+    /// GPU-hours a node was entitled to so far.
+    pub fn entitled_gpu_hours(&self, id: NodeId) -> f64 {
+        value_at(&self.entitled_gpu_seconds, id) / 3600.0
+    }
+
+    /// GPU-hours of its entitlement a node used so far.
+    pub fn delivered_gpu_hours(&self, id: NodeId) -> f64 {
+        value_at(&self.delivered_gpu_seconds, id) / 3600.0
+    }
+
+    /// GPU-hours a node (with its subtree) used so far.
+    pub fn used_gpu_hours(&self, id: NodeId) -> f64 {
+        value_at(&self.used_gpu_seconds, id) / 3600.0
+    }
+
+    /// Carries a leaf's new use up its path: each node's is its own plus its children's,
+    /// summed in the children's order.
+    fn roll_up_use(&mut self, leaf: NodeId) {
+        let hierarchy = self.division.hierarchy;
+        let mut next = Some(leaf);
+        while let Some(id) = next {
+            let own = value_at(&self.usage, id);
+            let total = hierarchy.children(id).iter().fold(own, |sum, c| sum + value_at(&self.used, *c));
+            if let Some(slot) = self.used.get_mut(id.0) {
+                *slot = total;
+            }
+            next = hierarchy.node(id).and_then(|n| n.parent);
+        }
     }
 }
 

@@ -66,7 +66,7 @@ use allot_compiler::units::{DECAY_PERIOD, decay_half_life};
 use crate::audit::{AuditError, audit};
 use crate::budgets::{Assignment, Budgets, ClusterBudgets};
 use crate::decay::{Decay, Usage};
-use crate::entitlement::NodeId;
+use crate::entitlement::{Division, NodeId};
 use crate::figures::{Audit, Waits};
 use crate::trace::{CompactString, Job, TraceError, WaitCount};
 
@@ -773,11 +773,13 @@ impl Simulator {
     /// (each budget's running and waiting GPUs) stays as it is through starts and
     /// preemptions, and so do the entitlements.
     fn schedule(&mut self, cluster: &mut ClusterState, now: i64) {
-        let entitled = match self.policy {
-            Policy::Budget => cluster.entitlement(),
-            Policy::Priority => Vec::new(),
-        };
+        let mut entitled = std::mem::take(&mut cluster.entitled);
+        entitled.clear();
+        if self.policy == Policy::Budget {
+            entitled.extend_from_slice(cluster.division.entitlement().allocations());
+        }
         while self.pass(cluster, &entitled, now) {}
+        cluster.entitled = entitled;
     }
 
     /// One scheduling pass: the waiting jobs in the policy's order, each started if it fits
@@ -1077,6 +1079,10 @@ struct ClusterState<'b> {
     guaranteed: Vec<u64>,
     /// Each node's `max-gpus` (for an inner node, its whole subtree's).
     limits: Vec<Option<u64>>,
+    /// The cluster divided by demand (each leaf's running and waiting GPUs), and each
+    /// node's share of it as a scheduling pass reads it.
+    division: Division<'b>,
+    entitled: Vec<f64>,
     usage: Usage,
     /// The leaves in rank order, with their ranks, as [`ClusterState::rank`] last brought them
     /// up to date, and the decay pass it did so in (`None`: a run has stopped since).
@@ -1150,6 +1156,8 @@ impl<'b> ClusterState<'b> {
             high: vec![0; n],
             guaranteed: budgets.guaranteed.clone(),
             limits,
+            division: Division::new(hierarchy, budgets.gpus as f64).expect("a cluster's GPUs are a count"),
+            entitled: Vec::new(),
             usage: Usage::new(n, decay),
             ranked: Vec::new(),
             ranked_in: None,
@@ -1235,6 +1243,7 @@ impl<'b> ClusterState<'b> {
         self.queues[job.leaf as usize].insert((job.entered, id));
         self.by_size[job.leaf as usize].entry(job.gpus).or_default().insert((job.entered, id));
         self.waiting[job.leaf as usize] += f64::from(job.gpus);
+        self.change_demand(job.leaf as usize, f64::from(job.gpus));
         self.standing_seen = false;
         self.dirty = true;
     }
@@ -1245,6 +1254,7 @@ impl<'b> ClusterState<'b> {
         let leaf = job.leaf as usize;
         if self.queues[leaf].remove(&(job.entered, id)) {
             self.waiting[leaf] -= f64::from(job.gpus);
+            self.change_demand(leaf, -f64::from(job.gpus));
             self.standing_seen = false;
             if let Some(group) = self.by_size[leaf].get_mut(&job.gpus) {
                 group.remove(&(job.entered, id));
@@ -1308,6 +1318,7 @@ impl<'b> ClusterState<'b> {
     /// ancestors, in their counts and their usage.
     fn add_running(&mut self, leaf: usize, gpus: f64, now: i64, started: Option<i64>) {
         self.standing_seen = false;
+        self.change_demand(leaf, gpus);
         let mut node = Some(NodeId(leaf));
         while let Some(id) = node {
             self.running[id.0] += gpus;
@@ -1323,16 +1334,9 @@ impl<'b> ClusterState<'b> {
         }
     }
 
-    /// Each node's entitlement now: the cluster divided by demand (running and waiting).
-    fn entitlement(&self) -> Vec<f64> {
-        let hierarchy = &self.budgets.hierarchy;
-        let demand: Vec<f64> = (0..hierarchy.len())
-            .map(|i| if hierarchy.is_leaf(NodeId(i)) { self.running[i] + self.waiting[i] } else { 0.0 })
-            .collect();
-        hierarchy
-            .allocate(self.budgets.gpus as f64, &demand)
-            .map(|e| e.allocations().to_vec())
-            .expect("GPUs and demands are finite and not negative")
+    /// A leaf's demand (running and waiting GPUs) changes by `gpus`.
+    fn change_demand(&mut self, leaf: usize, gpus: f64) {
+        self.division.change_demand(NodeId(leaf), gpus).expect("a leaf's demand is a count of GPUs");
     }
 
     /// The reservation of the job `holder`: the earliest expected end of running jobs at

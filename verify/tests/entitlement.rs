@@ -1,7 +1,7 @@
 //! The entitlement water-filling against hand-checked cases, over time, and its invariants.
 
 use allot_verify::entitlement::{
-    Change, EntitlementError, Event, Hierarchy, Ledger, Node, NodeId, integrate,
+    Change, Division, EntitlementError, Event, Hierarchy, Ledger, Node, NodeId, integrate,
 };
 use proptest::prelude::*;
 
@@ -332,5 +332,46 @@ proptest! {
         for (i, seconds) in entitled.iter().enumerate() {
             prop_assert_eq!(ledger.entitled_gpu_hours(NodeId(i)).to_bits(), (seconds / 3600.0).to_bits());
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    #[test]
+    fn a_division_read_after_many_changes_is_the_division_from_scratch(
+        (nodes, _, capacity) in random_division(),
+        changes in random_changes(),
+    ) {
+        // As the simulator uses it: several changes (the same leaf up and down among them)
+        // between two reads; every read is the same to the last bit as dividing from scratch.
+        let hierarchy = Hierarchy::new(nodes.clone()).unwrap();
+        let leaves: Vec<usize> = (0..nodes.len()).filter(|&i| hierarchy.is_leaf(NodeId(i))).collect();
+        let mut division = Division::new(&hierarchy, capacity).unwrap();
+        let mut capacity = capacity;
+        let mut demand = vec![0.0; nodes.len()];
+        for (pick, up_and_down, amount, read, new_capacity) in changes {
+            let node = NodeId(leaves[pick % leaves.len()]);
+            if let Some(gpus) = new_capacity {
+                capacity = gpus;
+                division.set_capacity(gpus).unwrap();
+            }
+            demand[node.0] += amount;
+            division.change_demand(node, amount).unwrap();
+            if up_and_down {
+                demand[node.0] -= amount;
+                division.change_demand(node, -amount).unwrap();
+            }
+            if read {
+                let expected = hierarchy.allocate(capacity, &demand).unwrap();
+                let now = division.entitlement();
+                for i in 0..nodes.len() {
+                    prop_assert_eq!(now.allocation(NodeId(i)).to_bits(), expected.allocation(NodeId(i)).to_bits());
+                    prop_assert_eq!(now.capped_demand(NodeId(i)).to_bits(), expected.capped_demand(NodeId(i)).to_bits());
+                }
+                prop_assert_eq!(now.unallocated().to_bits(), expected.unallocated().to_bits());
+            }
+        }
+        prop_assert_eq!(division.is_idle(), demand.iter().all(|&gpus| gpus == 0.0));
     }
 }
