@@ -212,6 +212,7 @@ fn simulated(
             by_size: BTreeMap::new(),
             short_jobs: Waits::default(),
             runs: keep_runs.then(Vec::new),
+            buffers: Default::default(),
         },
         done: false,
         error: None,
@@ -622,6 +623,8 @@ struct Simulator {
     short_jobs: Waits,
     /// Every run, as it ends, when they are kept.
     runs: Option<Vec<Run>>,
+    /// A pass's buffers: which budgets have tried a preemption, the cursor's heads.
+    buffers: (Vec<bool>, BinaryHeap<Reverse<Head>>),
 }
 
 /// A reservation (EASY backfill): when the job that holds it can start at the latest, and
@@ -746,8 +749,8 @@ impl Simulator {
         cluster.dequeue(&self.jobs, id);
         let min_runtime = self.terms(&self.jobs[id]).map_or(0, |t| t.min_runtime);
         let limit = self.limit(&self.jobs[id]);
-        let high = self.policy == Policy::Priority && cluster.has_high_room(&self.jobs[id]);
         let job = &mut self.jobs[id];
+        let high = self.policy == Policy::Priority && cluster.has_high_room(job.leaf as usize, job.gpus);
         job.run += 1;
         job.started = Some(now);
         job.waited += now - job.queued_at;
@@ -788,26 +791,43 @@ impl Simulator {
     /// allows one. Whether anything changed.
     fn pass(&mut self, cluster: &mut ClusterState, entitled: &[f64], now: i64) -> bool {
         cluster.rank(self.policy, now);
+        // The walk's buffers, kept from pass to pass.
+        let (mut tried, mut heads) = std::mem::take(&mut self.buffers);
+        tried.clear();
+        tried.resize(cluster.by_size.len(), false);
+        let again = self.walk(cluster, entitled, now, &mut tried, &mut heads);
+        self.buffers = (tried, heads);
+        again
+    }
+
+    /// The walk of a pass over the waiting jobs (see [`Simulator::pass`]): `tried` says
+    /// which budgets have had their try at a preemption.
+    fn walk(
+        &mut self,
+        cluster: &mut ClusterState,
+        entitled: &[f64],
+        now: i64,
+        tried: &mut [bool],
+        heads: &mut BinaryHeap<Reverse<Head>>,
+    ) -> bool {
         // The priority policy serves the jobs that would run high first, then the others.
         let phases: &[Option<bool>] = match self.policy {
             Policy::Budget => &[None],
             Policy::Priority => &[Some(true), Some(false)],
         };
-        let mut tried = vec![false; cluster.queues.len()];
         let mut holder: Option<JobId> = None;
         let mut reservation: Option<Reservation> = None;
         // A job was held back: it did not start, and its phase and limits were not why.
         let mut held = false;
         let mut again = false;
         for &phase in phases {
-            let mut cursor = Cursor::new();
+            let mut cursor = Cursor::new(heads);
             while let Some(head) = cursor.next(cluster) {
-                if cluster.pool.free_gpus == 0 && !self.may_preempt(cluster, &tried, phase, entitled) {
+                if cluster.pool.free_gpus == 0 && !self.may_preempt(cluster, tried, phase, entitled) {
                     break;
                 }
-                let id = head.2;
-                let job = &self.jobs[id];
-                let (leaf, gpus, limit) = (job.leaf as usize, job.gpus, self.limit(job));
+                // The job itself is read only if it may start: most heads are dropped.
+                let Head(_, _, id, leaf, gpus) = head;
                 // Dropping a group (not following it) skips the rest of its jobs, all of the
                 // same budget and size, for this pass; each condition only grows stricter as
                 // the pass goes on (jobs start, none ends), so none of them could start:
@@ -815,7 +835,7 @@ impl Simulator {
                 // - they would take a budget beyond its `max-gpus` (running GPUs only grow);
                 // - they fit nowhere now (free GPUs only shrink), their budget has had its
                 //   try at a preemption, and a job already holds the reservation.
-                if phase.is_some_and(|high| cluster.has_high_room(job) != high)
+                if phase.is_some_and(|high| cluster.has_high_room(leaf, gpus) != high)
                     || !cluster.within_limits(leaf, gpus)
                 {
                     continue;
@@ -826,6 +846,7 @@ impl Simulator {
                 }
                 cursor.follow(cluster, head);
                 if fits {
+                    let limit = self.limit(&self.jobs[id]);
                     let placement = match holder {
                         None => cluster.pool.place(gpus),
                         Some(holder) => {
@@ -870,10 +891,10 @@ impl Simulator {
             Policy::Budget => cluster
                 .leaves
                 .iter()
-                .any(|&l| !tried[l] && !cluster.queues[l].is_empty() && cluster.running[l] < entitled[l]),
+                .any(|&l| !tried[l] && !cluster.by_size[l].is_empty() && cluster.running[l] < entitled[l]),
             Policy::Priority => {
                 phase == Some(true)
-                    && cluster.leaves.iter().any(|&l| !tried[l] && !cluster.queues[l].is_empty())
+                    && cluster.leaves.iter().any(|&l| !tried[l] && !cluster.by_size[l].is_empty())
             }
         }
     }
@@ -972,13 +993,19 @@ impl Simulator {
         gpus: u32,
         victims: &[JobId],
     ) -> Option<Standing> {
-        let mut change: BTreeMap<usize, f64> = BTreeMap::from([(leaf, f64::from(gpus))]);
+        // Each budget's change, by budget.
+        let mut change: Vec<(usize, f64)> = vec![(leaf, f64::from(gpus))];
         for &victim in victims {
             let job = &self.jobs[victim];
-            *change.entry(job.leaf as usize).or_default() -= f64::from(job.gpus);
+            let l = job.leaf as usize;
+            match change.binary_search_by_key(&l, |&(l, _)| l) {
+                Ok(i) => change[i].1 -= f64::from(job.gpus),
+                Err(i) => change.insert(i, (l, -f64::from(job.gpus))),
+            }
         }
-        let mut after = cluster.standing(entitled);
-        for (&l, &delta) in &change {
+        // Observed just before (see `preempt_for`): the standing now.
+        let mut after = cluster.current;
+        for &(l, delta) in &change {
             let (before, then) = (cluster.running[l], cluster.running[l] + delta);
             after.within += then.min(entitled[l]) - before.min(entitled[l]);
             after.beyond += (then - entitled[l]).max(0.0) - (before - entitled[l]).max(0.0);
@@ -988,7 +1015,8 @@ impl Simulator {
 
     /// Low-priority running jobs, newest first, when the job would run at high priority.
     fn priority_victims(&self, cluster: &ClusterState, id: JobId) -> Vec<JobId> {
-        if !cluster.has_high_room(&self.jobs[id]) {
+        let job = &self.jobs[id];
+        if !cluster.has_high_room(job.leaf as usize, job.gpus) {
             return Vec::new();
         }
         let mut low: Vec<(i64, JobId)> = cluster
@@ -1008,8 +1036,8 @@ impl Simulator {
 /// none of whose jobs can start in it; a group is read from where the last job taken from
 /// it stood, so starts during the walk do not disturb it. A budget's groups join the merge
 /// only when the walk reaches its rank: a pass that ends early reads no further.
-struct Cursor {
-    heads: BinaryHeap<Reverse<Head>>,
+struct Cursor<'h> {
+    heads: &'h mut BinaryHeap<Reverse<Head>>,
     /// How many budgets, in rank order, have joined.
     joined: usize,
 }
@@ -1018,11 +1046,12 @@ struct Cursor {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Head(u32, i64, JobId, usize, u32);
 
-impl Cursor {
+impl<'h> Cursor<'h> {
     /// A cursor over a cluster's queues by the ranks [`ClusterState::rank`] brought up to
-    /// date.
-    fn new() -> Cursor {
-        Cursor { heads: BinaryHeap::new(), joined: 0 }
+    /// date, in `heads` (emptied).
+    fn new(heads: &'h mut BinaryHeap<Reverse<Head>>) -> Cursor<'h> {
+        heads.clear();
+        Cursor { heads, joined: 0 }
     }
 
     /// The next job; its group goes on only when [`Cursor::follow`] says so.
@@ -1032,9 +1061,9 @@ impl Cursor {
         while let Some(&(rank, leaf)) = cluster.ranked.get(self.joined)
             && self.heads.peek().is_none_or(|Reverse(head)| rank <= head.0)
         {
-            for (&gpus, group) in &cluster.by_size[leaf] {
-                let &(entered, id) = group.first().expect("groups are not empty");
-                self.heads.push(Reverse(Head(rank, entered, id, leaf, gpus)));
+            for group in &cluster.by_size[leaf] {
+                let (entered, id) = group.first;
+                self.heads.push(Reverse(Head(rank, entered, id, leaf, group.gpus)));
             }
             self.joined += 1;
         }
@@ -1044,11 +1073,20 @@ impl Cursor {
     /// Goes on with the group of `head` after it.
     fn follow(&mut self, cluster: &ClusterState, head: Head) {
         let Head(rank, entered, id, leaf, gpus) = head;
-        let Some(group) = cluster.by_size[leaf].get(&gpus) else { return };
-        if let Some(&(entered, id)) = group.range((Bound::Excluded((entered, id)), Bound::Unbounded)).next() {
+        let Some(group) = cluster.by_size[leaf].iter().find(|group| group.gpus == gpus) else { return };
+        let after = (Bound::Excluded((entered, id)), Bound::Unbounded);
+        if let Some(&(entered, id)) = group.jobs.range(after).next() {
             self.heads.push(Reverse(Head(rank, entered, id, leaf, gpus)));
         }
     }
+}
+
+/// The waiting jobs of one budget that ask for the same GPUs, by (time entered, job), and
+/// the first of them (read at every pass).
+struct Group {
+    gpus: u32,
+    first: (i64, JobId),
+    jobs: BTreeSet<(i64, JobId)>,
 }
 
 /// One cluster: its tree, nodes, queues and usage.
@@ -1059,10 +1097,9 @@ struct ClusterState<'b> {
     paths: Vec<Arc<str>>,
     pool: Pool,
     leaves: Vec<usize>,
-    /// Waiting jobs per tree node (leaves only), by (time entered, job).
-    queues: Vec<BTreeSet<(i64, JobId)>>,
-    /// The same, grouped by GPUs asked for.
-    by_size: Vec<BTreeMap<u32, BTreeSet<(i64, JobId)>>>,
+    /// Waiting jobs per tree node (leaves only), grouped by GPUs asked for: each leaf's
+    /// groups by GPUs, none empty.
+    by_size: Vec<Vec<Group>>,
     waiting: Vec<f64>,
     /// Running GPUs per tree node (an inner node: its subtree's).
     running: Vec<f64>,
@@ -1094,9 +1131,14 @@ struct ClusterState<'b> {
     /// Each node's children, then the roots, unbudgeted work left out: in Fair Tree's order
     /// as last ranked.
     siblings: Vec<Vec<NodeId>>,
+    /// Each node's place among tied siblings: leaves first by index, then inner nodes by
+    /// name.
+    ties: Vec<(bool, usize)>,
     dirty: bool,
     /// The best standing since demand last changed (the budget policy's preemption rule).
     best: Best,
+    /// The standing when last observed: the standing now while `standing_seen`.
+    current: Standing,
     /// The budgets over their entitlement when the standing was last observed, by (budget,
     /// GPUs beyond), the most over-served first.
     over: Vec<(usize, f64)>,
@@ -1133,6 +1175,13 @@ impl<'b> ClusterState<'b> {
         let hierarchy = &budgets.hierarchy;
         let n = hierarchy.len();
         let leaves: Vec<usize> = (0..n).filter(|&i| hierarchy.is_leaf(NodeId(i))).collect();
+        let mut by_name: Vec<usize> = (0..n).collect();
+        by_name.sort_by_key(|&i| hierarchy.node(NodeId(i)).map(|node| node.name.as_str()));
+        let mut ties = vec![(false, 0); n];
+        for (place, i) in by_name.into_iter().enumerate() {
+            let inner = !hierarchy.is_leaf(NodeId(i));
+            ties[i] = (inner, if inner { place } else { i });
+        }
         // The unbudgeted node's cap of 0 is its entitlement, not a limit on its work.
         let limits = (0..n)
             .map(|i| {
@@ -1146,8 +1195,7 @@ impl<'b> ClusterState<'b> {
             paths: budgets.paths.iter().map(|p| p.as_str().into()).collect(),
             pool: Pool::new(budgets.gpus, gpus_per_node.max(1)),
             leaves,
-            queues: vec![BTreeSet::new(); n],
-            by_size: vec![BTreeMap::new(); n],
+            by_size: (0..n).map(|_| Vec::new()).collect(),
             waiting: vec![0.0; n],
             running: vec![0.0; n],
             preemptible: vec![BTreeSet::new(); n],
@@ -1167,8 +1215,10 @@ impl<'b> ClusterState<'b> {
                 .chain([hierarchy.roots()])
                 .map(|group| group.iter().copied().filter(|&id| id != budgets.unbudgeted).collect())
                 .collect(),
+            ties,
             dirty: false,
             best: Best::default(),
+            current: Standing::default(),
             over: Vec::new(),
             standing_seen: false,
         }
@@ -1219,10 +1269,14 @@ impl<'b> ClusterState<'b> {
             return;
         }
         self.standing_seen = true;
-        let demand = self.leaves.iter().map(|&l| self.running[l] + self.waiting[l]);
         let now = self.standing(entitled);
+        self.current = now;
+        let (running, waiting) = (&self.running, &self.waiting);
+        let demand = self.leaves.iter().map(|&l| running[l] + waiting[l]);
         if !demand.clone().eq(self.best.demand.iter().copied()) {
-            self.best = Best { demand: demand.collect(), standing: now };
+            self.best.demand.clear();
+            self.best.demand.extend(demand);
+            self.best.standing = now;
         } else if now.better_than(&self.best.standing) {
             self.best.standing = now;
         }
@@ -1240,8 +1294,16 @@ impl<'b> ClusterState<'b> {
     /// job goes back to its place).
     fn enqueue(&mut self, jobs: &Slots, id: JobId) {
         let job = &jobs[id];
-        self.queues[job.leaf as usize].insert((job.entered, id));
-        self.by_size[job.leaf as usize].entry(job.gpus).or_default().insert((job.entered, id));
+        let (groups, queued) = (&mut self.by_size[job.leaf as usize], (job.entered, id));
+        match groups.binary_search_by_key(&job.gpus, |group| group.gpus) {
+            Ok(i) => {
+                groups[i].jobs.insert(queued);
+                groups[i].first = groups[i].first.min(queued);
+            }
+            Err(i) => {
+                groups.insert(i, Group { gpus: job.gpus, first: queued, jobs: BTreeSet::from([queued]) })
+            }
+        }
         self.waiting[job.leaf as usize] += f64::from(job.gpus);
         self.change_demand(job.leaf as usize, f64::from(job.gpus));
         self.standing_seen = false;
@@ -1251,18 +1313,20 @@ impl<'b> ClusterState<'b> {
     /// Takes a job out of its queue (nothing when it is not there).
     fn dequeue(&mut self, jobs: &Slots, id: JobId) {
         let job = &jobs[id];
-        let leaf = job.leaf as usize;
-        if self.queues[leaf].remove(&(job.entered, id)) {
-            self.waiting[leaf] -= f64::from(job.gpus);
-            self.change_demand(leaf, -f64::from(job.gpus));
-            self.standing_seen = false;
-            if let Some(group) = self.by_size[leaf].get_mut(&job.gpus) {
-                group.remove(&(job.entered, id));
-                if group.is_empty() {
-                    self.by_size[leaf].remove(&job.gpus);
-                }
-            }
+        let (leaf, queued) = (job.leaf as usize, (job.entered, id));
+        let groups = &mut self.by_size[leaf];
+        let Ok(i) = groups.binary_search_by_key(&job.gpus, |group| group.gpus) else { return };
+        if !groups[i].jobs.remove(&queued) {
+            return;
         }
+        if groups[i].jobs.is_empty() {
+            groups.remove(i);
+        } else if groups[i].first == queued {
+            groups[i].first = *groups[i].jobs.first().expect("not empty");
+        }
+        self.waiting[leaf] -= f64::from(job.gpus);
+        self.change_demand(leaf, -f64::from(job.gpus));
+        self.standing_seen = false;
     }
 
     /// Running jobs that may give way to a job of an under-served budget: past their
@@ -1281,9 +1345,10 @@ impl<'b> ClusterState<'b> {
         }
     }
 
-    fn has_high_room(&self, job: &SimJob) -> bool {
-        let leaf = job.leaf as usize;
-        self.high[leaf] + u64::from(job.gpus) <= self.guaranteed[leaf]
+    /// Whether `gpus` more for `leaf` stay within its guaranteed GPUs (the priority policy's
+    /// high priority).
+    fn has_high_room(&self, leaf: usize, gpus: u32) -> bool {
+        self.high[leaf] + u64::from(gpus) <= self.guaranteed[leaf]
     }
 
     fn occupy(&mut self, jobs: &Slots, id: JobId, now: i64, protected: bool) {
@@ -1377,7 +1442,8 @@ impl<'b> ClusterState<'b> {
         if self.ranked_in == Some(pass) {
             return;
         }
-        let mut ranked = Vec::with_capacity(self.leaves.len());
+        let mut ranked = std::mem::take(&mut self.ranked);
+        ranked.clear();
         match policy {
             Policy::Budget => {
                 // Only the nodes a run stopped on are read again within a pass.
@@ -1390,16 +1456,11 @@ impl<'b> ClusterState<'b> {
                 }
                 // Siblings in Fair Tree's order (see `fair_tree`), sorted again where they
                 // stand: most are in order already.
-                let hierarchy = &budgets.hierarchy;
                 let per_share = |id: NodeId| self.per_share[id.0].expect("read above").1;
-                let name = |id: NodeId| hierarchy.node(id).expect("a node").name.as_str();
-                let inner = |id: NodeId| !hierarchy.is_leaf(id);
+                let ties = &self.ties;
                 for siblings in &mut self.siblings {
                     siblings.sort_by(|&a, &b| {
-                        per_share(a)
-                            .total_cmp(&per_share(b))
-                            .then(inner(a).cmp(&inner(b)))
-                            .then_with(|| if inner(a) { name(a).cmp(name(b)) } else { a.0.cmp(&b.0) })
+                        per_share(a).total_cmp(&per_share(b)).then(ties[a.0].cmp(&ties[b.0]))
                     });
                 }
                 let roots = self.siblings.last().expect("the roots");
