@@ -92,8 +92,8 @@ fn busy(jobs: usize) -> Vec<Job> {
         .map(|i| {
             submit += random.next(20) as i64;
             Job {
-                id: i.to_string(),
-                project: format!("b{}", random.next(10)),
+                id: i.to_string().into(),
+                project: format!("b{}", random.next(10)).into(),
                 gpus: 1 << random.next(4),
                 submit,
                 duration: Some(60 + random.next(1740) as i64),
