@@ -59,6 +59,7 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::iter::Peekable;
 use std::ops::{Bound, Index, IndexMut};
 use std::sync::Arc;
+use std::sync::mpsc::sync_channel;
 
 use allot_compiler::ir::Model;
 use allot_compiler::units::{DECAY_PERIOD, decay_half_life};
@@ -217,7 +218,7 @@ fn simulated(
         done: false,
         error: None,
     };
-    let audited = audit(model, &mut stream, model.policy.window_seconds, false);
+    let audited = audit_alongside(model, &mut stream);
     // The simulation's own errors come first, as they did when it ran before its audit: an
     // audit that stopped early leaves the rest of the simulation to run.
     stream.by_ref().for_each(drop);
@@ -242,6 +243,38 @@ fn simulated(
         unplaceable,
     };
     Ok((simulation, sim.runs.unwrap_or_default()))
+}
+
+/// Runs handed to the audit at a time, and batches of them simulated ahead of it, at most.
+const RUNS_PER_BATCH: usize = 4096;
+const BATCHES_AHEAD: usize = 4;
+
+/// Audits the runs of `stream` on a thread of its own as the simulation, on this one,
+/// hands them over in batches: the two share the work of a replay. The audit stopped (an
+/// error), the simulation goes on no further here. Without a thread, the audit runs here.
+fn audit_alongside<I: Iterator<Item = Result<Job, TraceError>>>(
+    model: &Model,
+    stream: &mut Stream<'_, I>,
+) -> Result<Audit, AuditError> {
+    let window = model.policy.window_seconds;
+    let (sender, batches) = sync_channel::<Vec<Result<Job, TraceError>>>(BATCHES_AHEAD);
+    std::thread::scope(|scope| {
+        let audit_thread = std::thread::Builder::new()
+            .name("audit".into())
+            .spawn_scoped(scope, move || audit(model, batches.into_iter().flatten(), window, false));
+        let Ok(audit_thread) = audit_thread else {
+            return audit(model, stream, window, false);
+        };
+        loop {
+            let batch: Vec<_> = stream.by_ref().take(RUNS_PER_BATCH).collect();
+            // An empty batch is the end; a failed send, an audit that stopped.
+            if batch.is_empty() || sender.send(batch).is_err() {
+                break;
+            }
+        }
+        drop(sender);
+        audit_thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
 }
 
 /// Why no job could be simulated: what became of the rows read.
@@ -415,7 +448,7 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, I> {
         let entered = job.eligible.map_or(job.submit, |e| e.max(job.submit));
         let id = sim.jobs.add(|number| SimJob {
             number,
-            id: job.id.into(),
+            id: job.id,
             cluster: cluster as u32,
             leaf: leaf.0 as u32,
             terms: terms.map(|t| t as u16),
@@ -446,7 +479,7 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, I> {
     fn row(&self, run: Ended) -> Job {
         let cluster = &self.clusters[run.cluster as usize];
         Job {
-            id: (*run.id).into(),
+            id: run.id,
             project: (*cluster.paths[run.leaf as usize]).into(),
             cluster: (*cluster.name).into(),
             gpus: run.gpus,
@@ -540,7 +573,7 @@ impl IndexMut<JobId> for Slots {
 struct SimJob {
     /// Its number in trace order (see [`JobId`]).
     number: u32,
-    id: Arc<str>,
+    id: CompactString,
     cluster: u32,
     leaf: u32,
     terms: Option<u16>,
@@ -579,7 +612,7 @@ struct Ended {
     order: u64,
     start: i64,
     end: i64,
-    id: Arc<str>,
+    id: CompactString,
     cluster: u32,
     leaf: u32,
     terms: Option<u16>,
@@ -681,7 +714,7 @@ impl Simulator {
             || job.terms.map_or_else(|| Arc::from(""), |t| self.contracts[usize::from(t)].name.clone());
         if let Some(runs) = &mut self.runs {
             runs.push(Run {
-                id: job.id.clone(),
+                id: (*job.id).into(),
                 cluster: cluster.name.clone(),
                 project: cluster.paths[job.leaf as usize].clone(),
                 contract: contract(),
