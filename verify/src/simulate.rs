@@ -463,6 +463,7 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, I> {
             run: 0,
             started: None,
             high: false,
+            preemptible: false,
             placement: Vec::new(),
             first_run: None,
         });
@@ -597,6 +598,8 @@ struct SimJob {
     started: Option<i64>,
     /// Runs at high priority (the priority policy): not preemptible.
     high: bool,
+    /// Runs past its protection: among its budget's preemptible runs.
+    preemptible: bool,
     /// (node, GPUs taken) while it runs.
     placement: Vec<(u32, u32)>,
     /// Its first run, once preempted: it carries the job's wait, known when the job finishes.
@@ -700,7 +703,7 @@ impl Simulator {
         cluster.dirty = true;
         match due.kind {
             END => self.stop(cluster, due.job, due.at, false),
-            _ => cluster.unprotect(job, due.job),
+            _ => cluster.unprotect(&mut self.jobs[due.job], due.job),
         }
     }
 
@@ -794,6 +797,7 @@ impl Simulator {
         // Only the budget policy protects runs; one whose protection outlasts its work is
         // protected to its end.
         let protected = self.policy == Policy::Budget && min_runtime > 0;
+        job.preemptible = !protected;
         if protected && min_runtime < job.remaining {
             self.events.push(Reverse(Due {
                 at: now + min_runtime,
@@ -802,7 +806,7 @@ impl Simulator {
                 run: job.run,
             }));
         }
-        cluster.occupy(&self.jobs, id, now, protected);
+        cluster.occupy(&self.jobs, id, now);
     }
 
     /// Schedules a cluster at `now`, pass after pass until a pass changes nothing. Demand
@@ -1139,8 +1143,6 @@ struct ClusterState<'b> {
     /// Running jobs per leaf past their protection (all of them under the priority policy),
     /// by (start, job): the ones a preemption may take.
     preemptible: Vec<BTreeSet<(i64, JobId)>>,
-    /// Running jobs per leaf inside their contract's minimum runtime, by (start, job).
-    protected: Vec<BTreeSet<(i64, JobId)>>,
     /// Running jobs by (expected end, job): what a reservation counts on.
     ends: BTreeSet<(i64, JobId)>,
     /// High-priority GPUs per leaf, and each node's guaranteed GPUs (the priority policy's
@@ -1232,7 +1234,6 @@ impl<'b> ClusterState<'b> {
             waiting: vec![0.0; n],
             running: vec![0.0; n],
             preemptible: vec![BTreeSet::new(); n],
-            protected: vec![BTreeSet::new(); n],
             ends: BTreeSet::new(),
             high: vec![0; n],
             guaranteed: budgets.guaranteed.clone(),
@@ -1371,11 +1372,9 @@ impl<'b> ClusterState<'b> {
     }
 
     /// A running job's protection is over.
-    fn unprotect(&mut self, job: &SimJob, id: JobId) {
-        let run = (job.started.expect("a running job"), id);
-        if self.protected[job.leaf as usize].remove(&run) {
-            self.preemptible[job.leaf as usize].insert(run);
-        }
+    fn unprotect(&mut self, job: &mut SimJob, id: JobId) {
+        job.preemptible = true;
+        self.preemptible[job.leaf as usize].insert((job.started.expect("a running job"), id));
     }
 
     /// Whether `gpus` more for `leaf` stay within its guaranteed GPUs (the priority policy's
@@ -1384,10 +1383,11 @@ impl<'b> ClusterState<'b> {
         self.high[leaf] + u64::from(gpus) <= self.guaranteed[leaf]
     }
 
-    fn occupy(&mut self, jobs: &Slots, id: JobId, now: i64, protected: bool) {
+    fn occupy(&mut self, jobs: &Slots, id: JobId, now: i64) {
         let job = &jobs[id];
-        let running = if protected { &mut self.protected } else { &mut self.preemptible };
-        running[job.leaf as usize].insert((now, id));
+        if job.preemptible {
+            self.preemptible[job.leaf as usize].insert((now, id));
+        }
         self.ends.insert((job.expected_end, id));
         if job.high {
             self.high[job.leaf as usize] += u64::from(job.gpus);
@@ -1399,8 +1399,8 @@ impl<'b> ClusterState<'b> {
         let job = &mut jobs[id];
         let leaf = job.leaf as usize;
         let started = job.started.expect("a running job");
-        if !self.preemptible[leaf].remove(&(started, id)) {
-            self.protected[leaf].remove(&(started, id));
+        if std::mem::take(&mut job.preemptible) {
+            self.preemptible[leaf].remove(&(started, id));
         }
         self.ends.remove(&(job.expected_end, id));
         if job.high {
