@@ -21,8 +21,10 @@
 # times and its best time counts (once when it takes over 30 s); a command over
 # ALLOT_BENCH_TIMEOUT seconds (default 900) is stopped and reported as such. Micro-benchmarks
 # of the hot functions: `cargo bench -p allot-bench`. Results and how to read them:
-# docs/verifier.md.
+# docs/performance.md.
 set -euo pipefail
+# Times are read and written with a decimal point.
+export LC_ALL=C
 cd "$(dirname "$0")/.."
 shared="${ALLOT_SHARED_DIR:-../shared}"
 cache="${ALLOT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/allot}/bench"
@@ -100,16 +102,19 @@ trace "$cache/hundred-thousand.csv" 100000 4 3600 28800
 # 1,024 GPUs.
 trace "$cache/busy-million.csv" 1000000 6 60 1500
 
-# measure NAME COMMAND...: the best wall time (s) and the peak memory (MiB) of COMMAND, in
-# $best and $peak, printed with NAME. Exit 1 (an expectation not met, problems found) is a
-# result; a run over the timeout leaves $best empty.
+# measure NAME COMMAND...: the best wall time (s, to the millisecond: the floors take a tenth
+# of a second) and the peak memory (MiB) of COMMAND, in $best and $peak, printed with NAME.
+# Exit 1 (an expectation not met, problems found) is a result; a run over the timeout leaves
+# $best empty.
 measure() {
-    local name="$1" status
+    local name="$1" status started seconds kib
     shift
     best="" peak=""
     for _ in 1 2 3; do
         status=0
-        timeout "$timeout_s" /usr/bin/time -f "%e %M" -o "$scratch/time" "$@" >/dev/null 2>"$scratch/err" || status=$?
+        started="$EPOCHREALTIME"
+        timeout "$timeout_s" /usr/bin/time -f "%M" -o "$scratch/time" "$@" >/dev/null 2>"$scratch/err" || status=$?
+        seconds="$(awk "BEGIN { printf \"%.3f\", $EPOCHREALTIME - $started }")"
         if [ "$status" -eq 124 ]; then
             echo "$name: stopped after ${timeout_s} s"
             return
@@ -118,25 +123,25 @@ measure() {
             cat "$scratch/err" >&2
             exit 1
         fi
-        read -r seconds kib < <(tail -n 1 "$scratch/time")
+        kib="$(tail -n 1 "$scratch/time")"
         if [ -z "$best" ] || awk "BEGIN { exit !($seconds < $best) }"; then best="$seconds"; fi
         peak="$(( kib / 1024 ))"
         if awk "BEGIN { exit !($seconds > 30) }"; then break; fi
     done
-    printf '%-58s %8.2f s %6d MiB\n' "$name" "$best" "$peak"
+    printf '%-62s %8.3f s %6d MiB\n' "$name" "$best" "$peak"
 }
 
 ratios=()
 # ratio NAME VALUE FLOOR TARGET: VALUE / FLOOR, against TARGET.
 ratio() {
     if [ -z "$2" ]; then
-        ratios+=("$(printf '%-58s %9s  target <= %5sx  OVER' "$1" "timeout" "$4")")
+        ratios+=("$(printf '%-62s %9s  target <= %5sx  OVER' "$1" "timeout" "$4")")
         return
     fi
     local r verdict
     r="$(awk "BEGIN { printf \"%.1f\", $2 / $3 }")"
     verdict="$(awk "BEGIN { print ($r <= $4) ? \"ok\" : \"OVER\" }")"
-    ratios+=("$(printf '%-58s %8sx  target <= %5sx  %s' "$1" "$r" "$4" "$verdict")")
+    ratios+=("$(printf '%-62s %8sx  target <= %5sx  %s' "$1" "$r" "$4" "$verdict")")
 }
 
 kdl_files() { echo "$1/allot.kdl" "$1"/teams/*.kdl; }
@@ -203,7 +208,7 @@ floor_busy="$best"
 for policy in budget priority; do
     measure "allot replay simulate --policy $policy, 1,000,000 busy jobs" "$allot" replay simulate examples/published-case --trace "$cache/busy-million.csv" --policy "$policy" --format json
     ratio "allot replay simulate --policy $policy / csv read" "$best" "$floor_busy" 60
-    ratios+=("$(printf '%-58s %6s MiB  target <= 300 MiB  %s' "  its peak memory" "$peak" "$( [ "${peak:-999999}" -le 300 ] && echo ok || echo OVER)")")
+    ratios+=("$(printf '%-62s %6s MiB  target <= 300 MiB  %s' "  its peak memory" "$peak" "$( [ "${peak:-999999}" -le 300 ] && echo ok || echo OVER)")")
 done
 if [ -d "$shared/traces/itp-2021" ]; then
     measure "allot replay audit, ITP trace (69,351 jobs)" "$allot" replay audit examples/itp-replay --trace "$shared/traces/itp-2021" --format json
