@@ -825,7 +825,9 @@ impl Simulator {
     /// One scheduling pass: the waiting jobs in the policy's order, each started if it fits
     /// (within its budgets' `max-gpus`, and, once a job holds a reservation, without delaying
     /// it), else, for the first such job of each budget, by a preemption if the policy
-    /// allows one. Whether anything changed.
+    /// allows one. Whether a next pass could change more: a preemption was made, or a job
+    /// started after one was held back. (When every start came before the first job held
+    /// back, a next pass would find the jobs held back as this one left them.)
     fn pass(&mut self, cluster: &mut ClusterState, entitled: &[f64], now: i64) -> bool {
         cluster.rank(self.policy, now);
         // The walk's buffers, kept from pass to pass.
