@@ -374,6 +374,24 @@ fn a_row_of_an_unknown_cluster_is_a_bad_row() {
     assert!(matches!(refused, Err(AuditError::Job { ref id, .. }) if id == "1"), "{refused:?}");
 }
 
+#[test]
+fn the_simulation_runs_on_after_its_audit_stops_and_its_own_error_comes_first() {
+    // With a window of a second, the first job's 150,000 s of work fill more windows than an
+    // audit keeps: the audit stops at the second run it reads, in the first batch of runs.
+    // The simulation goes on through more runs than the batches handed over ahead of the
+    // audit hold, to a row out of order: its error is the one said, as when the simulation
+    // ran before its audit.
+    let text = "cluster c gpus=8 gpu-type=h100\ncontract batch min-runtime=\"0s\" default=#true\n\
+        policy window=\"1s\"\nproject a share=1\n";
+    let mut jobs = vec![job(0, "a", 1, 0, 150_000, "batch")];
+    jobs.extend((1..40_000).map(|i| job(i, "a", 1, 150_000 + i as i64, 1, "batch")));
+    jobs.push(job(40_000, "a", 1, 10, 1, "batch"));
+    let audited = allot_verify::audit::audit(&model(text), jobs[..2].iter().cloned().map(Ok), 1, false);
+    assert!(matches!(audited, Err(AuditError::TooManyWindows { .. })), "{audited:?}");
+    let result = simulate(&model(text), jobs.into_iter().map(Ok), Policy::Budget, false, &mut |_| {});
+    assert!(matches!(result, Err(AuditError::NotSorted { ref id, .. }) if id == "40000"), "{result:?}");
+}
+
 const TREE: &str = "cluster c gpus=24 gpu-type=h100 gpus-per-node=8\n\
     contract batch min-runtime=\"30m\" default=#true\n\
     contract checkpointed min-runtime=\"10m\" resumable=#true\n\
