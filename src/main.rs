@@ -11,6 +11,8 @@ mod git_loader;
 mod github;
 mod output;
 mod read;
+mod sacctmgr;
+mod saved_plan;
 mod simulation;
 mod traces;
 
@@ -20,7 +22,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    build, check, diff, export, fairshare, fmt, import, owners, plan, replay, schema, tree,
+    apply, build, check, diff, export, fairshare, fmt, import, owners, plan, replay, schema, tree,
 };
 use crate::exit::{Error, Exit, Outcome};
 
@@ -51,6 +53,11 @@ enum Command {
     Plan {
         #[command(subcommand)]
         target: plan::Target,
+    },
+    /// Apply a saved plan to the live scheduler it was made against.
+    Apply {
+        #[command(subcommand)]
+        target: apply::Target,
     },
     /// Turn a live scheduler's tree into a budget repository.
     Import {
@@ -94,6 +101,7 @@ fn run(command: Command, format: diagnostics::Format) -> Outcome {
         Command::Diff(args) => diff::run(args, format),
         Command::Owners(args) => owners::run(args, format),
         Command::Plan { target } => plan::run(target, format),
+        Command::Apply { target } => apply::run(target),
         Command::Import { target } => import::run(target),
         Command::Replay { command } => replay::run(command, format),
         Command::Fairshare(args) => fairshare::run(args, format),

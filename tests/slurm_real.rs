@@ -292,6 +292,9 @@ fn allot_against_a_real_slurm() {
             String::from_utf8_lossy(&first.stdout)
         );
 
+        if cluster == "tern" {
+            apply_a_saved_plan(&example, cluster, work.path());
+        }
         if cluster != "jupiter" {
             continue;
         }
@@ -330,6 +333,75 @@ fn allot_against_a_real_slurm() {
         check_fair_tree(cluster);
     }
     check_decay();
+}
+
+/// `allot plan slurm --live --out` and `allot apply slurm` on the live cluster: a change made
+/// by hand between the two is refused with the change named; planned again, the plan
+/// applies, and a third plan finds nothing left to change.
+fn apply_a_saved_plan(example: &Path, cluster: &str, work: &Path) {
+    let repo = work.join("apply");
+    ok("cp", &["-r", example.to_str().unwrap(), repo.to_str().unwrap()]);
+    let file = repo.join("allot.kdl");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, edit(&text, "project science share=35", "project science share=30")).unwrap();
+    let saved = work.join("tern-plan.json");
+    let plan_live = |out: Option<&Path>| {
+        let mut args = vec!["plan", "slurm", repo.to_str().unwrap(), "--live", "--detailed-exitcode"];
+        if let Some(out) = out {
+            args.extend(["--out", out.to_str().unwrap()]);
+        }
+        allot(&args)
+    };
+    let planned = plan_live(Some(&saved));
+    assert_eq!(planned.status.code(), Some(2), "{}", String::from_utf8_lossy(&planned.stderr));
+    let apply = || allot(&["apply", "slurm", saved.to_str().unwrap(), "--auto-approve"]);
+
+    // Behind allot's back.
+    ok(
+        "sacctmgr",
+        &[
+            "-i",
+            "modify",
+            "account",
+            "where",
+            "name=medicine",
+            &format!("cluster={cluster}"),
+            "set",
+            "fairshare=21",
+        ],
+    );
+    let refused = apply();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("changed since the plan was made: nothing was applied") && said.contains("'medicine'"),
+        "{said}"
+    );
+    eprintln!("{said}");
+
+    let planned = plan_live(Some(&saved));
+    assert_eq!(planned.status.code(), Some(2), "{}", String::from_utf8_lossy(&planned.stderr));
+    let started = std::time::Instant::now();
+    let applied = apply();
+    let took = started.elapsed();
+    assert_eq!(
+        applied.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&applied.stdout),
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    assert!(String::from_utf8_lossy(&applied.stdout).contains("Apply complete"));
+    let after = plan_live(None);
+    assert_eq!(
+        after.status.code(),
+        Some(0),
+        "applied, no changes left:\n{}",
+        String::from_utf8_lossy(&after.stdout)
+    );
+    eprintln!(
+        "{cluster}: a saved plan refused on drift, then applied in {took:.1?}, and nothing left to change"
+    );
 }
 
 /// A job's usage as Slurm decays it, against allot's model of the decay thread

@@ -1,6 +1,7 @@
 //! One module per command: each has its clap `Args` and a `run` that returns the
 //! command's [`Outcome`](crate::exit::Outcome).
 
+pub mod apply;
 pub mod build;
 pub mod check;
 pub mod diff;

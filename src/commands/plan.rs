@@ -1,6 +1,7 @@
 //! `allot plan slurm`: the changes that take a live Slurm association tree (a `sacctmgr
-//! dump`) to the budgets, Terraform-style, with drift shown apart, a guard on deletions and
-//! the ordered `sacctmgr` script on request.
+//! dump`, or `sacctmgr` itself) to the budgets, Terraform-style, with drift shown apart, a
+//! guard on deletions, the ordered `sacctmgr` script on request, and the plan saved for
+//! `allot apply slurm` ([`saved_plan`](crate::saved_plan)).
 
 use std::path::{Path, PathBuf};
 
@@ -10,6 +11,7 @@ use crate::budgets;
 use crate::diagnostics::Format;
 use crate::exit::{Error, Exit, Outcome};
 use crate::output::{self, json, print, write_atomically};
+use crate::{sacctmgr, saved_plan};
 
 #[derive(clap::Subcommand)]
 pub enum Target {
@@ -21,9 +23,16 @@ pub enum Target {
 pub struct SlurmArgs {
     #[command(flatten)]
     repository: budgets::Repository,
-    /// The `sacctmgr dump CLUSTER file=...` output, or `-` for standard input.
+    /// The live tree: a `sacctmgr dump CLUSTER file=...` output (`-`: standard input), or,
+    /// given alone, read with `sacctmgr dump` (put PATH before it).
+    #[arg(long, value_name = "DUMP", num_args = 0..=1, required = true)]
+    live: Option<Option<PathBuf>>,
+    /// The Slurm cluster to plan for, when the budgets bind several.
     #[arg(long)]
-    live: PathBuf,
+    cluster: Option<String>,
+    /// Save the plan here, for `allot apply slurm`.
+    #[arg(long, value_name = "PLAN")]
+    out: Option<PathBuf>,
     /// Write the ordered `sacctmgr -i` commands to this file.
     #[arg(long)]
     script: Option<PathBuf>,
@@ -43,11 +52,22 @@ pub struct SlurmArgs {
 pub fn run(target: Target, format: Format) -> Outcome {
     let Target::Slurm(args) = target;
     let Some(model) = args.repository.model(format)? else { return Ok(Exit::Problems) };
-    let text = read_dump(&args.live)?;
-    let live = tree::parse(&text).map_err(|e| {
-        Error::failed(format!("{}: not a sacctmgr dump: {e}; nothing was planned", args.live.display()))
-    })?;
     let clusters = tree::slurm_clusters(&model);
+    let (text, read_from) = match args.live.flatten() {
+        Some(path) => (read_dump(&path)?, path.display().to_string()),
+        None => {
+            let cluster = live_cluster(&clusters, args.cluster.as_deref())?;
+            (sacctmgr::dump(&cluster)?, format!("sacctmgr dump {cluster}"))
+        }
+    };
+    let live = tree::parse(&text)
+        .map_err(|e| Error::failed(format!("{read_from}: not a sacctmgr dump: {e}; nothing was planned")))?;
+    if args.cluster.as_ref().is_some_and(|c| *c != live.cluster) {
+        return Err(Error::failed(format!(
+            "the dump is of Slurm cluster `{}`, not of --cluster",
+            live.cluster
+        )));
+    }
     if !clusters.contains(&live.cluster) {
         return Err(Error::failed(format!(
             "the dump is of Slurm cluster `{}`, which the budgets do not bind (they bind: {})",
@@ -89,7 +109,35 @@ pub fn run(target: Target, format: Format) -> Outcome {
         set_executable(path)?;
         eprintln!("wrote {}", path.display());
     }
+    if let Some(path) = &args.out {
+        let commands = plan::commands(&plan, &desired, &live);
+        let revision = saved_plan::revision(&args.repository.path);
+        let max_deletes = (!args.allow_deletes).then_some(args.max_deletes);
+        let saved = saved_plan::to_json(&text, &desired, &plan, &commands, revision.as_deref(), max_deletes);
+        // What `allot apply` will read back must give the same commands.
+        saved_plan::from_json(&saved)
+            .map_err(|e| Error::failed(format!("the plan cannot be saved as one that applies: {e}")))?;
+        write_atomically(path, &json(&saved)?)?;
+        eprintln!("wrote {}: apply it with `allot apply slurm {}`", path.display(), path.display());
+    }
     Ok(Exit::changes(args.detailed_exitcode, !plan.is_empty()))
+}
+
+/// The Slurm cluster whose live tree to read: the one named, or the budgets' only one.
+fn live_cluster(clusters: &[String], named: Option<&str>) -> Result<String, Error> {
+    match (named, clusters) {
+        (Some(name), _) if clusters.iter().any(|c| c == name) => Ok(name.to_string()),
+        (Some(name), _) => Err(Error::failed(format!(
+            "the budgets bind no Slurm cluster `{name}` (they bind: {})",
+            if clusters.is_empty() { "none".to_string() } else { clusters.join(", ") }
+        ))),
+        (None, [only]) => Ok(only.clone()),
+        (None, []) => Err(Error::failed("the budgets bind no Slurm cluster: nothing to plan")),
+        (None, _) => Err(Error::failed(format!(
+            "the budgets bind several Slurm clusters ({}): name one with --cluster",
+            clusters.join(", ")
+        ))),
+    }
 }
 
 /// A `sacctmgr dump` (or a usage file) from a regular file, or from standard input for

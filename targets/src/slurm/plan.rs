@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use allot_compiler::ir::Location;
 use serde_json::{Value, json};
 
-use super::tree::{Account, PARENT_FAIRSHARE, Tree, User, slurm_name_problem};
+use super::tree::{Account, MAX_DUMP_DEPTH, PARENT_FAIRSHARE, Tree, User, slurm_name_problem};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Action {
@@ -327,141 +327,280 @@ pub fn plan(desired: &Tree, live: &Tree) -> Plan {
 /// A word the shell reads as itself (shared by every emitter that writes a script).
 pub use crate::text::shell_word;
 
-/// The `sacctmgr -i` commands, in an order Slurm accepts: accounts added parents first,
-/// then account changes, users added, default accounts moved, and only then deletions,
-/// user associations before accounts, children before parents.
-///
-/// Every name goes through [`shell_word`], in comments too; a change the plan would have
-/// refused (Slurm's root, a name no command can carry) gives no command.
-pub fn script(plan: &Plan, desired: &Tree, live: &Tree) -> String {
-    let c = shell_word(&plan.cluster);
-    let mut out = format!("#!/bin/sh\n# allot plan for Slurm cluster {c}: {}\nset -eu\n", plan.summary());
-    let allowed: Vec<&Change> =
-        plan.changes.iter().filter(|ch| names_of(ch).into_iter().all(|n| unusable(n).is_none())).collect();
-    let mut section = |title: &str, lines: Vec<String>| {
-        if !lines.is_empty() {
-            out.push_str(&format!("\n# {title}\n{}\n", lines.join("\n")));
+/// One word of a `sacctmgr` command: a keyword, or a value, after its `key=` when it has
+/// one. Values come from the budgets and the dump: a script quotes them (see
+/// [`shell_word`]); an argument list passes them as they are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Word {
+    Keyword(&'static str),
+    Value(Option<&'static str>, String),
+}
+
+impl Word {
+    /// The word as one argument of the command.
+    pub fn argument(&self) -> String {
+        match self {
+            Word::Keyword(k) => (*k).to_string(),
+            Word::Value(Some(key), value) => format!("{key}={value}"),
+            Word::Value(None, value) => value.clone(),
         }
+    }
+
+    /// The word in a shell script.
+    fn shell(&self) -> String {
+        match self {
+            Word::Keyword(k) => (*k).to_string(),
+            Word::Value(Some(key), value) => format!("{key}={}", shell_word(value)),
+            Word::Value(None, value) => shell_word(value),
+        }
+    }
+}
+
+/// One `sacctmgr -i` command of a plan (the words after `sacctmgr -i`), and the step of the
+/// plan it belongs to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Command {
+    pub step: &'static str,
+    pub words: Vec<Word>,
+}
+
+impl Command {
+    /// The command's arguments after `sacctmgr -i`.
+    pub fn arguments(&self) -> Vec<String> {
+        self.words.iter().map(Word::argument).collect()
+    }
+
+    /// The command as one line of a shell script.
+    pub fn shell(&self) -> String {
+        let words: Vec<String> = self.words.iter().map(Word::shell).collect();
+        format!("sacctmgr -i {}", words.join(" "))
+    }
+}
+
+fn keyword(k: &'static str) -> Word {
+    Word::Keyword(k)
+}
+
+fn value(key: &'static str, value: impl Into<String>) -> Word {
+    Word::Value(Some(key), value.into())
+}
+
+fn name(value: impl Into<String>) -> Word {
+    Word::Value(None, value.into())
+}
+
+/// The `sacctmgr -i` commands of a plan, in an order Slurm accepts: accounts added parents
+/// first, then account changes, users added, default accounts moved, and only then
+/// deletions, user associations before accounts, children before parents. Within a step,
+/// the order depends on the trees' associations, not on the order the trees list them in
+/// (a saved plan's trees are read back in another order). A change the plan would have
+/// refused (Slurm's root, a name no command can carry) gives no command.
+pub fn commands(plan: &Plan, desired: &Tree, live: &Tree) -> Vec<Command> {
+    let cluster = || value("cluster", plan.cluster.clone());
+    let mut allowed: Vec<&Change> =
+        plan.changes.iter().filter(|ch| names_of(ch).into_iter().all(|n| unusable(n).is_none())).collect();
+    let (desired_depth, live_depth) = (depths(desired), depths(live));
+    allowed.sort_by_cached_key(|ch| {
+        let depth = match (ch.kind, ch.action) {
+            // Children before parents.
+            ("account", Action::Destroy) => {
+                usize::MAX - live_depth.get(ch.name.as_str()).copied().unwrap_or(0)
+            }
+            ("account", _) => desired_depth.get(ch.name.as_str()).copied().unwrap_or(0),
+            _ => 0,
+        };
+        (depth, ch.name.clone(), ch.account.clone())
+    });
+    let mut out: Vec<Command> = Vec::new();
+    let mut step = |step: &'static str, commands: Vec<Vec<Word>>| {
+        out.extend(commands.into_iter().map(|words| Command { step, words }));
     };
     let desired_accounts: HashMap<&str, &Account> =
         desired.accounts.iter().map(|a| (a.name.as_str(), a)).collect();
     let account = |name: &str| desired_accounts.get(name).copied();
-    let settings = |a: &Account, fields: &[Field], new: bool| -> Vec<String> {
+    let settings = |a: &Account, fields: &[Field], new: bool| -> Vec<Word> {
         let mut set = Vec::new();
         for f in fields {
             match f.name {
-                "parent" if !new => set.push(format!("parent={}", shell_word(&a.parent))),
-                "fairshare" => set.push(format!("fairshare={}", a.fairshare)),
-                "grptres" => set
-                    .push(format!("grptres=gres/gpu={}", a.grp_gpus.map_or("-1".into(), |g| g.to_string()))),
-                "qos" => set.push(format!("qos={}", shell_word(&a.qos.join(",")))),
-                "defaultqos" => {
-                    set.push(format!("defaultqos={}", shell_word(a.default_qos.as_deref().unwrap_or("-1"))))
-                }
+                "parent" if !new => set.push(value("parent", a.parent.clone())),
+                "fairshare" => set.push(value("fairshare", a.fairshare.to_string())),
+                "grptres" => set.push(value(
+                    "grptres",
+                    format!("gres/gpu={}", a.grp_gpus.map_or("-1".into(), |g| g.to_string())),
+                )),
+                "qos" => set.push(value("qos", a.qos.join(","))),
+                "defaultqos" => set.push(value("defaultqos", a.default_qos.as_deref().unwrap_or("-1"))),
                 _ => {}
             }
         }
         set
     };
-    let adds: Vec<String> = allowed
+    let adds = allowed
         .iter()
         .filter(|ch| ch.kind == "account" && ch.action == Action::Add)
         .filter_map(|ch| account(&ch.name).map(|a| (a, ch)))
         .map(|(a, ch)| {
-            format!(
-                "sacctmgr -i add account {} cluster={c} parent={} description={} organization=allot {}",
-                shell_word(&a.name),
-                shell_word(&a.parent),
-                shell_word(&a.description),
-                settings(a, &ch.fields, true).join(" ")
-            )
+            let mut words = vec![
+                keyword("add"),
+                keyword("account"),
+                name(a.name.clone()),
+                cluster(),
+                value("parent", a.parent.clone()),
+                value("description", a.description.clone()),
+                value("organization", "allot"),
+            ];
+            words.extend(settings(a, &ch.fields, true));
+            words
         })
         .collect();
-    section("accounts to add, parents first", adds);
-    let modified: Vec<String> = allowed
+    step("accounts to add, parents first", adds);
+    let modified = allowed
         .iter()
         .filter(|ch| ch.kind == "account" && ch.action == Action::Change)
         .filter_map(|ch| account(&ch.name).map(|a| (a, ch)))
         .map(|(a, ch)| {
-            format!(
-                "sacctmgr -i modify account where name={} cluster={c} set {}",
-                shell_word(&a.name),
-                settings(a, &ch.fields, false).join(" ")
-            )
+            let mut words = vec![
+                keyword("modify"),
+                keyword("account"),
+                keyword("where"),
+                value("name", a.name.clone()),
+                cluster(),
+                keyword("set"),
+            ];
+            words.extend(settings(a, &ch.fields, false));
+            words
         })
         .collect();
-    section("accounts to change", modified);
+    step("accounts to change", modified);
     let known_users: HashSet<&str> = live.users.iter().map(|u| u.name.as_str()).collect();
     let desired_users: HashMap<(&str, &str), &User> =
         desired.users.iter().map(|u| ((u.name.as_str(), u.account.as_str()), u)).collect();
     let user_of = |ch: &Change| desired_users.get(&(ch.name.as_str(), ch.account.as_deref()?)).copied();
-    let added_users: Vec<String> = allowed
+    let added_users = allowed
         .iter()
         .filter(|ch| ch.kind == "user" && ch.action == Action::Add)
         .filter_map(|ch| user_of(ch))
         .map(|u| {
-            let default = match (&u.default_account, known_users.contains(u.name.as_str())) {
-                (Some(d), false) => format!(" defaultaccount={}", shell_word(d)),
-                _ => String::new(),
-            };
-            format!(
-                "sacctmgr -i add user {} cluster={c} account={} fairshare={}{default}",
-                shell_word(&u.name),
-                shell_word(&u.account),
-                fairshare(u.fairshare)
-            )
+            let mut words = vec![
+                keyword("add"),
+                keyword("user"),
+                name(u.name.clone()),
+                cluster(),
+                value("account", u.account.clone()),
+                value("fairshare", fairshare(u.fairshare)),
+            ];
+            if let (Some(d), false) = (&u.default_account, known_users.contains(u.name.as_str())) {
+                words.push(value("defaultaccount", d.clone()));
+            }
+            words
         })
         .collect();
-    section("user associations to add", added_users);
-    let mut defaults: Vec<String> = Vec::new();
-    let mut seen_defaults: HashSet<String> = HashSet::new();
-    let mut user_changes: Vec<String> = Vec::new();
+    step("user associations to add", added_users);
+    let mut defaults: Vec<Vec<Word>> = Vec::new();
+    let mut user_changes: Vec<Vec<Word>> = Vec::new();
     for ch in allowed.iter().filter(|ch| ch.kind == "user" && ch.action != Action::Destroy) {
         let Some(u) = user_of(ch) else { continue };
         for f in &ch.fields {
             match f.name {
                 "defaultaccount" if ch.action == Action::Change || known_users.contains(u.name.as_str()) => {
                     if let Some(d) = &u.default_account {
-                        let line = format!(
-                            "sacctmgr -i modify user where name={} cluster={c} set defaultaccount={}",
-                            shell_word(&u.name),
-                            shell_word(d)
-                        );
-                        if seen_defaults.insert(line.clone()) {
-                            defaults.push(line);
+                        let words = vec![
+                            keyword("modify"),
+                            keyword("user"),
+                            keyword("where"),
+                            value("name", u.name.clone()),
+                            cluster(),
+                            keyword("set"),
+                            value("defaultaccount", d.clone()),
+                        ];
+                        if !defaults.contains(&words) {
+                            defaults.push(words);
                         }
                     }
                 }
-                "fairshare" if ch.action == Action::Change => user_changes.push(format!(
-                    "sacctmgr -i modify user where name={} cluster={c} account={} set fairshare={}",
-                    shell_word(&u.name),
-                    shell_word(&u.account),
-                    fairshare(u.fairshare)
-                )),
+                "fairshare" if ch.action == Action::Change => user_changes.push(vec![
+                    keyword("modify"),
+                    keyword("user"),
+                    keyword("where"),
+                    value("name", u.name.clone()),
+                    cluster(),
+                    value("account", u.account.clone()),
+                    keyword("set"),
+                    value("fairshare", fairshare(u.fairshare)),
+                ]),
                 _ => {}
             }
         }
     }
-    section("default accounts, moved before any deletion", defaults);
-    section("user associations to change", user_changes);
-    let deleted_users: Vec<String> = allowed
+    step("default accounts, moved before any deletion", defaults);
+    step("user associations to change", user_changes);
+    let deleted_users = allowed
         .iter()
         .filter(|ch| ch.kind == "user" && ch.action == Action::Destroy)
         .map(|ch| {
-            format!(
-                "sacctmgr -i delete user where name={} cluster={c} account={}",
-                shell_word(&ch.name),
-                shell_word(ch.account.as_deref().unwrap_or(""))
-            )
+            vec![
+                keyword("delete"),
+                keyword("user"),
+                keyword("where"),
+                value("name", ch.name.clone()),
+                cluster(),
+                value("account", ch.account.clone().unwrap_or_default()),
+            ]
         })
         .collect();
-    section("user associations to delete", deleted_users);
-    let deleted_accounts: Vec<String> = allowed
+    step("user associations to delete", deleted_users);
+    let deleted_accounts = allowed
         .iter()
         .filter(|ch| ch.kind == "account" && ch.action == Action::Destroy)
-        .map(|ch| format!("sacctmgr -i delete account where name={} cluster={c}", shell_word(&ch.name)))
+        .map(|ch| {
+            vec![
+                keyword("delete"),
+                keyword("account"),
+                keyword("where"),
+                value("name", ch.name.clone()),
+                cluster(),
+            ]
+        })
         .collect();
-    section("accounts to delete, children first", deleted_accounts);
+    step("accounts to delete, children first", deleted_accounts);
+    out
+}
+
+/// Each account's depth below `root` (1 for root's children), up to [`MAX_DUMP_DEPTH`]
+/// levels.
+fn depths<'t>(tree: &'t Tree) -> HashMap<&'t str, usize> {
+    let parents: HashMap<&'t str, &'t str> =
+        tree.accounts.iter().map(|a| (a.name.as_str(), a.parent.as_str())).collect();
+    let depth = |mut name: &'t str| {
+        let mut depth = 0;
+        while let Some(&parent) = parents.get(name)
+            && depth < MAX_DUMP_DEPTH
+        {
+            depth += 1;
+            name = parent;
+        }
+        depth
+    };
+    tree.accounts.iter().map(|a| (a.name.as_str(), depth(a.name.as_str()))).collect()
+}
+
+/// The plan's [`commands`] as a shell script, each step under a comment. Every value goes
+/// through [`shell_word`], in comments too.
+pub fn script(plan: &Plan, desired: &Tree, live: &Tree) -> String {
+    let mut out = format!(
+        "#!/bin/sh\n# allot plan for Slurm cluster {}: {}\nset -eu\n",
+        shell_word(&plan.cluster),
+        plan.summary()
+    );
+    let mut step = None;
+    for command in commands(plan, desired, live) {
+        if step != Some(command.step) {
+            out.push_str(&format!("\n# {}\n", command.step));
+            step = Some(command.step);
+        }
+        out.push_str(&command.shell());
+        out.push('\n');
+    }
     out
 }
 

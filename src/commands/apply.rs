@@ -1,0 +1,128 @@
+//! `allot apply slurm PLAN`: a plan saved by `allot plan slurm --live --out PLAN`, applied to
+//! the live Slurm it was made against. The live associations are read again first, and the
+//! plan is refused when they changed since (each changed record named). The plan's
+//! `sacctmgr` commands then run one by one, in the plan's order; a failure stops them and
+//! says what was applied and what was not. Last, the live tree is read once more and
+//! planned again: apply ends well only when no change is left.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+
+use allot_targets::slurm::{plan, tree};
+use similar::{ChangeTag, TextDiff};
+
+use crate::exit::{Error, Exit, Outcome};
+use crate::output::print;
+use crate::{sacctmgr, saved_plan};
+
+#[derive(clap::Subcommand)]
+pub enum Target {
+    /// Apply a plan saved by `allot plan slurm --live --out PLAN` to the live Slurm.
+    Slurm(SlurmArgs),
+}
+
+#[derive(clap::Args)]
+pub struct SlurmArgs {
+    /// The saved plan.
+    plan: PathBuf,
+    /// Apply without asking (for CI); otherwise the plan is shown and a terminal asked.
+    #[arg(long)]
+    auto_approve: bool,
+}
+
+/// The most changed records a refusal names.
+const MAX_DRIFT_SHOWN: usize = 50;
+
+pub fn run(target: Target) -> Outcome {
+    let Target::Slurm(args) = target;
+    let saved = saved_plan::read(&args.plan)?;
+    let cluster = &saved.cluster;
+    let now = sacctmgr::dump(cluster)?;
+    if saved_plan::fingerprint(&now) != saved.fingerprint {
+        eprintln!("{}", drift(&saved.live_text, &now));
+        return Err(Error::failed(format!(
+            "the live associations of Slurm cluster {cluster} changed since the plan was made: nothing was applied; plan again"
+        )));
+    }
+    if let Some(revision) = &saved.revision {
+        eprintln!("The plan of the budgets at revision {revision}:");
+    }
+    print(&plan::human(&saved.plan))?;
+    if saved.plan.is_empty() {
+        return Ok(Exit::Success);
+    }
+    if !args.auto_approve && !approved(cluster, saved.commands.len())? {
+        eprintln!("Apply cancelled: nothing was applied.");
+        return Ok(Exit::Problems);
+    }
+    for (done, command) in saved.commands.iter().enumerate() {
+        eprintln!("sacctmgr -i {}", command.arguments().join(" "));
+        if let Err(e) = sacctmgr::run(&command.arguments()) {
+            let left = saved.commands.len() - done;
+            eprintln!(
+                "error: this command failed: {}\n  sacctmgr said: {e}\n\
+                 {done} of {} commands were applied, the {left} from this one on were not; \
+                 `allot plan slurm --live` shows what remains",
+                command.shell(),
+                saved.commands.len()
+            );
+            return Ok(Exit::Problems);
+        }
+    }
+    let after = sacctmgr::dump(cluster)?;
+    let after = tree::parse(&after)
+        .map_err(|e| Error::failed(format!("sacctmgr dump {cluster}, after applying: {e}")))?;
+    let left = plan::plan(&saved.desired, &after);
+    if left.is_empty() {
+        println!(
+            "Apply complete: {} commands; Slurm cluster {cluster} now holds the associations the budgets want.",
+            saved.commands.len()
+        );
+        return Ok(Exit::Success);
+    }
+    eprintln!("error: every command ran, yet these changes did not take:\n{}", plan::human(&left));
+    Ok(Exit::Problems)
+}
+
+/// The records of the live dump that differ from the plan's, each named once.
+fn drift(then: &str, now: &str) -> String {
+    let records = |dump: &str| -> String {
+        dump.lines().filter(|l| !l.trim_start().starts_with('#')).flat_map(|l| [l, "\n"]).collect()
+    };
+    let (then, now) = (records(then), records(now));
+    let diff = TextDiff::from_lines(&then, &now);
+    let changed: Vec<String> = diff
+        .iter_all_changes()
+        .filter_map(|change| match change.tag() {
+            ChangeTag::Delete => Some(format!("  at the plan: {}", change.value().trim_end())),
+            ChangeTag::Insert => Some(format!("  now:         {}", change.value().trim_end())),
+            ChangeTag::Equal => None,
+        })
+        .collect();
+    let mut out =
+        format!("Since the plan, the live associations changed ({} lines of the dump):\n", changed.len());
+    for line in changed.iter().take(MAX_DRIFT_SHOWN) {
+        out.push_str(&allot_compiler::escape::controls(line, true));
+        out.push('\n');
+    }
+    if changed.len() > MAX_DRIFT_SHOWN {
+        out.push_str(&format!("  ... and {} more\n", changed.len() - MAX_DRIFT_SHOWN));
+    }
+    out
+}
+
+/// Asks on the terminal whether to apply; only `yes` does.
+fn approved(cluster: &str, commands: usize) -> Result<bool, Error> {
+    if !std::io::stdin().is_terminal() {
+        return Err(Error::failed(
+            "no terminal to ask on, and nothing was applied: review the plan and pass --auto-approve",
+        ));
+    }
+    eprint!(
+        "Apply these changes to Slurm cluster {cluster} ({commands} sacctmgr commands)? Only `yes` applies: "
+    );
+    std::io::stderr().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(answer.trim() == "yes")
+}

@@ -1,0 +1,67 @@
+//! Slurm's `sacctmgr`, run as a program (found on `PATH`) with its arguments as a list, never
+//! through a shell: the live association tree read with `sacctmgr dump`, and the commands of
+//! a plan applied one by one.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+
+use allot_targets::slurm::tree::MAX_DUMP_BYTES;
+
+use crate::exit::Error;
+
+const PROGRAM: &str = "sacctmgr";
+
+/// The live association tree of `cluster`, as `sacctmgr dump` writes it (at most
+/// [`MAX_DUMP_BYTES`]).
+pub fn dump(cluster: &str) -> Result<String, Error> {
+    let mut child = Command::new(PROGRAM)
+        .args(["dump", cluster, "file=/dev/stdout"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        // The dump echoes every line to standard error too.
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| missing(e, "read the live associations"))?;
+    let mut text = String::new();
+    let stdout = child.stdout.take().expect("piped");
+    let read = stdout.take(MAX_DUMP_BYTES as u64 + 1).read_to_string(&mut text);
+    let status = child.wait()?;
+    read.map_err(|e| Error::failed(format!("sacctmgr dump {cluster}: {e}")))?;
+    if text.len() > MAX_DUMP_BYTES {
+        return Err(Error::failed(format!(
+            "sacctmgr dump {cluster}: more than {MAX_DUMP_BYTES} bytes, more than allot reads"
+        )));
+    }
+    if !status.success() || !text.lines().any(|l| l.starts_with("Cluster - ")) {
+        return Err(Error::failed(format!(
+            "sacctmgr dump {cluster} failed ({status}): is `{cluster}` a cluster of this Slurm database, and may this user read it?"
+        )));
+    }
+    Ok(text)
+}
+
+/// Runs `sacctmgr -i ARGUMENTS`; on failure, what it said.
+pub fn run(arguments: &[String]) -> Result<(), Error> {
+    let output = Command::new(PROGRAM)
+        .arg("-i")
+        .args(arguments)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| missing(e, "apply the plan"))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&output.stderr);
+    let said = if said.trim().is_empty() { String::from_utf8_lossy(&output.stdout) } else { said };
+    Err(Error::failed(format!("{} ({})", said.trim(), output.status)))
+}
+
+fn missing(e: std::io::Error, to: &str) -> Error {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        Error::failed(format!(
+            "`{PROGRAM}` is not on PATH: allot runs it to {to} (install Slurm's client tools, or run allot where they are)"
+        ))
+    } else {
+        Error::failed(format!("cannot run `{PROGRAM}` to {to}: {e}"))
+    }
+}

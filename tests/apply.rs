@@ -1,0 +1,241 @@
+//! `allot plan slurm --live --out PLAN` and `allot apply slurm PLAN` against a stand-in for
+//! `sacctmgr` (a script first on PATH) that serves a dump and records the commands it is
+//! given: saving, drift refused, edited plans refused, a failure in the middle reported, the
+//! check after applying. tests/slurm_real.rs runs the same flow against a real Slurm.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+mod common;
+
+use common::root;
+
+/// The stand-in: `dump CLUSTER file=/dev/stdout` prints the state's dump.cfg; `-i ARGS`
+/// fails when one argument is $FAKE_SACCTMGR_FAIL, else records ARGS (one per line, then an
+/// empty line) and, the first time, puts the state's after.cfg in place of the dump.
+const FAKE: &str = r#"#!/bin/sh
+state="$FAKE_SACCTMGR_STATE"
+if [ "$1" = dump ]; then cat "$state/dump.cfg"; exit 0; fi
+shift
+if [ -n "${FAKE_SACCTMGR_FAIL:-}" ] && printf '%s\n' "$@" | grep -qxF -- "$FAKE_SACCTMGR_FAIL"; then
+    echo " Problem adding: $*" >&2
+    exit 1
+fi
+printf '%s\n' "$@" >> "$state/log"
+echo >> "$state/log"
+if [ -f "$state/after.cfg" ]; then mv "$state/after.cfg" "$state/dump.cfg"; fi
+"#;
+
+const LIVE: &str = "# sacctmgr dump of tern\nCluster - 'tern':Fairshare=1:QOS='normal'\nParent - 'root'\n\
+    User - 'root':DefaultAccount='root':AdminLevel='Administrator':Fairshare=1\n\
+    Account - 'old':Description='old':Organization='elsewhere':Fairshare=5\n";
+
+struct Fake {
+    dir: tempfile::TempDir,
+}
+
+impl Fake {
+    fn new() -> Fake {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let program = bin.join("sacctmgr");
+        std::fs::write(&program, FAKE).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        std::fs::write(dir.path().join("dump.cfg"), LIVE).unwrap();
+        Fake { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Runs allot with the stand-in first on PATH: (status, stdout, stderr).
+    fn allot(&self, args: &[&str], fail: Option<&str>) -> (i32, String, String) {
+        let path = std::env::join_paths(
+            std::iter::once(self.path("bin"))
+                .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+        )
+        .unwrap();
+        let mut command = assert_cmd::Command::cargo_bin("allot").unwrap();
+        command
+            .current_dir(root())
+            .args(args)
+            .env("PATH", path)
+            .env("NO_COLOR", "1")
+            .env("FAKE_SACCTMGR_STATE", self.dir.path())
+            .env_remove("CI")
+            .write_stdin("");
+        if let Some(fail) = fail {
+            command.env("FAKE_SACCTMGR_FAIL", fail);
+        }
+        let output = command.output().unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
+    }
+
+    /// The commands the stand-in was given, each as its arguments.
+    fn log(&self) -> Vec<Vec<String>> {
+        let text = std::fs::read_to_string(self.path("log")).unwrap_or_default();
+        text.split("\n\n")
+            .filter(|c| !c.is_empty())
+            .map(|c| c.lines().map(str::to_string).collect())
+            .collect()
+    }
+
+    fn plan(&self, plan: &Path) -> Value {
+        let out = plan.to_str().unwrap();
+        let (status, stdout, stderr) =
+            self.allot(&["plan", "slurm", "examples/university-hpc", "--live", "--out", out], None);
+        assert_eq!(status, 0, "{stdout}\n{stderr}");
+        assert!(stdout.contains("- account old"), "{stdout}");
+        serde_json::from_str(&std::fs::read_to_string(plan).unwrap()).unwrap()
+    }
+}
+
+fn commands(plan: &Value) -> Vec<Vec<String>> {
+    serde_json::from_value(plan["commands"].clone()).unwrap()
+}
+
+#[test]
+fn a_saved_plan_holds_what_it_was_made_against() {
+    let fake = Fake::new();
+    let file = fake.path("plan.json");
+    let plan = fake.plan(&file);
+    assert_eq!(plan["cluster"], "tern");
+    assert_eq!(plan["live"]["dump"], LIVE);
+    assert_eq!(plan["max_deletes"], 10);
+    assert!(plan["revision"].is_null() || plan["revision"].as_str().is_some_and(|r| r.len() == 40));
+    let commands = commands(&plan);
+    // Accounts are added parents first, and the account the budgets do not hold goes last.
+    assert_eq!(commands[0][..2], ["add", "account"]);
+    assert_eq!(commands.last().unwrap(), &["delete", "account", "where", "name=old", "cluster=tern"]);
+    assert!(fake.log().is_empty(), "planning runs no command");
+
+    // The budgets bind two Slurm clusters: which one to read must be said.
+    let (status, _, stderr) = fake.allot(&["plan", "slurm", "examples/published-case", "--live"], None);
+    assert_eq!(status, 1);
+    assert!(stderr.contains("several Slurm clusters (jupiter, ceres): name one with --cluster"), "{stderr}");
+}
+
+#[test]
+fn apply_runs_the_plan_in_order_then_checks_that_nothing_is_left() {
+    let fake = Fake::new();
+    let file = fake.path("plan.json");
+    let plan = fake.plan(&file);
+    let out = fake.path("out");
+    let (status, _, stderr) = fake.allot(
+        &["build", "examples/university-hpc", "--out", out.to_str().unwrap(), "--target", "slurm"],
+        None,
+    );
+    assert_eq!(status, 0, "{stderr}");
+    // What Slurm holds once the commands ran: the associations the budgets want.
+    std::fs::copy(out.join("slurm/tern.cfg"), fake.path("after.cfg")).unwrap();
+    let (status, stdout, stderr) =
+        fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], None);
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("Apply complete"), "{stdout}");
+    assert_eq!(fake.log(), commands(&plan), "every command, in the plan's order");
+
+    // Applied again: the live tree is no longer the one it was made against.
+    let (status, _, stderr) = fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], None);
+    assert_eq!(status, 1);
+    assert!(stderr.contains("changed since the plan was made: nothing was applied"), "{stderr}");
+    assert_eq!(fake.log().len(), commands(&plan).len(), "nothing more ran");
+}
+
+#[test]
+fn apply_says_what_did_not_take() {
+    let fake = Fake::new();
+    let file = fake.path("plan.json");
+    fake.plan(&file);
+    // The commands "succeed", and the live tree stays as it was.
+    let (status, _, stderr) = fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], None);
+    assert_eq!(status, 1);
+    assert!(stderr.contains("every command ran, yet these changes did not take"), "{stderr}");
+    assert!(stderr.contains("- account old"), "{stderr}");
+}
+
+#[test]
+fn a_change_behind_allots_back_is_refused_with_the_change_named() {
+    let fake = Fake::new();
+    let file = fake.path("plan.json");
+    fake.plan(&file);
+    std::fs::write(fake.path("dump.cfg"), LIVE.replace("Fairshare=5", "Fairshare=7")).unwrap();
+    let (status, _, stderr) = fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], None);
+    assert_eq!(status, 1);
+    assert!(
+        stderr
+            .contains("at the plan: Account - 'old':Description='old':Organization='elsewhere':Fairshare=5")
+    );
+    assert!(
+        stderr
+            .contains("now:         Account - 'old':Description='old':Organization='elsewhere':Fairshare=7")
+    );
+    assert!(stderr.contains("plan again"), "{stderr}");
+    assert!(fake.log().is_empty());
+}
+
+#[test]
+fn an_edited_plan_is_refused() {
+    let fake = Fake::new();
+    let file = fake.path("plan.json");
+    let plan = fake.plan(&file);
+    let apply = |plan: &Value| {
+        std::fs::write(&file, plan.to_string()).unwrap();
+        fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], None)
+    };
+    let mut edited = plan.clone();
+    edited["commands"][0][2] = "name;rm -rf /".into();
+    let (status, _, stderr) = apply(&edited);
+    assert_eq!(status, 1);
+    assert!(stderr.contains("its commands are not the ones its trees give"), "{stderr}");
+    let mut edited = plan.clone();
+    edited["live"]["dump"] = LIVE.replace("Fairshare=5", "Fairshare=6").into();
+    assert!(apply(&edited).2.contains("does not match its fingerprint"));
+    let mut edited = plan.clone();
+    edited["max_deletes"] = 0.into();
+    assert!(apply(&edited).2.contains("more than its guard allows"));
+    let mut edited = plan;
+    edited["allot_version"] = "0.0.0-other".into();
+    assert!(apply(&edited).2.contains("made by allot 0.0.0-other"));
+    assert!(fake.log().is_empty());
+}
+
+#[test]
+fn a_failure_in_the_middle_says_what_was_applied_and_what_was_not() {
+    let fake = Fake::new();
+    let file = fake.path("plan.json");
+    let plan = fake.plan(&file);
+    let commands = commands(&plan);
+    let third = commands[2][2].clone();
+    let (status, _, stderr) =
+        fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], Some(&third));
+    assert_eq!(status, 1);
+    let total = commands.len();
+    assert!(
+        stderr.contains(&format!(
+            "2 of {total} commands were applied, the {} from this one on were not",
+            total - 2
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&format!("Problem adding: {}", commands[2].join(" "))), "{stderr}");
+    assert_eq!(fake.log(), commands[..2]);
+}
+
+#[test]
+fn apply_asks_on_a_terminal_and_refuses_without_one() {
+    let fake = Fake::new();
+    let file = fake.path("plan.json");
+    fake.plan(&file);
+    let (status, _, stderr) = fake.allot(&["apply", "slurm", file.to_str().unwrap()], None);
+    assert_eq!(status, 1);
+    assert!(stderr.contains("no terminal to ask on, and nothing was applied"), "{stderr}");
+    assert!(fake.log().is_empty());
+}
