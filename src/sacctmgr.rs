@@ -1,8 +1,8 @@
 //! Slurm's `sacctmgr`, run as a program (found on `PATH`) with its arguments as a list, never
-//! through a shell: the live association tree read with `sacctmgr dump`, and the commands of
-//! a plan applied one by one.
+//! through a shell: the live association tree read with `sacctmgr dump`, and a plan applied
+//! (`sacctmgr load` of a flat file, then commands one by one).
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 
 use allot_targets::slurm::tree::MAX_DUMP_BYTES;
@@ -38,6 +38,15 @@ pub fn dump(cluster: &str) -> Result<String, Error> {
         )));
     }
     Ok(text)
+}
+
+/// Runs `sacctmgr -i load` of `flat_file` (written to a temporary file of its own, removed
+/// after).
+pub fn load(flat_file: &str) -> Result<(), Error> {
+    let mut file = tempfile::Builder::new().prefix("allot-load-").suffix(".cfg").tempfile()?;
+    file.write_all(flat_file.as_bytes())?;
+    file.flush()?;
+    run(&["load".to_string(), format!("file={}", file.path().display())])
 }
 
 /// Runs `sacctmgr -i ARGUMENTS`; on failure, what it said.

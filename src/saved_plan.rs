@@ -1,8 +1,8 @@
 //! A saved Slurm plan (`allot plan slurm --out PLAN`, applied by `allot apply slurm PLAN`),
 //! as JSON: the live associations it was made against (the dump, and its fingerprint), the
 //! association tree the budgets want (as the flat file `sacctmgr load` reads), the budgets'
-//! git revision, the allot version, the deletion guard it passed, and the `sacctmgr`
-//! commands. The commands are made
+//! git revision, the allot version, the deletion guard it passed, and how it is applied (the
+//! flat file of one `sacctmgr load`, and `sacctmgr` commands). The commands are made
 //! again from the two trees when the plan is read, and a plan whose commands differ, or
 //! that another allot version made, is refused: what is applied is exactly what allot
 //! plans from what was reviewed.
@@ -30,7 +30,7 @@ pub struct SavedPlan {
     /// The tree the budgets want.
     pub desired: tree::Tree,
     pub plan: plan::Plan,
-    pub commands: Vec<plan::Command>,
+    pub application: plan::Application,
 }
 
 /// The fingerprint of a live association tree: the git blob id of its dump without the
@@ -53,7 +53,7 @@ pub fn to_json(
     live_text: &str,
     desired: &tree::Tree,
     result: &plan::Plan,
-    commands: &[plan::Command],
+    application: &plan::Application,
     revision: Option<&str>,
     max_deletes: Option<usize>,
 ) -> Value {
@@ -66,7 +66,8 @@ pub fn to_json(
         "max_deletes": max_deletes,
         "live": { "fingerprint": fingerprint(live_text), "dump": live_text },
         "desired": tree::flat_file(desired, "the associations the budgets want"),
-        "commands": commands.iter().map(plan::Command::arguments).collect::<Vec<_>>(),
+        "load": application.load,
+        "commands": application.commands.iter().map(plan::Command::arguments).collect::<Vec<_>>(),
         "plan": plan::json(result),
     })
 }
@@ -107,12 +108,16 @@ pub fn from_json(value: &Value) -> Result<SavedPlan, String> {
         return Err(edited("its trees and its cluster do not agree"));
     }
     let result = plan::plan(&desired, &live);
-    let commands = plan::commands(&result, &desired, &live);
+    let application = plan::application(&result, &desired, &live);
     let saved: Option<Vec<Vec<String>>> =
         value.get("commands").and_then(|c| serde_json::from_value(c.clone()).ok());
-    let made: Vec<Vec<String>> = commands.iter().map(plan::Command::arguments).collect();
-    if saved.as_ref() != Some(&made) || !result.refused.is_empty() {
-        return Err(edited("its commands are not the ones its trees give"));
+    let made: Vec<Vec<String>> = application.commands.iter().map(plan::Command::arguments).collect();
+    let load = value.get("load").map(Value::as_str);
+    if saved.as_ref() != Some(&made)
+        || load != Some(application.load.as_deref())
+        || !result.refused.is_empty()
+    {
+        return Err(edited("its load and commands are not the ones its trees give"));
     }
     // The deletion guard it was made under (null: deletions allowed).
     let deletes = result.count(plan::Action::Destroy);
@@ -128,6 +133,6 @@ pub fn from_json(value: &Value) -> Result<SavedPlan, String> {
         fingerprint,
         desired,
         plan: result,
-        commands,
+        application,
     })
 }

@@ -13,7 +13,8 @@ use common::root;
 
 /// The stand-in: `dump CLUSTER file=/dev/stdout` prints the state's dump.cfg; `-i ARGS`
 /// fails when one argument is $FAKE_SACCTMGR_FAIL, else records ARGS (one per line, then an
-/// empty line) and, the first time, puts the state's after.cfg in place of the dump.
+/// empty line; for `load file=F`, `load` and the lines of F) and, the first time, puts the
+/// state's after.cfg in place of the dump.
 const FAKE: &str = r#"#!/bin/sh
 state="$FAKE_SACCTMGR_STATE"
 if [ "$1" = dump ]; then cat "$state/dump.cfg"; exit 0; fi
@@ -22,7 +23,11 @@ if [ -n "${FAKE_SACCTMGR_FAIL:-}" ] && printf '%s\n' "$@" | grep -qxF -- "$FAKE_
     echo " Problem adding: $*" >&2
     exit 1
 fi
-printf '%s\n' "$@" >> "$state/log"
+if [ "$1" = load ]; then
+    { echo load; cat "${2#file=}"; } >> "$state/log"
+else
+    printf '%s\n' "$@" >> "$state/log"
+fi
 echo >> "$state/log"
 if [ -f "$state/after.cfg" ]; then mv "$state/after.cfg" "$state/dump.cfg"; fi
 "#;
@@ -102,6 +107,14 @@ fn commands(plan: &Value) -> Vec<Vec<String>> {
     serde_json::from_value(plan["commands"].clone()).unwrap()
 }
 
+/// What the stand-in records of the whole plan: its load, then its commands.
+fn calls(plan: &Value) -> Vec<Vec<String>> {
+    let load = plan["load"].as_str().unwrap();
+    let mut calls = vec![std::iter::once("load").chain(load.lines()).map(str::to_string).collect()];
+    calls.extend(commands(plan));
+    calls
+}
+
 #[test]
 fn a_saved_plan_holds_what_it_was_made_against() {
     let fake = Fake::new();
@@ -111,10 +124,20 @@ fn a_saved_plan_holds_what_it_was_made_against() {
     assert_eq!(plan["live"]["dump"], LIVE);
     assert_eq!(plan["max_deletes"], 10);
     assert!(plan["revision"].is_null() || plan["revision"].as_str().is_some_and(|r| r.len() == 40));
-    let commands = commands(&plan);
-    // Accounts are added parents first, and the account the budgets do not hold goes last.
-    assert_eq!(commands[0][..2], ["add", "account"]);
-    assert_eq!(commands.last().unwrap(), &["delete", "account", "where", "name=old", "cluster=tern"]);
+    // What a load does exactly goes in one: every association added, accounts parents
+    // first, then users; the account the budgets do not hold goes by command.
+    let load = plan["load"].as_str().unwrap();
+    let lines: Vec<&str> = load.lines().collect();
+    assert_eq!(lines[1..3], ["Cluster - 'tern'", "Parent - 'root'"], "{load}");
+    assert!(
+        lines[3].starts_with(
+            "Account - 'engineering':Description='engineering':Organization='allot':Fairshare=40"
+        )
+    );
+    let first_user = lines.iter().position(|l| l.starts_with("User - ")).unwrap();
+    assert!(lines[..first_user].iter().all(|l| !l.starts_with("User - ")));
+    assert_eq!(lines.iter().filter(|l| l.starts_with("Account - ") || l.starts_with("User - ")).count(), 193);
+    assert_eq!(commands(&plan), [["delete", "account", "where", "name=old", "cluster=tern"]]);
     assert!(fake.log().is_empty(), "planning runs no command");
 
     // The budgets bind two Slurm clusters: which one to read must be said.
@@ -140,13 +163,14 @@ fn apply_runs_the_plan_in_order_then_checks_that_nothing_is_left() {
         fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], None);
     assert_eq!(status, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("Apply complete"), "{stdout}");
-    assert_eq!(fake.log(), commands(&plan), "every command, in the plan's order");
+    assert_eq!(fake.log(), calls(&plan), "the load, then every command, in the plan's order");
+    assert!(stdout.contains("Apply complete in 2 sacctmgr calls"), "{stdout}");
 
     // Applied again: the live tree is no longer the one it was made against.
     let (status, _, stderr) = fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], None);
     assert_eq!(status, 1);
     assert!(stderr.contains("changed since the plan was made: nothing was applied"), "{stderr}");
-    assert_eq!(fake.log().len(), commands(&plan).len(), "nothing more ran");
+    assert_eq!(fake.log().len(), calls(&plan).len(), "nothing more ran");
 }
 
 #[test]
@@ -191,10 +215,13 @@ fn an_edited_plan_is_refused() {
         fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], None)
     };
     let mut edited = plan.clone();
-    edited["commands"][0][2] = "name;rm -rf /".into();
+    edited["commands"][0][3] = "name=root;rm -rf /".into();
     let (status, _, stderr) = apply(&edited);
     assert_eq!(status, 1);
-    assert!(stderr.contains("its commands are not the ones its trees give"), "{stderr}");
+    assert!(stderr.contains("its load and commands are not the ones its trees give"), "{stderr}");
+    let mut edited = plan.clone();
+    edited["load"] = plan["load"].as_str().unwrap().replace("Fairshare=40", "Fairshare=99").into();
+    assert!(apply(&edited).2.contains("its load and commands are not the ones its trees give"));
     let mut edited = plan.clone();
     edited["live"]["dump"] = LIVE.replace("Fairshare=5", "Fairshare=6").into();
     assert!(apply(&edited).2.contains("does not match its fingerprint"));
@@ -212,21 +239,25 @@ fn a_failure_in_the_middle_says_what_was_applied_and_what_was_not() {
     let fake = Fake::new();
     let file = fake.path("plan.json");
     let plan = fake.plan(&file);
-    let commands = commands(&plan);
-    let third = commands[2][2].clone();
-    let (status, _, stderr) =
-        fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], Some(&third));
+    let apply =
+        |fail: &str| fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], Some(fail));
+    // The load fails: no command runs after it.
+    let (status, _, stderr) = apply("load");
     assert_eq!(status, 1);
-    let total = commands.len();
     assert!(
-        stderr.contains(&format!(
-            "2 of {total} commands were applied, the {} from this one on were not",
-            total - 2
-        )),
+        stderr.contains("the load failed") && stderr.contains("none of the 1 commands after it ran"),
         "{stderr}"
     );
-    assert!(stderr.contains(&format!("Problem adding: {}", commands[2].join(" "))), "{stderr}");
-    assert_eq!(fake.log(), commands[..2]);
+    assert!(fake.log().is_empty());
+    // The load goes through, the command after it fails.
+    let (status, _, stderr) = apply("name=old");
+    assert_eq!(status, 1);
+    assert!(
+        stderr.contains("the load and 0 of 1 commands were applied, the 1 from this one on were not"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Problem adding: delete account where name=old cluster=tern"), "{stderr}");
+    assert_eq!(fake.log(), calls(&plan)[..1]);
 }
 
 #[test]

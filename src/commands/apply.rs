@@ -1,8 +1,9 @@
 //! `allot apply slurm PLAN`: a plan saved by `allot plan slurm --live --out PLAN`, applied to
 //! the live Slurm it was made against. The live associations are read again first, and the
-//! plan is refused when they changed since (each changed record named). The plan's
-//! `sacctmgr` commands then run one by one, in the plan's order; a failure stops them and
-//! says what was applied and what was not. Last, the live tree is read once more and
+//! plan is refused when they changed since (each changed record named). The plan is then
+//! applied as it was saved: one `sacctmgr load` of what a load does exactly, then
+//! `sacctmgr` commands one by one for the rest, in the plan's order; a failure stops them
+//! and says what was applied and what was not. Last, the live tree is read once more and
 //! planned again: apply ends well only when no change is left.
 
 use std::io::{BufRead, IsTerminal, Write};
@@ -51,20 +52,34 @@ pub fn run(target: Target) -> Outcome {
     if saved.plan.is_empty() {
         return Ok(Exit::Success);
     }
-    if !args.auto_approve && !approved(cluster, saved.commands.len())? {
+    let plan::Application { load, commands } = &saved.application;
+    let calls = commands.len() + usize::from(load.is_some());
+    if !args.auto_approve && !approved(cluster, calls)? {
         eprintln!("Apply cancelled: nothing was applied.");
         return Ok(Exit::Problems);
     }
-    for (done, command) in saved.commands.iter().enumerate() {
+    if let Some(load) = load {
+        let lines = load.lines().filter(|l| l.starts_with("Account - ") || l.starts_with("User - ")).count();
+        eprintln!("sacctmgr -i load: {lines} associations added or changed");
+        if let Err(e) = sacctmgr::load(load) {
+            eprintln!(
+                "error: the load failed: {e}\n  a load may have applied part of its file, and none of the {} commands after it ran; `allot plan slurm --live` shows what remains",
+                commands.len()
+            );
+            return Ok(Exit::Problems);
+        }
+    }
+    for (done, command) in commands.iter().enumerate() {
         eprintln!("sacctmgr -i {}", command.arguments().join(" "));
         if let Err(e) = sacctmgr::run(&command.arguments()) {
-            let left = saved.commands.len() - done;
+            let left = commands.len() - done;
+            let loaded = if load.is_some() { "the load and " } else { "" };
             eprintln!(
                 "error: this command failed: {}\n  sacctmgr said: {e}\n\
-                 {done} of {} commands were applied, the {left} from this one on were not; \
+                 {loaded}{done} of {} commands were applied, the {left} from this one on were not; \
                  `allot plan slurm --live` shows what remains",
                 command.shell(),
-                saved.commands.len()
+                commands.len()
             );
             return Ok(Exit::Problems);
         }
@@ -75,8 +90,7 @@ pub fn run(target: Target) -> Outcome {
     let left = plan::plan(&saved.desired, &after);
     if left.is_empty() {
         println!(
-            "Apply complete: {} commands; Slurm cluster {cluster} now holds the associations the budgets want.",
-            saved.commands.len()
+            "Apply complete in {calls} sacctmgr calls; Slurm cluster {cluster} now holds the associations the budgets want."
         );
         return Ok(Exit::Success);
     }
@@ -112,15 +126,13 @@ fn drift(then: &str, now: &str) -> String {
 }
 
 /// Asks on the terminal whether to apply; only `yes` does.
-fn approved(cluster: &str, commands: usize) -> Result<bool, Error> {
+fn approved(cluster: &str, calls: usize) -> Result<bool, Error> {
     if !std::io::stdin().is_terminal() {
         return Err(Error::failed(
             "no terminal to ask on, and nothing was applied: review the plan and pass --auto-approve",
         ));
     }
-    eprint!(
-        "Apply these changes to Slurm cluster {cluster} ({commands} sacctmgr commands)? Only `yes` applies: "
-    );
+    eprint!("Apply these changes to Slurm cluster {cluster} ({calls} sacctmgr calls)? Only `yes` applies: ");
     std::io::stderr().flush()?;
     let mut answer = String::new();
     std::io::stdin().lock().read_line(&mut answer)?;

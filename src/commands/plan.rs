@@ -110,11 +110,12 @@ pub fn run(target: Target, format: Format) -> Outcome {
         eprintln!("wrote {}", path.display());
     }
     if let Some(path) = &args.out {
-        let commands = plan::commands(&plan, &desired, &live);
+        let application = plan::application(&plan, &desired, &live);
         let revision = saved_plan::revision(&args.repository.path);
         let max_deletes = (!args.allow_deletes).then_some(args.max_deletes);
-        let saved = saved_plan::to_json(&text, &desired, &plan, &commands, revision.as_deref(), max_deletes);
-        // What `allot apply` will read back must give the same commands.
+        let saved =
+            saved_plan::to_json(&text, &desired, &plan, &application, revision.as_deref(), max_deletes);
+        // What `allot apply` will read back must give the same load and commands.
         saved_plan::from_json(&saved)
             .map_err(|e| Error::failed(format!("the plan cannot be saved as one that applies: {e}")))?;
         write_atomically(path, &json(&saved)?)?;

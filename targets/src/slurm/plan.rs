@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use allot_compiler::ir::Location;
 use serde_json::{Value, json};
 
-use super::tree::{Account, MAX_DUMP_DEPTH, PARENT_FAIRSHARE, Tree, User, slurm_name_problem};
+use super::tree::{Account, MAX_DUMP_DEPTH, PARENT_FAIRSHARE, Tree, User, quoted, slurm_name_problem};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Action {
@@ -396,7 +396,110 @@ fn name(value: impl Into<String>) -> Word {
 /// (a saved plan's trees are read back in another order). A change the plan would have
 /// refused (Slurm's root, a name no command can carry) gives no command.
 pub fn commands(plan: &Plan, desired: &Tree, live: &Tree) -> Vec<Command> {
-    let cluster = || value("cluster", plan.cluster.clone());
+    commands_but(plan, desired, live, |_| false)
+}
+
+/// How a plan is applied in as few `sacctmgr` calls as exactness allows: one `sacctmgr load`
+/// of a flat file for the changes Slurm's load makes exactly, then the [`commands`] of the
+/// others.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Application {
+    /// The flat file to load first, if any change goes that way.
+    pub load: Option<String>,
+    pub commands: Vec<Command>,
+}
+
+/// Whether `sacctmgr load` (Slurm 22.05 and later) makes a change exactly, and nothing else:
+/// associations added with all their settings; an account's Fairshare, GPU limit (set, not
+/// removed) and parent; a user association's Fairshare. A load adds QOS to a list but never
+/// removes one, cannot clear a limit or a default QOS, and sets a user's default account
+/// only with the line of one of its associations: those go by commands.
+fn loadable(change: &Change) -> bool {
+    match (change.kind, change.action) {
+        (_, Action::Add) => true,
+        ("account", Action::Change) => change
+            .fields
+            .iter()
+            .all(|f| matches!(f.name, "fairshare" | "parent") || (f.name == "grptres" && f.after != "-")),
+        ("user", Action::Change) => change.fields.iter().all(|f| f.name == "fairshare"),
+        _ => false,
+    }
+}
+
+/// The plan's [`Application`]: the flat file of its loadable changes (accounts parents
+/// first, then user associations; an account that exists is written without its
+/// description and organization, which a load would set), and the commands of the rest.
+pub fn application(plan: &Plan, desired: &Tree, live: &Tree) -> Application {
+    let commands = commands_but(plan, desired, live, loadable);
+    let desired_accounts: HashMap<&str, &Account> =
+        desired.accounts.iter().map(|a| (a.name.as_str(), a)).collect();
+    let desired_users: HashMap<(&str, &str), &User> =
+        desired.users.iter().map(|u| ((u.name.as_str(), u.account.as_str()), u)).collect();
+    let known_users: HashSet<&str> = live.users.iter().map(|u| u.name.as_str()).collect();
+    let mut accounts: Vec<(&str, String)> = Vec::new();
+    let mut users: Vec<(&str, String)> = Vec::new();
+    for change in sorted_allowed(plan, desired, live).into_iter().filter(|ch| loadable(ch)) {
+        if change.kind == "account" {
+            let Some(a) = desired_accounts.get(change.name.as_str()) else { continue };
+            let mut line = format!("Account - {}", quoted(&a.name));
+            if change.action == Action::Add {
+                line.push_str(&format!(
+                    ":Description={}:Organization={}",
+                    quoted(&a.description),
+                    quoted("allot")
+                ));
+            }
+            line.push_str(&format!(":Fairshare={}", a.fairshare));
+            let grptres = change.fields.iter().any(|f| f.name == "grptres");
+            if let Some(gpus) = a.grp_gpus.filter(|_| change.action == Action::Add || grptres) {
+                line.push_str(&format!(":GrpTRES={}", quoted(&format!("gres/gpu={gpus}"))));
+            }
+            if change.action == Action::Add {
+                if !a.qos.is_empty() {
+                    line.push_str(&format!(":QOS={}", quoted(&a.qos.join(","))));
+                }
+                if let Some(default) = &a.default_qos {
+                    line.push_str(&format!(":DefaultQOS={}", quoted(default)));
+                }
+            }
+            accounts.push((a.parent.as_str(), line));
+        } else {
+            let Some(account) = change.account.as_deref() else { continue };
+            let Some(u) = desired_users.get(&(change.name.as_str(), account)) else { continue };
+            let mut line = format!("User - {}", quoted(&u.name));
+            if let (Action::Add, Some(d), false) =
+                (change.action, &u.default_account, known_users.contains(u.name.as_str()))
+            {
+                line.push_str(&format!(":DefaultAccount={}", quoted(d)));
+            }
+            line.push_str(&format!(":Fairshare={}", u.fairshare));
+            users.push((u.account.as_str(), line));
+        }
+    }
+    if accounts.is_empty() && users.is_empty() {
+        return Application { load: None, commands };
+    }
+    users.sort();
+    let mut load = format!(
+        "# allot: the changes of {} that sacctmgr load makes exactly\nCluster - {}\n",
+        crate::text::comment(&plan.summary()),
+        quoted(&plan.cluster)
+    );
+    let mut parent = None;
+    for (of, line) in accounts.iter().chain(&users) {
+        if parent != Some(*of) {
+            load.push_str(&format!("Parent - {}\n", quoted(of)));
+            parent = Some(*of);
+        }
+        load.push_str(line);
+        load.push('\n');
+    }
+    Application { load: Some(load), commands }
+}
+
+/// The changes a command may carry, in the order their commands go in: accounts by depth
+/// (deletions deepest first), then by name and account.
+fn sorted_allowed<'p>(plan: &'p Plan, desired: &Tree, live: &Tree) -> Vec<&'p Change> {
     let mut allowed: Vec<&Change> =
         plan.changes.iter().filter(|ch| names_of(ch).into_iter().all(|n| unusable(n).is_none())).collect();
     let (desired_depth, live_depth) = (depths(desired), depths(live));
@@ -411,6 +514,14 @@ pub fn commands(plan: &Plan, desired: &Tree, live: &Tree) -> Vec<Command> {
         };
         (depth, ch.name.clone(), ch.account.clone())
     });
+    allowed
+}
+
+/// The plan's commands, but none for the changes `by_load` takes (a default account moved
+/// still goes by command).
+fn commands_but(plan: &Plan, desired: &Tree, live: &Tree, by_load: impl Fn(&Change) -> bool) -> Vec<Command> {
+    let cluster = || value("cluster", plan.cluster.clone());
+    let allowed = sorted_allowed(plan, desired, live);
     let mut out: Vec<Command> = Vec::new();
     let mut step = |step: &'static str, commands: Vec<Vec<Word>>| {
         out.extend(commands.into_iter().map(|words| Command { step, words }));
@@ -437,7 +548,7 @@ pub fn commands(plan: &Plan, desired: &Tree, live: &Tree) -> Vec<Command> {
     };
     let adds = allowed
         .iter()
-        .filter(|ch| ch.kind == "account" && ch.action == Action::Add)
+        .filter(|ch| ch.kind == "account" && ch.action == Action::Add && !by_load(ch))
         .filter_map(|ch| account(&ch.name).map(|a| (a, ch)))
         .map(|(a, ch)| {
             let mut words = vec![
@@ -456,7 +567,7 @@ pub fn commands(plan: &Plan, desired: &Tree, live: &Tree) -> Vec<Command> {
     step("accounts to add, parents first", adds);
     let modified = allowed
         .iter()
-        .filter(|ch| ch.kind == "account" && ch.action == Action::Change)
+        .filter(|ch| ch.kind == "account" && ch.action == Action::Change && !by_load(ch))
         .filter_map(|ch| account(&ch.name).map(|a| (a, ch)))
         .map(|(a, ch)| {
             let mut words = vec![
@@ -478,7 +589,7 @@ pub fn commands(plan: &Plan, desired: &Tree, live: &Tree) -> Vec<Command> {
     let user_of = |ch: &Change| desired_users.get(&(ch.name.as_str(), ch.account.as_deref()?)).copied();
     let added_users = allowed
         .iter()
-        .filter(|ch| ch.kind == "user" && ch.action == Action::Add)
+        .filter(|ch| ch.kind == "user" && ch.action == Action::Add && !by_load(ch))
         .filter_map(|ch| user_of(ch))
         .map(|u| {
             let mut words = vec![
@@ -518,7 +629,7 @@ pub fn commands(plan: &Plan, desired: &Tree, live: &Tree) -> Vec<Command> {
                         }
                     }
                 }
-                "fairshare" if ch.action == Action::Change => user_changes.push(vec![
+                "fairshare" if ch.action == Action::Change && !by_load(ch) => user_changes.push(vec![
                     keyword("modify"),
                     keyword("user"),
                     keyword("where"),

@@ -258,7 +258,7 @@ pub fn scaled_fairshares(shares: &[ShareSpec]) -> (Vec<u64>, f64) {
 /// one. What no quote can carry (a value with both quotes, a line break, a control
 /// character) is replaced by `_` so that the record stays one line: the Slurm target
 /// refuses such a tree ([`flat_file_problem`]) before anything is written.
-fn quoted(value: &str) -> String {
+pub(crate) fn quoted(value: &str) -> String {
     let clean: String =
         value.chars().map(|c| if allot_compiler::escape::is_hidden(c) { '_' } else { c }).collect();
     match (clean.contains('\''), clean.contains('"')) {
