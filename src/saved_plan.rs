@@ -119,6 +119,16 @@ pub fn from_json(value: &Value) -> Result<SavedPlan, String> {
     {
         return Err(edited("its load and commands are not the ones its trees give"));
     }
+    // A git commit id (SHA-1 or SHA-256), or none: it is shown as it is.
+    let revision = match value.get("revision") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id))
+            if matches!(id.len(), 40 | 64) && id.bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            Some(id.clone())
+        }
+        Some(_) => return Err(edited("its revision is not a git commit id")),
+    };
     // The deletion guard it was made under (null: deletions allowed).
     let deletes = result.count(plan::Action::Destroy);
     match value.get("max_deletes") {
@@ -128,7 +138,7 @@ pub fn from_json(value: &Value) -> Result<SavedPlan, String> {
     }
     Ok(SavedPlan {
         cluster: live.cluster.clone(),
-        revision: field("revision").map(str::to_string),
+        revision,
         live_text: live_text.to_string(),
         fingerprint,
         desired,

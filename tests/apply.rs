@@ -228,6 +228,9 @@ fn an_edited_plan_is_refused() {
     let mut edited = plan.clone();
     edited["max_deletes"] = 0.into();
     assert!(apply(&edited).2.contains("more than its guard allows"));
+    let mut edited = plan.clone();
+    edited["revision"] = "\u{1b}[2J".into();
+    assert!(apply(&edited).2.contains("its revision is not a git commit id"));
     let mut edited = plan;
     edited["allot_version"] = "0.0.0-other".into();
     assert!(apply(&edited).2.contains("made by allot 0.0.0-other"));
