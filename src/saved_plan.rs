@@ -36,9 +36,13 @@ pub struct SavedPlan {
 /// The fingerprint of a live association tree: the git blob id of its dump without the
 /// comment lines (`sacctmgr dump` normalises the rest: one record per line, sorted).
 pub fn fingerprint(dump: &str) -> String {
-    let records: String =
-        dump.lines().filter(|l| !l.trim_start().starts_with('#')).flat_map(|l| [l, "\n"]).collect();
-    Oid::hash_object(ObjectType::Blob, records.as_bytes()).map_or_else(|_| String::new(), |id| id.to_string())
+    Oid::hash_object(ObjectType::Blob, records(dump).as_bytes())
+        .map_or_else(|_| String::new(), |id| id.to_string())
+}
+
+/// A dump's records: its lines but the comments.
+pub fn records(dump: &str) -> String {
+    dump.lines().filter(|l| !l.trim_start().starts_with('#')).flat_map(|l| [l, "\n"]).collect()
 }
 
 /// The git commit of the repository holding `path`, if it is in one.

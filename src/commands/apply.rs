@@ -90,7 +90,8 @@ pub fn run(target: Target) -> Outcome {
     let left = plan::plan(&saved.desired, &after);
     if left.is_empty() {
         println!(
-            "Apply complete in {calls} sacctmgr calls; Slurm cluster {cluster} now holds the associations the budgets want."
+            "Apply complete in {calls} sacctmgr call{}; Slurm cluster {cluster} now holds the associations the budgets want.",
+            if calls == 1 { "" } else { "s" }
         );
         return Ok(Exit::Success);
     }
@@ -100,10 +101,7 @@ pub fn run(target: Target) -> Outcome {
 
 /// The records of the live dump that differ from the plan's, each named once.
 fn drift(then: &str, now: &str) -> String {
-    let records = |dump: &str| -> String {
-        dump.lines().filter(|l| !l.trim_start().starts_with('#')).flat_map(|l| [l, "\n"]).collect()
-    };
-    let (then, now) = (records(then), records(now));
+    let (then, now) = (saved_plan::records(then), saved_plan::records(now));
     let diff = TextDiff::from_lines(&then, &now);
     let changed: Vec<String> = diff
         .iter_all_changes()
