@@ -2,10 +2,10 @@
 //! as JSON: the live associations it was made against (the dump, and its fingerprint), the
 //! association tree the budgets want (as the flat file `sacctmgr load` reads), the budgets'
 //! git revision, the allot version, the deletion guard it passed, and how it is applied (the
-//! flat file of one `sacctmgr load`, and `sacctmgr` commands). The commands are made
-//! again from the two trees when the plan is read, and a plan whose commands differ, or
-//! that another allot version made, is refused: what is applied is exactly what allot
-//! plans from what was reviewed.
+//! flat file of one `sacctmgr load`, and `sacctmgr` commands). The load and the commands
+//! are made again from the two trees when the plan is read, and a plan whose load or
+//! commands differ, or that another allot version made, is refused: what is applied is
+//! exactly what allot plans from what was reviewed.
 
 use std::path::Path;
 
@@ -17,7 +17,8 @@ use crate::exit::Error;
 
 /// The format of a saved plan, in its `format` field.
 const FORMAT: &str = "allot-slurm-plan/1";
-/// The largest saved plan read: two trees of a dump's size at most.
+/// The largest saved plan read: its dump, its wanted tree and its load, each of a dump's
+/// size at most.
 const MAX_PLAN_BYTES: u64 = 3 * tree::MAX_DUMP_BYTES as u64;
 
 /// A plan as saved, read back and checked.
