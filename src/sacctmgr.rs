@@ -49,21 +49,33 @@ pub fn load(flat_file: &str) -> Result<(), Error> {
     run(&["load".to_string(), format!("file={}", file.path().display())])
 }
 
-/// Runs `sacctmgr -i ARGUMENTS`; on failure, what it said.
+/// Runs `sacctmgr -i ARGUMENTS`; on failure, what it said on standard error (at most
+/// [`MAX_SAID`] bytes, control characters made visible). Its standard output, which echoes
+/// every association a load touches, is not kept.
 pub fn run(arguments: &[String]) -> Result<(), Error> {
-    let output = Command::new(PROGRAM)
+    let mut child = Command::new(PROGRAM)
         .arg("-i")
         .args(arguments)
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| missing(e, "apply the plan"))?;
-    if output.status.success() {
+    let mut said = Vec::new();
+    let mut stderr = child.stderr.take().expect("piped");
+    stderr.by_ref().take(MAX_SAID).read_to_end(&mut said)?;
+    // The rest is read and dropped: a full pipe would stop the command.
+    std::io::copy(&mut stderr, &mut std::io::sink())?;
+    let status = child.wait()?;
+    if status.success() {
         return Ok(());
     }
-    let said = String::from_utf8_lossy(&output.stderr);
-    let said = if said.trim().is_empty() { String::from_utf8_lossy(&output.stdout) } else { said };
-    Err(Error::failed(format!("{} ({})", said.trim(), output.status)))
+    let said = allot_compiler::escape::controls(String::from_utf8_lossy(&said).trim(), true).into_owned();
+    Err(Error::failed(format!("{said} ({status})")))
 }
+
+/// The most of a failed command's standard error that is kept.
+const MAX_SAID: u64 = 64 << 10;
 
 fn missing(e: std::io::Error, to: &str) -> Error {
     if e.kind() == std::io::ErrorKind::NotFound {

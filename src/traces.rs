@@ -93,7 +93,7 @@ impl Iterator for Jobs {
 
 /// Rows read on a thread of their own, at most [`BATCHES_AHEAD`] batches ahead. Dropped
 /// before the end (the replay stopped), it stops the thread at its next batch and waits
-/// for it.
+/// for it. A panic of the reading thread is raised again in the replay's.
 pub struct ReadAhead {
     batches: Option<Receiver<Vec<Row>>>,
     batch: std::vec::IntoIter<Row>,
@@ -124,7 +124,18 @@ impl Iterator for ReadAhead {
             if let Some(row) = self.batch.next() {
                 return Some(row);
             }
-            self.batch = self.batches.as_ref()?.recv().ok()?.into_iter();
+            match self.batches.as_ref()?.recv() {
+                Ok(batch) => self.batch = batch.into_iter(),
+                Err(_) => {
+                    // The reader is done: at the end of the trace, or because it panicked,
+                    // which is not an end of the trace and is raised here.
+                    self.batches = None;
+                    if let Some(Err(panic)) = self.thread.take().map(JoinHandle::join) {
+                        std::panic::resume_unwind(panic);
+                    }
+                    return None;
+                }
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
-//! Micro-benchmarks of allot's hot functions, each at two sizes so that the growth shows:
-//! water-filling (the audit's entitlement at one instant), Fair Tree's ranking (`allot
-//! fairshare`, the simulator's order), the line index of diagnostics, and a simulation's
-//! scheduling passes. `cargo bench -p allot-bench` (`scripts/bench.sh` runs the whole
+//! Micro-benchmarks, each at two sizes so that the growth shows: water-filling from scratch
+//! (`Hierarchy::allocate`, what the audit's and the simulator's `Division` keeps up to date
+//! level by level), Fair Tree's ranking (`allot fairshare`), the line index of diagnostics,
+//! and whole small simulations (their audit included, on its own thread). `cargo bench -p allot-bench` (`scripts/bench.sh` runs the whole
 //! commands). Inputs are generated with fixed seeds.
 
 use std::sync::Arc;

@@ -8,6 +8,7 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use allot_targets::slurm::{plan, tree};
 use similar::{ChangeTag, TextDiff};
@@ -38,15 +39,9 @@ pub fn run(target: Target) -> Outcome {
     let Target::Slurm(args) = target;
     let saved = saved_plan::read(&args.plan)?;
     let cluster = &saved.cluster;
-    let now = sacctmgr::dump(cluster)?;
-    if saved_plan::fingerprint(&now) != saved.fingerprint {
-        eprintln!("{}", drift(&saved.live_text, &now));
-        return Err(Error::failed(format!(
-            "the live associations of Slurm cluster {cluster} changed since the plan was made: nothing was applied; plan again"
-        )));
-    }
+    unchanged_since(&saved)?;
     if let Some(revision) = &saved.revision {
-        eprintln!("The plan of the budgets at revision {revision}:");
+        eprintln!("The plan of the budgets at commit {revision} (HEAD when planned):");
     }
     print(&plan::human(&saved.plan))?;
     if saved.plan.is_empty() {
@@ -54,9 +49,13 @@ pub fn run(target: Target) -> Outcome {
     }
     let plan::Application { load, commands } = &saved.application;
     let calls = commands.len() + usize::from(load.is_some());
-    if !args.auto_approve && !approved(cluster, calls)? {
-        eprintln!("Apply cancelled: nothing was applied.");
-        return Ok(Exit::Problems);
+    if !args.auto_approve {
+        if !approved(cluster, calls)? {
+            eprintln!("Apply cancelled: nothing was applied.");
+            return Ok(Exit::Problems);
+        }
+        // The cluster may have changed while the plan was read.
+        unchanged_since(&saved)?;
     }
     if let Some(load) = load {
         let lines = load.lines().filter(|l| l.starts_with("Account - ") || l.starts_with("User - ")).count();
@@ -70,7 +69,7 @@ pub fn run(target: Target) -> Outcome {
         }
     }
     for (done, command) in commands.iter().enumerate() {
-        eprintln!("sacctmgr -i {}", command.arguments().join(" "));
+        eprintln!("{}", command.shell());
         if let Err(e) = sacctmgr::run(&command.arguments()) {
             let left = commands.len() - done;
             let loaded = if load.is_some() { "the load and " } else { "" };
@@ -99,10 +98,26 @@ pub fn run(target: Target) -> Outcome {
     Ok(Exit::Problems)
 }
 
+/// Refuses the plan when the live associations are not the ones it was made against.
+fn unchanged_since(saved: &saved_plan::SavedPlan) -> Result<(), Error> {
+    let cluster = &saved.cluster;
+    let now = sacctmgr::dump(cluster)?;
+    if saved_plan::fingerprint(&now) == saved.fingerprint {
+        return Ok(());
+    }
+    eprintln!("{}", drift(&saved.live_text, &now));
+    Err(Error::failed(format!(
+        "the live associations of Slurm cluster {cluster} changed since the plan was made: nothing was applied; plan again"
+    )))
+}
+
+/// The longest a drift report compares the two dumps line by line.
+const DRIFT_DIFF_TIME: Duration = Duration::from_secs(2);
+
 /// The records of the live dump that differ from the plan's, each named once.
 fn drift(then: &str, now: &str) -> String {
     let (then, now) = (saved_plan::records(then), saved_plan::records(now));
-    let diff = TextDiff::from_lines(&then, &now);
+    let diff = TextDiff::configure().timeout(DRIFT_DIFF_TIME).diff_lines(&then, &now);
     let changed: Vec<String> = diff
         .iter_all_changes()
         .filter_map(|change| match change.tag() {

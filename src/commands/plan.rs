@@ -118,7 +118,15 @@ pub fn run(target: Target, format: Format) -> Outcome {
         // What `allot apply` will read back must give the same load and commands.
         saved_plan::from_json(&saved)
             .map_err(|e| Error::failed(format!("the plan cannot be saved as one that applies: {e}")))?;
-        write_atomically(path, &json(&saved)?)?;
+        let text = json(&saved)?;
+        if text.len() > saved_plan::MAX_PLAN_BYTES {
+            return Err(Error::failed(format!(
+                "the plan takes {} bytes, more than the {} allot applies; nothing was saved",
+                text.len(),
+                saved_plan::MAX_PLAN_BYTES
+            )));
+        }
+        write_atomically(path, &text)?;
         eprintln!("wrote {}: apply it with `allot apply slurm {}`", path.display(), path.display());
     }
     Ok(Exit::changes(args.detailed_exitcode, !plan.is_empty()))

@@ -4,17 +4,17 @@
 //!
 //! The loop is event-driven: submissions (from the trace, in order), jobs becoming eligible,
 //! job ends and the ends of minimum-runtime protection. After each instant's events every
-//! cluster whose state changed is scheduled, pass after pass in that same instant, until a
-//! pass changes nothing (a preemption or a start is a change), so GPUs a preemption freed
+//! cluster whose state changed is scheduled, pass after pass in that same instant, until no
+//! further pass could change anything (see [`Simulator::pass`]), so GPUs a preemption freed
 //! never sit idle while a job that may use them waits. Nodes are kept in free lists indexed
 //! by free GPUs (best fit for jobs that fit a node; jobs larger than a node take whole idle
 //! nodes), and decayed usage is kept per tree node in growing units so that a start or an
 //! end updates one path of the tree.
 //!
-//! The simulation streams into its audit: the audit pulls the runs, as trace rows in the
-//! order they entered their queue, and the simulator steps from instant to instant only as
-//! far as the audit needs. A run is handed on once no run still to end can have entered its
-//! queue before it: every such run is of a job not yet finished (or not yet read), and so
+//! The simulation streams into its audit, which runs on a thread of its own: the simulator
+//! steps from instant to instant and hands the audit its runs, as trace rows in the order
+//! they entered their queue, in batches (a few batches ahead of the audit at most). A run is
+//! handed on once no run still to end can have entered its queue before it: every such run is of a job not yet finished (or not yet read), and so
 //! entered its queue no earlier than the earliest of those jobs did, nor than now. A job's
 //! first run carries the job's wait (all its time queued, over all its runs), so it waits
 //! with its job until the job finishes. Finished jobs leave the simulation: memory holds
@@ -809,7 +809,8 @@ impl Simulator {
         cluster.occupy(&self.jobs, id, now);
     }
 
-    /// Schedules a cluster at `now`, pass after pass until a pass changes nothing. Demand
+    /// Schedules a cluster at `now`, pass after pass until no further pass could change
+    /// anything. Demand
     /// (each budget's running and waiting GPUs) stays as it is through starts and
     /// preemptions, and so do the entitlements.
     fn schedule(&mut self, cluster: &mut ClusterState, now: i64) {

@@ -19,7 +19,8 @@ const READ_AHEAD_BYTES: usize = 64 << 10;
 
 /// One job of a trace. Times are seconds (since the epoch, or since the trace's own origin).
 /// Its names are [`CompactString`]s: one of up to 24 bytes (ids, budgets, clusters and
-/// contracts nearly always are) is held in place, so reading a row allocates nothing.
+/// contracts nearly always are) is held in place, so reading a row of allot's CSV or JSON
+/// Lines allocates nothing.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Job {
     pub id: CompactString,

@@ -356,9 +356,11 @@ proptest! {
                 capacity = gpus;
                 division.set_capacity(gpus).unwrap();
             }
-            demand[node.0] += amount;
-            division.change_demand(node, amount).unwrap();
-            if up_and_down {
+            // Down by the amount when it has that much (a run that ended), else up.
+            let gpus = if demand[node.0] >= amount && pick % 2 == 0 { -amount } else { amount };
+            demand[node.0] += gpus;
+            division.change_demand(node, gpus).unwrap();
+            if up_and_down && demand[node.0] >= amount {
                 demand[node.0] -= amount;
                 division.change_demand(node, -amount).unwrap();
             }

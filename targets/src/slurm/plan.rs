@@ -395,7 +395,7 @@ fn name(value: impl Into<String>) -> Word {
 /// the order depends on the trees' associations, not on the order the trees list them in
 /// (a saved plan's trees are read back in another order). A change the plan would have
 /// refused (Slurm's root, a name no command can carry) gives no command.
-pub fn commands(plan: &Plan, desired: &Tree, live: &Tree) -> Vec<Command> {
+fn commands(plan: &Plan, desired: &Tree, live: &Tree) -> Vec<Command> {
     commands_but(plan, desired, live, |_| false)
 }
 
