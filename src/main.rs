@@ -11,9 +11,9 @@ mod git_loader;
 mod github;
 mod output;
 mod read;
-mod sacctmgr;
 mod saved_plan;
 mod simulation;
+mod slurm;
 mod traces;
 
 use std::io::ErrorKind;
@@ -22,7 +22,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    apply, build, check, diff, export, fairshare, fmt, import, owners, plan, replay, schema, tree,
+    apply, build, check, diff, explain, export, fairshare, fmt, import, owners, plan, replay, schema, status,
+    tree,
 };
 use crate::exit::{Error, Exit, Outcome};
 
@@ -59,6 +60,10 @@ enum Command {
         #[command(subcommand)]
         target: apply::Target,
     },
+    /// Who is over or under budget now, from the live scheduler.
+    Status(status::Args),
+    /// Why a job waits, and when it may start, from the live scheduler.
+    Explain(explain::Args),
     /// Turn a live scheduler's tree into a budget repository.
     Import {
         #[command(subcommand)]
@@ -103,6 +108,8 @@ fn run(command: Command, format: diagnostics::Format) -> Outcome {
         Command::Plan { target } => plan::run(target, format),
         Command::Apply { target } => apply::run(target),
         Command::Import { target } => import::run(target),
+        Command::Status(args) => status::run(args, format),
+        Command::Explain(args) => explain::run(args, format),
         Command::Replay { command } => replay::run(command, format),
         Command::Fairshare(args) => fairshare::run(args, format),
         Command::Export(args) => export::run(args, format),

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, sync_channel};
 use std::thread::JoinHandle;
 
+use allot_compiler::ir::Model;
 use allot_verify::audit::AuditError;
 use allot_verify::trace::{Format, Job, Merged, Reader, TraceError, first_line};
 
@@ -45,17 +46,33 @@ impl TraceFormat {
 }
 
 /// A trace to read, as the replay commands take it.
-#[derive(clap::Args)]
+#[derive(Clone, clap::Args)]
 pub struct TraceInput {
     /// The trace: a file, or a folder of ITP files (one per budget).
-    #[arg(long)]
-    pub trace: PathBuf,
+    #[arg(long, required_unless_present = "live", conflicts_with = "live")]
+    pub trace: Option<PathBuf>,
     /// The trace's format [default: detected from its first line].
     #[arg(long, value_enum)]
     pub trace_format: Option<TraceFormat>,
     /// Count and skip rows that do not parse instead of stopping.
     #[arg(long)]
     pub skip_bad_rows: bool,
+    /// Read the trace from the live scheduler instead (`slurm`: `sacct`, every job of the
+    /// budgets' Slurm clusters since --since).
+    #[arg(long, value_enum, conflicts_with = "trace_format")]
+    pub live: Option<crate::commands::status::Scheduler>,
+    /// With --live: how far back, e.g. `7d`, `36h` [default: the policy window].
+    #[arg(long, requires = "live")]
+    pub since: Option<String>,
+    /// What errors call a fetched live trace.
+    #[arg(skip)]
+    label: Option<String>,
+}
+
+/// A live trace, in a temporary file of its own while it is read (removed after).
+pub struct Fetched {
+    pub input: TraceInput,
+    _file: Option<tempfile::TempPath>,
 }
 
 /// The most jobs of a trace not in submit order that allot reads into memory to sort.
@@ -153,15 +170,65 @@ impl Drop for ReadAhead {
 impl TraceInput {
     /// A trace file or folder in a detected format, stopping at a bad row.
     pub fn at(trace: &Path) -> TraceInput {
-        TraceInput { trace: trace.to_path_buf(), trace_format: None, skip_bad_rows: false }
+        TraceInput {
+            trace: Some(trace.to_path_buf()),
+            trace_format: None,
+            skip_bad_rows: false,
+            live: None,
+            since: None,
+            label: None,
+        }
+    }
+
+    /// The trace to replay: the file given, or, with `--live slurm`, `sacct`'s jobs of the
+    /// Slurm clusters the budgets bind over the last `--since` (by default the policy
+    /// window), read once into a temporary file so that every replay of it reads the same.
+    pub fn fetched(&self, model: &Model) -> Result<Fetched, Error> {
+        if self.live.is_none() {
+            return Ok(Fetched { input: self.clone(), _file: None });
+        }
+        let seconds = match &self.since {
+            Some(text) => {
+                allot_compiler::units::parse_duration(text).filter(|s| *s > 0).ok_or_else(|| {
+                    Error::failed(format!("--since {text:?} is not a duration such as 7d or 36h"))
+                })?
+            }
+            None => model.policy.window_seconds,
+        };
+        let clusters = allot_targets::slurm::tree::slurm_clusters(model);
+        if clusters.is_empty() {
+            return Err(Error::failed("--live slurm: the budgets bind no Slurm cluster"));
+        }
+        let mut file = tempfile::Builder::new().prefix("allot-sacct-").suffix(".txt").tempfile()?;
+        crate::slurm::sacct_since(&clusters, seconds, file.as_file_mut())?;
+        let path = file.into_temp_path();
+        let input = TraceInput {
+            trace: Some(path.to_path_buf()),
+            trace_format: Some(TraceFormat::Sacct),
+            skip_bad_rows: self.skip_bad_rows,
+            live: None,
+            since: None,
+            label: Some(format!("sacct of {} since {seconds} s ago", clusters.join(", "))),
+        };
+        Ok(Fetched { input, _file: Some(path) })
+    }
+
+    /// The trace's path (a fetched live trace has its temporary file's).
+    fn path(&self) -> &Path {
+        self.trace.as_deref().unwrap_or(Path::new("-"))
+    }
+
+    /// The trace as errors name it.
+    fn name(&self) -> String {
+        self.label.clone().unwrap_or_else(|| self.path().display().to_string())
     }
 
     /// Runs `replay` on the trace's jobs in submit order: streamed, or, when `replay` finds
     /// them out of order, read again whole and sorted. Its error is said with the trace.
     pub fn replay<T>(&self, mut replay: impl FnMut(Jobs) -> Result<T, AuditError>) -> Result<T, Error> {
-        let failed = |e: AuditError| Error::failed(format!("{}: {e}", self.trace.display()));
+        let failed = |e: AuditError| Error::failed(format!("{}: {e}", self.name()));
         let streamed = ReadAhead::new(Merged::new(self.readers()?))
-            .map_err(|e| Error::failed(format!("{}: cannot start reading: {e}", self.trace.display())))?;
+            .map_err(|e| Error::failed(format!("{}: cannot start reading: {e}", self.name())))?;
         match replay(Jobs::Streamed(streamed)) {
             Err(AuditError::NotSorted { .. }) => replay(self.sorted(MAX_SORTED_JOBS)?).map_err(failed),
             other => other.map_err(failed),
@@ -170,7 +237,7 @@ impl TraceInput {
 
     /// A reader for each of the trace's files.
     fn readers(&self) -> Result<Vec<Reader<BufReader<File>>>, Error> {
-        files(&self.trace)?.iter().map(|file| reader(file, self.trace_format)).collect()
+        files(self.path())?.iter().map(|file| reader(file, self.trace_format)).collect()
     }
 
     /// Every row of the trace, read into memory (at most `limit` jobs) and sorted by submit
@@ -193,7 +260,7 @@ impl TraceInput {
                 "{}: the trace is not in submit order, and it has {count} rows: more than the {limit} \
                  allot sorts in memory (sorting it would take about {} MiB). Sort it by submit time \
                  first{}",
-                self.trace.display(),
+                self.name(),
                 (count * BYTES_PER_SORTED_JOB).div_ceil(1 << 20),
                 self.how_to_sort()
             )));
@@ -204,7 +271,7 @@ impl TraceInput {
 
     /// How to sort the trace's first file by submit time, from its header.
     fn how_to_sort(&self) -> String {
-        let first = files(&self.trace).ok().and_then(|files| files.into_iter().next());
+        let first = files(self.path()).ok().and_then(|files| files.into_iter().next());
         let header = first
             .and_then(|file| open_regular(&file, Links::Follow).ok())
             .map_or_else(String::new, |file| first_line(BufReader::new(file)).unwrap_or_default());

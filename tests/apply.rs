@@ -1,7 +1,8 @@
 //! `allot plan slurm --live --out PLAN` and `allot apply slurm PLAN` against a stand-in for
-//! `sacctmgr` (a script first on PATH) that serves a dump and records the commands it is
-//! given: saving, drift refused, edited plans refused, a failure in the middle reported, the
-//! check after applying. tests/slurm_real.rs runs the same flow against a real Slurm.
+//! `sacctmgr` (a script first on PATH) that serves a dump and a QOS list and records the
+//! commands it is given: saving, drift refused, edited plans refused, a failure in the middle
+//! reported, the check after applying. tests/slurm_real.rs runs the same flow against a real
+//! Slurm.
 
 use std::path::{Path, PathBuf};
 
@@ -11,13 +12,15 @@ mod common;
 
 use common::root;
 
-/// The stand-in: `dump CLUSTER file=/dev/stdout` prints the state's dump.cfg; `-i ARGS`
-/// fails when one argument is $FAKE_SACCTMGR_FAIL, else records ARGS (one per line, then an
-/// empty line; for `load file=F`, `load` and the lines of F) and, the first time, puts the
-/// state's after.cfg in place of the dump.
+/// The stand-in: `dump CLUSTER file=/dev/stdout` prints the state's dump.cfg, `-n -P show
+/// qos ...` its qos.txt; `-i ARGS` fails when one argument is $FAKE_SACCTMGR_FAIL, else
+/// records ARGS (one per line, then an empty line; for `load file=F`, `load` and the lines of
+/// F) and, the first time, puts the state's after.cfg and after-qos.txt in place of the dump
+/// and the QOS.
 const FAKE: &str = r#"#!/bin/sh
 state="$FAKE_SACCTMGR_STATE"
 if [ "$1" = dump ]; then cat "$state/dump.cfg"; exit 0; fi
+if [ "$1 $2 $3 $4" = "-n -P show qos" ]; then cat "$state/qos.txt"; exit 0; fi
 shift
 if [ -n "${FAKE_SACCTMGR_FAIL:-}" ] && printf '%s\n' "$@" | grep -qxF -- "$FAKE_SACCTMGR_FAIL"; then
     echo " Problem adding: $*" >&2
@@ -30,7 +33,11 @@ else
 fi
 echo >> "$state/log"
 if [ -f "$state/after.cfg" ]; then mv "$state/after.cfg" "$state/dump.cfg"; fi
+if [ -f "$state/after-qos.txt" ]; then mv "$state/after-qos.txt" "$state/qos.txt"; fi
 "#;
+
+/// The live QOS: Slurm's own `normal`.
+const LIVE_QOS: &str = "normal|0|cluster||||\n";
 
 const LIVE: &str = "# sacctmgr dump of tern\nCluster - 'tern':Fairshare=1:QOS='normal'\nParent - 'root'\n\
     User - 'root':DefaultAccount='root':AdminLevel='Administrator':Fairshare=1\n\
@@ -53,6 +60,7 @@ impl Fake {
             std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
         std::fs::write(dir.path().join("dump.cfg"), LIVE).unwrap();
+        std::fs::write(dir.path().join("qos.txt"), LIVE_QOS).unwrap();
         Fake { dir }
     }
 
@@ -103,15 +111,29 @@ impl Fake {
     }
 }
 
-fn commands(plan: &Value) -> Vec<Vec<String>> {
-    serde_json::from_value(plan["commands"].clone()).unwrap()
+/// The plan's steps, each as its kind (`in_order`, `load`, `together`) and what it holds.
+fn steps(plan: &Value) -> Vec<(String, Value)> {
+    plan["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|step| step.as_object().unwrap().iter().next().map(|(k, v)| (k.clone(), v.clone())).unwrap())
+        .collect()
 }
 
-/// What the stand-in records of the whole plan: its load, then its commands.
+/// What the stand-in records of the whole plan: its steps' commands, a load as `load` and the
+/// lines of its file.
 fn calls(plan: &Value) -> Vec<Vec<String>> {
-    let load = plan["load"].as_str().unwrap();
-    let mut calls = vec![std::iter::once("load").chain(load.lines()).map(str::to_string).collect()];
-    calls.extend(commands(plan));
+    let mut calls = Vec::new();
+    for (kind, step) in steps(plan) {
+        match step.as_str() {
+            Some(load) => {
+                calls.push(std::iter::once("load").chain(load.lines()).map(str::to_string).collect())
+            }
+            None => calls.extend(serde_json::from_value::<Vec<Vec<String>>>(step).unwrap()),
+        }
+        assert!(kind != "together", "the stand-in records commands run together in any order");
+    }
     calls
 }
 
@@ -122,11 +144,45 @@ fn a_saved_plan_holds_what_it_was_made_against() {
     let plan = fake.plan(&file);
     assert_eq!(plan["cluster"], "tern");
     assert_eq!(plan["live"]["dump"], LIVE);
+    assert_eq!(plan["live"]["qos"], LIVE_QOS);
     assert_eq!(plan["max_deletes"], 10);
     assert!(plan["revision"].is_null() || plan["revision"].as_str().is_some_and(|r| r.len() == 40));
-    // What a load does exactly goes in one: every association added, accounts parents
-    // first, then users; the account the budgets do not hold goes by command.
-    let load = plan["load"].as_str().unwrap();
+    let steps = steps(&plan);
+    let kinds: Vec<&str> = steps.iter().map(|(kind, _)| kind.as_str()).collect();
+    assert_eq!(kinds, ["in_order", "load", "in_order"]);
+    // First the QOS: every one added, then the preemption lists of the contracts'.
+    let qos: Vec<Vec<String>> = serde_json::from_value(steps[0].1.clone()).unwrap();
+    let named: Vec<String> =
+        qos.iter().map(|c| format!("{} {}", c[0], if c[0] == "add" { &c[2] } else { &c[3] })).collect();
+    assert_eq!(
+        named,
+        [
+            "add long",
+            "add preemptible",
+            "add short",
+            "add standard",
+            "modify name=long",
+            "modify name=short",
+            "modify name=standard"
+        ]
+    );
+    assert_eq!(
+        qos[2],
+        [
+            "add",
+            "qos",
+            "short",
+            "priority=0",
+            "preemptmode=cancel",
+            "preemptexempttime=00:00:00",
+            "maxwall=240",
+            "maxtresperjob=gres/gpu=4"
+        ]
+    );
+    assert_eq!(qos[5][4..], ["set", "preempt=preemptible"]);
+    // Every association added goes in one load, accounts parents first, then users; the
+    // account the budgets do not hold goes by command.
+    let load = steps[1].1.as_str().unwrap();
     let lines: Vec<&str> = load.lines().collect();
     assert_eq!(lines[1..3], ["Cluster - 'tern'", "Parent - 'root'"], "{load}");
     assert!(
@@ -137,7 +193,7 @@ fn a_saved_plan_holds_what_it_was_made_against() {
     let first_user = lines.iter().position(|l| l.starts_with("User - ")).unwrap();
     assert!(lines[..first_user].iter().all(|l| !l.starts_with("User - ")));
     assert_eq!(lines.iter().filter(|l| l.starts_with("Account - ") || l.starts_with("User - ")).count(), 193);
-    assert_eq!(commands(&plan), [["delete", "account", "where", "name=old", "cluster=tern"]]);
+    assert_eq!(steps[2].1, serde_json::json!([["delete", "account", "where", "name=old", "cluster=tern"]]));
     assert!(fake.log().is_empty(), "planning runs no command");
 
     // The budgets bind two Slurm clusters: which one to read must be said.
@@ -157,14 +213,16 @@ fn apply_runs_the_plan_in_order_then_checks_that_nothing_is_left() {
         None,
     );
     assert_eq!(status, 0, "{stderr}");
-    // What Slurm holds once the commands ran: the associations the budgets want.
+    // What Slurm holds once the commands ran: the associations and QOS the budgets want.
     std::fs::copy(out.join("slurm/tern.cfg"), fake.path("after.cfg")).unwrap();
+    let after_qos = format!("{LIVE_QOS}{}", plan["desired"]["qos"].as_str().unwrap());
+    std::fs::write(fake.path("after-qos.txt"), after_qos).unwrap();
     let (status, stdout, stderr) =
         fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], None);
     assert_eq!(status, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("Apply complete"), "{stdout}");
-    assert_eq!(fake.log(), calls(&plan), "the load, then every command, in the plan's order");
-    assert!(stdout.contains("Apply complete in 2 sacctmgr calls"), "{stdout}");
+    assert_eq!(fake.log(), calls(&plan), "the QOS, the load, then the deletion, in the plan's order");
+    assert!(stdout.contains("Apply complete in 9 sacctmgr calls"), "{stdout}");
 
     // Applied again: the live tree is no longer the one it was made against.
     let (status, _, stderr) = fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], None);
@@ -203,6 +261,15 @@ fn a_change_behind_allots_back_is_refused_with_the_change_named() {
     );
     assert!(stderr.contains("plan again"), "{stderr}");
     assert!(fake.log().is_empty());
+
+    // A QOS changed by hand is drift too.
+    std::fs::write(fake.path("dump.cfg"), LIVE).unwrap();
+    std::fs::write(fake.path("qos.txt"), "normal|5|cluster||||\n").unwrap();
+    let (status, _, stderr) = fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], None);
+    assert_eq!(status, 1);
+    assert!(stderr.contains("at the plan: QOS - normal|0|cluster||||"), "{stderr}");
+    assert!(stderr.contains("now:         QOS - normal|5|cluster||||"), "{stderr}");
+    assert!(fake.log().is_empty());
 }
 
 #[test]
@@ -215,13 +282,20 @@ fn an_edited_plan_is_refused() {
         fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], None)
     };
     let mut edited = plan.clone();
-    edited["commands"][0][3] = "name=root;rm -rf /".into();
+    edited["steps"][2]["in_order"][0][3] = "name=root;rm -rf /".into();
     let (status, _, stderr) = apply(&edited);
     assert_eq!(status, 1);
-    assert!(stderr.contains("its load and commands are not the ones its trees give"), "{stderr}");
+    assert!(stderr.contains("its steps are not the ones its trees give"), "{stderr}");
     let mut edited = plan.clone();
-    edited["load"] = plan["load"].as_str().unwrap().replace("Fairshare=40", "Fairshare=99").into();
-    assert!(apply(&edited).2.contains("its load and commands are not the ones its trees give"));
+    edited["steps"][1]["load"] =
+        plan["steps"][1]["load"].as_str().unwrap().replace("Fairshare=40", "Fairshare=99").into();
+    assert!(apply(&edited).2.contains("its steps are not the ones its trees give"));
+    let mut edited = plan.clone();
+    edited["desired"]["qos"] = serde_json::Value::Null;
+    assert!(apply(&edited).2.contains("it holds the QOS of one side only"));
+    let mut edited = plan.clone();
+    edited["live"]["qos"] = "normal|0|cluster||||\nurgent|0|cluster||||\n".into();
+    assert!(apply(&edited).2.contains("does not match its fingerprint"));
     let mut edited = plan.clone();
     edited["live"]["dump"] = LIVE.replace("Fairshare=5", "Fairshare=6").into();
     assert!(apply(&edited).2.contains("does not match its fingerprint"));
@@ -244,23 +318,28 @@ fn a_failure_in_the_middle_says_what_was_applied_and_what_was_not() {
     let plan = fake.plan(&file);
     let apply =
         |fail: &str| fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], Some(fail));
-    // The load fails: no command runs after it.
+    let qos = steps(&plan)[0].1.as_array().unwrap().len();
+    // The load fails: the QOS were applied, nothing after the load runs.
     let (status, _, stderr) = apply("load");
     assert_eq!(status, 1);
     assert!(
-        stderr.contains("the load failed") && stderr.contains("none of the 1 commands after it ran"),
+        stderr.contains("step 2 of 3 failed: the load failed")
+            && stderr.contains("the 1 step before it was applied, the 1 after it not run"),
         "{stderr}"
     );
-    assert!(fake.log().is_empty());
-    // The load goes through, the command after it fails.
+    assert_eq!(fake.log(), calls(&plan)[..qos]);
+    // The QOS and the load go through, the command after them fails.
+    std::fs::remove_file(fake.path("log")).unwrap();
     let (status, _, stderr) = apply("name=old");
     assert_eq!(status, 1);
     assert!(
-        stderr.contains("the load and 0 of 1 commands were applied, the 1 from this one on were not"),
+        stderr.contains("step 3 of 3 failed: this command failed")
+            && stderr.contains("in its step, 0 of 1 commands were applied, the 1 from this one on were not")
+            && stderr.contains("the 2 steps before it were applied, the 0 after it not run"),
         "{stderr}"
     );
     assert!(stderr.contains("Problem adding: delete account where name=old cluster=tern"), "{stderr}");
-    assert_eq!(fake.log(), calls(&plan)[..1]);
+    assert_eq!(fake.log(), calls(&plan)[..qos + 1]);
 }
 
 #[test]

@@ -1,21 +1,24 @@
 //! `allot apply slurm PLAN`: a plan saved by `allot plan slurm --live --out PLAN`, applied to
-//! the live Slurm it was made against. The live associations are read again first, and the
-//! plan is refused when they changed since (each changed record named). The plan is then
-//! applied as it was saved: one `sacctmgr load` of what a load does exactly, then
-//! `sacctmgr` commands one by one for the rest, in the plan's order; a failure stops them
-//! and says what was applied and what was not. Last, the live tree is read once more and
+//! the live Slurm it was made against. The live state (associations, and QOS when the plan
+//! read them) is read again first, and the plan is refused when it changed since (each
+//! changed record named). The plan is then applied step by step as it was saved
+//! ([`plan::Application`]): the QOS, one `sacctmgr load` of what it adds, the settings of
+//! existing associations side by side, then the rest in order; a failed step stops it and
+//! says what was applied and what was not. Last, the live state is read once more and
 //! planned again: apply ends well only when no change is left.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use allot_targets::slurm::{plan, tree};
+use allot_targets::slurm::plan;
 use similar::{ChangeTag, TextDiff};
 
 use crate::exit::{Error, Exit, Outcome};
 use crate::output::print;
-use crate::{sacctmgr, saved_plan};
+use crate::{saved_plan, slurm};
 
 #[derive(clap::Subcommand)]
 pub enum Target {
@@ -30,6 +33,9 @@ pub struct SlurmArgs {
     /// Apply without asking (for CI); otherwise the plan is shown and a terminal asked.
     #[arg(long)]
     auto_approve: bool,
+    /// The most `sacctmgr` commands run at once where the plan allows it (1: one by one).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=64))]
+    parallel: u16,
 }
 
 /// The most changed records a refusal names.
@@ -47,8 +53,7 @@ pub fn run(target: Target) -> Outcome {
     if saved.plan.is_empty() {
         return Ok(Exit::Success);
     }
-    let plan::Application { load, commands } = &saved.application;
-    let calls = commands.len() + usize::from(load.is_some());
+    let calls = saved.application.calls();
     if !args.auto_approve {
         if !approved(cluster, calls)? {
             eprintln!("Apply cancelled: nothing was applied.");
@@ -57,39 +62,29 @@ pub fn run(target: Target) -> Outcome {
         // The cluster may have changed while the plan was read.
         unchanged_since(&saved)?;
     }
-    if let Some(load) = load {
-        let lines = load.lines().filter(|l| l.starts_with("Account - ") || l.starts_with("User - ")).count();
-        eprintln!("sacctmgr -i load: {lines} associations added or changed");
-        if let Err(e) = sacctmgr::load(load) {
+    let steps = &saved.application.steps;
+    for (done, step) in steps.iter().enumerate() {
+        if let Err(failure) = apply(step, usize::from(args.parallel)) {
             eprintln!(
-                "error: the load failed: {e}\n  a load may have applied part of its file, and none of the {} commands after it ran; `allot plan slurm --live` shows what remains",
-                commands.len()
-            );
-            return Ok(Exit::Problems);
-        }
-    }
-    for (done, command) in commands.iter().enumerate() {
-        eprintln!("{}", command.shell());
-        if let Err(e) = sacctmgr::run(&command.arguments()) {
-            let left = commands.len() - done;
-            let loaded = if load.is_some() { "the load and " } else { "" };
-            eprintln!(
-                "error: this command failed: {}\n  sacctmgr said: {e}\n\
-                 {loaded}{done} of {} commands were applied, the {left} from this one on were not; \
+                "error: step {} of {} failed: {failure}\n  the {done} step{} before it {} applied, the {} after it not run; \
                  `allot plan slurm --live` shows what remains",
-                command.shell(),
-                commands.len()
+                done + 1,
+                steps.len(),
+                if done == 1 { "" } else { "s" },
+                if done == 1 { "was" } else { "were" },
+                steps.len() - done - 1,
             );
             return Ok(Exit::Problems);
         }
     }
-    let after = sacctmgr::dump(cluster)?;
-    let after = tree::parse(&after)
-        .map_err(|e| Error::failed(format!("sacctmgr dump {cluster}, after applying: {e}")))?;
+    let after = saved_plan::Live::read(cluster, saved.live.qos.is_some())?;
+    let after = after.tree().map_err(|e| {
+        Error::failed(format!("the live state of Slurm cluster {cluster}, after applying: {e}"))
+    })?;
     let left = plan::plan(&saved.desired, &after);
     if left.is_empty() {
         println!(
-            "Apply complete in {calls} sacctmgr call{}; Slurm cluster {cluster} now holds the associations the budgets want.",
+            "Apply complete in {calls} sacctmgr call{}; Slurm cluster {cluster} now holds what the budgets want.",
             if calls == 1 { "" } else { "s" }
         );
         return Ok(Exit::Success);
@@ -98,25 +93,97 @@ pub fn run(target: Target) -> Outcome {
     Ok(Exit::Problems)
 }
 
-/// Refuses the plan when the live associations are not the ones it was made against.
+/// Applies one step, up to `parallel` commands at once where it allows; on failure, what
+/// failed and what of the step was applied.
+fn apply(step: &plan::Step, parallel: usize) -> Result<(), String> {
+    match step {
+        plan::Step::Load(text) => {
+            let lines =
+                text.lines().filter(|l| l.starts_with("Account - ") || l.starts_with("User - ")).count();
+            eprintln!("sacctmgr -i load: {lines} associations added");
+            slurm::load(text)
+                .map_err(|e| format!("the load failed: {e}\n  a load may have applied part of its file"))
+        }
+        plan::Step::InOrder(commands) => {
+            for (done, command) in commands.iter().enumerate() {
+                eprintln!("{}", command.shell());
+                if let Err(e) = slurm::run(&command.arguments()) {
+                    return Err(format!(
+                        "this command failed: {}\n  sacctmgr said: {e}\n  \
+                         in its step, {done} of {} commands were applied, the {} from this one on were not",
+                        command.shell(),
+                        commands.len(),
+                        commands.len() - done
+                    ));
+                }
+            }
+            Ok(())
+        }
+        plan::Step::Together(commands) => {
+            eprintln!("{} commands, up to {parallel} at once:", commands.len());
+            for command in commands {
+                eprintln!("{}", command.shell());
+            }
+            let results = together(commands, parallel);
+            let failed: Vec<String> = commands
+                .iter()
+                .zip(&results)
+                .filter_map(|(command, result)| {
+                    let e = result.as_ref().err()?;
+                    Some(format!("  {}\n    sacctmgr said: {e}", command.shell()))
+                })
+                .collect();
+            if failed.is_empty() {
+                return Ok(());
+            }
+            Err(format!(
+                "{} of {} commands run side by side failed, and the other {} were applied:\n{}",
+                failed.len(),
+                commands.len(),
+                commands.len() - failed.len(),
+                failed.join("\n")
+            ))
+        }
+    }
+}
+
+/// Runs the commands with up to `width` at once; each one's result, in their order.
+fn together(commands: &[plan::Command], width: usize) -> Vec<Result<(), Error>> {
+    let next = AtomicUsize::new(0);
+    let results: Vec<OnceLock<Result<(), Error>>> = commands.iter().map(|_| OnceLock::new()).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..width.min(commands.len()) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(command) = commands.get(i) else { break };
+                    let _ = results[i].set(slurm::run(&command.arguments()));
+                }
+            });
+        }
+    });
+    results.into_iter().map(|r| r.into_inner().expect("every command ran")).collect()
+}
+
+/// Refuses the plan when the live state is not the one it was made against.
 fn unchanged_since(saved: &saved_plan::SavedPlan) -> Result<(), Error> {
     let cluster = &saved.cluster;
-    let now = sacctmgr::dump(cluster)?;
-    if saved_plan::fingerprint(&now) == saved.fingerprint {
+    let now = saved_plan::Live::read(cluster, saved.live.qos.is_some())?;
+    if now.fingerprint() == saved.live.fingerprint() {
         return Ok(());
     }
-    eprintln!("{}", drift(&saved.live_text, &now));
+    eprintln!("{}", drift(&saved.live, &now));
     Err(Error::failed(format!(
-        "the live associations of Slurm cluster {cluster} changed since the plan was made: nothing was applied; plan again"
+        "the live associations or QOS of Slurm cluster {cluster} changed since the plan was made: nothing was applied; plan again"
     )))
 }
 
 /// The longest a drift report compares the two dumps line by line.
 const DRIFT_DIFF_TIME: Duration = Duration::from_secs(2);
 
-/// The records of the live dump that differ from the plan's, each named once.
-fn drift(then: &str, now: &str) -> String {
-    let (then, now) = (saved_plan::records(then), saved_plan::records(now));
+/// The records of the live state that differ from the plan's, each named once.
+fn drift(then: &saved_plan::Live, now: &saved_plan::Live) -> String {
+    let (then, now) = (then.records(), now.records());
     let diff = TextDiff::configure().timeout(DRIFT_DIFF_TIME).diff_lines(&then, &now);
     let changed: Vec<String> = diff
         .iter_all_changes()
@@ -126,8 +193,7 @@ fn drift(then: &str, now: &str) -> String {
             ChangeTag::Equal => None,
         })
         .collect();
-    let mut out =
-        format!("Since the plan, the live associations changed ({} lines of the dump):\n", changed.len());
+    let mut out = format!("Since the plan, the live state changed ({} records):\n", changed.len());
     for line in changed.iter().take(MAX_DRIFT_SHOWN) {
         out.push_str(&allot_compiler::escape::controls(line, true));
         out.push('\n');

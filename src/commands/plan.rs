@@ -11,7 +11,8 @@ use crate::budgets;
 use crate::diagnostics::Format;
 use crate::exit::{Error, Exit, Outcome};
 use crate::output::{self, json, print, write_atomically};
-use crate::{sacctmgr, saved_plan};
+use crate::saved_plan::{self, Live};
+use crate::slurm;
 
 #[derive(clap::Subcommand)]
 pub enum Target {
@@ -24,7 +25,8 @@ pub struct SlurmArgs {
     #[command(flatten)]
     repository: budgets::Repository,
     /// The live tree: a `sacctmgr dump CLUSTER file=...` output (`-`: standard input), or,
-    /// given alone, read with `sacctmgr dump` (put PATH before it).
+    /// given alone, read with `sacctmgr dump`, and the QOS with `sacctmgr show qos` (put
+    /// PATH before it).
     #[arg(long, value_name = "DUMP", num_args = 0..=1, required = true)]
     live: Option<Option<PathBuf>>,
     /// The Slurm cluster to plan for, when the budgets bind several.
@@ -53,15 +55,14 @@ pub fn run(target: Target, format: Format) -> Outcome {
     let Target::Slurm(args) = target;
     let Some(model) = args.repository.model(format)? else { return Ok(Exit::Problems) };
     let clusters = tree::slurm_clusters(&model);
-    let (text, read_from) = match args.live.flatten() {
-        Some(path) => (read_dump(&path)?, path.display().to_string()),
+    let (state, read_from) = match args.live.flatten() {
+        Some(path) => (Live { dump: read_dump(&path)?, qos: None }, path.display().to_string()),
         None => {
-            let cluster = live_cluster(&clusters, args.cluster.as_deref())?;
-            (sacctmgr::dump(&cluster)?, format!("sacctmgr dump {cluster}"))
+            let cluster = slurm::live_cluster(&clusters, args.cluster.as_deref())?;
+            (Live::read(&cluster, true)?, format!("sacctmgr, cluster {cluster}"))
         }
     };
-    let live = tree::parse(&text)
-        .map_err(|e| Error::failed(format!("{read_from}: not a sacctmgr dump: {e}; nothing was planned")))?;
+    let live = state.tree().map_err(|e| Error::failed(format!("{read_from}: {e}; nothing was planned")))?;
     if args.cluster.as_ref().is_some_and(|c| *c != live.cluster) {
         return Err(Error::failed(format!(
             "the dump is of Slurm cluster `{}`, not of --cluster",
@@ -114,7 +115,7 @@ pub fn run(target: Target, format: Format) -> Outcome {
         let revision = saved_plan::revision(&args.repository.path);
         let max_deletes = (!args.allow_deletes).then_some(args.max_deletes);
         let saved =
-            saved_plan::to_json(&text, &desired, &plan, &application, revision.as_deref(), max_deletes);
+            saved_plan::to_json(&state, &desired, &plan, &application, revision.as_deref(), max_deletes);
         // What `allot apply` will read back must give the same load and commands.
         saved_plan::from_json(&saved)
             .map_err(|e| Error::failed(format!("the plan cannot be saved as one that applies: {e}")))?;
@@ -130,23 +131,6 @@ pub fn run(target: Target, format: Format) -> Outcome {
         eprintln!("wrote {}: apply it with `allot apply slurm {}`", path.display(), path.display());
     }
     Ok(Exit::changes(args.detailed_exitcode, !plan.is_empty()))
-}
-
-/// The Slurm cluster whose live tree to read: the one named, or the budgets' only one.
-fn live_cluster(clusters: &[String], named: Option<&str>) -> Result<String, Error> {
-    match (named, clusters) {
-        (Some(name), _) if clusters.iter().any(|c| c == name) => Ok(name.to_string()),
-        (Some(name), _) => Err(Error::failed(format!(
-            "the budgets bind no Slurm cluster `{name}` (they bind: {})",
-            if clusters.is_empty() { "none".to_string() } else { clusters.join(", ") }
-        ))),
-        (None, [only]) => Ok(only.clone()),
-        (None, []) => Err(Error::failed("the budgets bind no Slurm cluster: nothing to plan")),
-        (None, _) => Err(Error::failed(format!(
-            "the budgets bind several Slurm clusters ({}): name one with --cluster",
-            clusters.join(", ")
-        ))),
-    }
 }
 
 /// A `sacctmgr dump` (or a usage file) from a regular file, or from standard input for

@@ -90,7 +90,8 @@ fn audit(args: AuditArgs, format: Format) -> Outcome {
             Align::Epoch => audit::Alignment::Epoch,
         },
     };
-    let result = args.input.replay(|jobs| audit::audit_with(&model, jobs, options))?;
+    let trace = args.input.fetched(&model)?;
+    let result = trace.input.replay(|jobs| audit::audit_with(&model, jobs, options))?;
     let verdicts = expectations::check(&model, &result);
     print(&match args.format {
         output::Format::Human => render::audit::text(&result, &verdicts),
@@ -130,7 +131,8 @@ fn simulate(args: SimulateArgs, format: Format) -> Outcome {
             None => scenarios.push(Scenario { label: p.label().into(), model: &model, policy: p }),
         }
     }
-    let runs = simulation::simulate_all(&scenarios, &args.input)?;
+    let trace = args.input.fetched(&model)?;
+    let runs = simulation::simulate_all(&scenarios, &trace.input)?;
     if let Some(dir) = &args.report {
         std::fs::create_dir_all(dir)?;
         let page = dir.join("index.html");

@@ -3,6 +3,8 @@
 //! come from allot-compiler's `test-support`.
 #![allow(dead_code)] // each test file uses its own part
 
+pub mod slurm;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

@@ -11,6 +11,8 @@
 //!   makes a schedule of its own under a policy (the budgets, or static priorities) and
 //!   audits it, ranking budgets by usage [`decay`]ed as Slurm decays it. Both give [`figures`]: GPU-hours used, entitled and delivered, and waits, per
 //!   budget, contract, cluster and window.
+//! - [`live`] measures a live queue (from [`squeue`], or Kueue's workloads) against the
+//!   budgets now: GPUs running and pending per budget, and what each is entitled to.
 //! - [`expectations`] checks the figures against the budgets' `expect` block.
 //! - [`render`] lays the figures and the verdicts out as text, Markdown and JSON, and
 //!   [`report`] draws them: Mermaid charts, and with the `html` feature an HTML page.
@@ -22,8 +24,11 @@ pub mod budgets;
 pub mod decay;
 pub mod entitlement;
 pub mod expectations;
+pub mod explain;
 pub mod figures;
+pub mod live;
 pub mod render;
 pub mod report;
 pub mod simulate;
+pub mod squeue;
 pub mod trace;

@@ -152,7 +152,14 @@ pub fn parse_time(text: &str) -> Result<i64, RowError> {
     Err(RowError::NotATime(text.to_owned()))
 }
 
-fn optional_time(text: &str) -> Result<Option<i64>, RowError> {
+/// The GPU count of a Slurm TRES list (`cpu=1,gres/gpu=4` or `gres/gpu:a100=4`), as written.
+pub fn tres_gpus(tres: &str) -> Option<&str> {
+    tres.split(',')
+        .find_map(|p| p.trim().strip_prefix("gres/gpu=").or_else(|| p.trim().strip_prefix("gres/gpu:")))
+        .map(|n| n.rsplit('=').next().unwrap_or(n))
+}
+
+pub(crate) fn optional_time(text: &str) -> Result<Option<i64>, RowError> {
     match text.trim() {
         "" | "Unknown" | "None" | "null" => Ok(None),
         t => parse_time(t).map(Some),
@@ -436,18 +443,14 @@ impl<R: BufRead> Reader<R> {
         } else {
             self.field(Column::AllocTres)
         };
-        let gpus = tres
-            .split(',')
-            .find_map(|p| p.trim().strip_prefix("gres/gpu=").or_else(|| p.trim().strip_prefix("gres/gpu:")))
-            .map(|n| n.rsplit('=').next().unwrap_or(n).to_string())
-            .unwrap_or_else(|| "0".into());
+        let gpus = tres_gpus(tres).unwrap_or("0");
         job(Row {
             id,
             project: self.field(Column::Account),
             user: self.field(Column::User),
             cluster: self.field(Column::Cluster),
             partition: self.field(Column::Partition),
-            gpus: &gpus,
+            gpus,
             submit: parse_time(self.field(Column::Submit))?,
             eligible: optional_time(self.field(Column::Eligible))?,
             start: optional_time(self.field(Column::Start))?,

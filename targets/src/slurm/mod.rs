@@ -8,12 +8,13 @@
 pub mod fair_tree;
 pub mod import;
 pub mod plan;
+pub mod qos;
 pub mod tree;
 pub mod usage;
 
 use std::collections::BTreeMap;
 
-use allot_compiler::ir::{Contract, Model};
+use allot_compiler::ir::Model;
 use allot_compiler::units::{DECAY_PERIOD, decay_half_life, format_duration};
 
 use allot_compiler::names;
@@ -143,8 +144,8 @@ pub fn slurm_duration(seconds: u64) -> String {
     if days > 0 { format!("{days}-{clock}") } else { clock }
 }
 
-/// The contracts' QOS and the preemptible QOS, created if missing and then set whole, so
-/// the script can run any number of times.
+/// The QOS of [`qos::wanted`], created if missing and then set whole, so the script can run
+/// any number of times.
 fn qos_script(model: &Model, cluster: &str) -> String {
     let cluster = comment(cluster);
     let mut out = format!(
@@ -153,28 +154,29 @@ fn qos_script(model: &Model, cluster: &str) -> String {
     out.push_str("qos() {\n    name=\"$1\"\n    shift\n    sacctmgr -n -P show qos \"$name\" format=name | grep -qx \"$name\" || sacctmgr -i add qos \"$name\"\n    sacctmgr -i modify qos where name=\"$name\" set \"$@\"\n}\n\n");
     // Slurm 22.05 reports a preemption loop when a QOS's Preempt list is set to what it is.
     out.push_str("preempt() {\n    [ \"$(sacctmgr -n -P show qos \"$1\" format=preempt)\" = \"$2\" ] || sacctmgr -i modify qos where name=\"$1\" set Preempt=\"$2\"\n}\n\n");
-    out.push_str(&format!(
-        "# Work beyond a budget and unbudgeted work: first to go.\nqos {PREEMPTIBLE_QOS} Priority=0 PreemptMode=requeue PreemptExemptTime=-1 MaxWall=-1 MaxTRESPerJob=gres/gpu=-1\npreempt {PREEMPTIBLE_QOS} ''\n"
-    ));
-    for contract in &model.contracts {
-        let qos = shell_word(&contract.name);
+    for q in qos::wanted(model) {
+        let heading = if q.name == PREEMPTIBLE_QOS {
+            "# Work beyond a budget and unbudgeted work: first to go.".to_string()
+        } else {
+            format!("\n# contract {}", comment(&q.name))
+        };
+        let name = shell_word(&q.name);
         out.push_str(&format!(
-            "\n# contract {}\nqos {qos} {}\npreempt {qos} {PREEMPTIBLE_QOS}\n",
-            comment(&contract.name),
-            qos_settings(contract),
+            "{heading}\nqos {name} {}\npreempt {name} {}\n",
+            qos_settings(&q),
+            shell_word(&q.setting("preempt"))
         ));
     }
     out
 }
 
-fn qos_settings(c: &Contract) -> String {
-    let max_wall = c.max_runtime_seconds.map_or("-1".to_string(), |s| s.div_ceil(60).to_string());
-    let max_gpus = c.max_gpus.map_or("-1".to_string(), |g| g.to_string());
-    let mode = if c.resumable { "requeue" } else { "cancel" };
-    format!(
-        "Priority=0 PreemptMode={mode} PreemptExemptTime={} MaxWall={max_wall} MaxTRESPerJob=gres/gpu={max_gpus}",
-        slurm_duration(c.min_runtime_seconds)
-    )
+/// A QOS's settings but its preemption list, as `sacctmgr modify qos ... set` takes them.
+fn qos_settings(q: &qos::Qos) -> String {
+    ["Priority", "PreemptMode", "PreemptExemptTime", "MaxWall", "MaxTRESPerJob"]
+        .iter()
+        .map(|key| format!("{key}={}", q.setting(&key.to_lowercase())))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn slurm_conf(model: &Model, cluster: &str, tree: &Tree) -> String {
@@ -279,8 +281,11 @@ fn fidelity(model: &Model) -> Report {
         )
         .qualified("for users"),
     ];
-    let qos =
-        model.contracts.iter().map(|c| vec![c.name.clone(), format!("`{}`", qos_settings(c))]).collect();
+    let qos = qos::wanted(model)
+        .iter()
+        .filter(|q| q.name != PREEMPTIBLE_QOS)
+        .map(|q| vec![q.name.clone(), format!("`{}`", qos_settings(q))])
+        .collect();
     Report {
         scheduler: "Slurm",
         short_name: "Slurm",

@@ -8,7 +8,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use allot_compiler::ir::Location;
 use serde_json::{Value, json};
 
-use super::tree::{Account, MAX_DUMP_DEPTH, PARENT_FAIRSHARE, Tree, User, quoted, slurm_name_problem};
+use super::qos::Qos;
+use super::tree::{
+    Account, MAX_DUMP_DEPTH, PARENT_FAIRSHARE, Tree, User, account_line, quoted, slurm_name_problem,
+    user_line,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Action {
@@ -82,6 +86,8 @@ pub struct Plan {
     /// Changes the budgets ask for that allot refuses to make (Slurm's root, names no
     /// command can carry): the plan is not to be applied while there are any.
     pub refused: Vec<Note>,
+    /// Whether the live QOS were read and compared (a dump holds none).
+    pub qos_compared: bool,
 }
 
 impl Plan {
@@ -134,6 +140,22 @@ fn account_fields(before: Option<&Account>, after: Option<&Account>) -> Vec<Fiel
         .collect()
 }
 
+/// The settings of a QOS that differ from the wanted ones (all of them for a QOS to add).
+fn qos_fields(before: Option<&Qos>, after: &Qos) -> Vec<Field> {
+    let before = before.map(Qos::fields);
+    after
+        .fields()
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, after))| Field {
+            name,
+            before: before.as_ref().map_or(String::new(), |b| b[i].1.clone()),
+            after,
+        })
+        .filter(|f| f.before != f.after && !(f.before.is_empty() && f.after == "-"))
+        .collect()
+}
+
 fn user_fields(before: Option<&User>, after: Option<&User>) -> Vec<Field> {
     let get = |u: Option<&User>, f: fn(&User) -> String| u.map_or(String::new(), f);
     let fields: [Setting<User>; 2] =
@@ -169,7 +191,7 @@ fn names_of(change: &Change) -> Vec<&str> {
             match f.name {
                 "parent" if f.after != ROOT => names.push(&f.after),
                 "defaultaccount" | "defaultqos" => names.push(&f.after),
-                "qos" => names.extend(f.after.split(',')),
+                "qos" | "preempt" => names.extend(f.after.split(',')),
                 _ => {}
             }
         }
@@ -313,6 +335,24 @@ pub fn plan(desired: &Tree, live: &Tree) -> Plan {
             });
         }
     }
+    let qos_compared = desired.qos.is_some() && live.qos.is_some();
+    if let (Some(wanted), Some(current)) = (&desired.qos, &live.qos) {
+        let current: HashMap<&str, &Qos> = current.iter().map(|q| (q.name.as_str(), q)).collect();
+        let qos_changes = wanted.iter().filter_map(|q| {
+            let before = current.get(q.name.as_str()).copied();
+            let fields = qos_fields(before, q);
+            (!fields.is_empty()).then(|| Change {
+                action: if before.is_none() { Action::Add } else { Action::Change },
+                kind: "qos",
+                name: q.name.clone(),
+                account: None,
+                fields,
+                source: q.source.clone(),
+                effective_share: None,
+            })
+        });
+        changes.splice(0..0, qos_changes.collect::<Vec<_>>());
+    }
     // Every name a command would carry, checked once more.
     changes.retain(|change| {
         let bad = names_of(change).into_iter().find_map(|n| unusable(n).map(|why| (n.to_string(), why)));
@@ -321,7 +361,7 @@ pub fn plan(desired: &Tree, live: &Tree) -> Plan {
         }
         bad.is_none()
     });
-    Plan { cluster: desired.cluster.clone(), changes, drift, left_alone, refused }
+    Plan { cluster: desired.cluster.clone(), changes, drift, left_alone, refused, qos_compared }
 }
 
 /// A word the shell reads as itself (shared by every emitter that writes a script).
@@ -330,7 +370,7 @@ pub use crate::text::shell_word;
 /// One word of a `sacctmgr` command: a keyword, or a value, after its `key=` when it has
 /// one. Values come from the budgets and the dump: a script quotes them (see
 /// [`shell_word`]); an argument list passes them as they are.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Word {
     Keyword(&'static str),
     Value(Option<&'static str>, String),
@@ -389,112 +429,414 @@ fn name(value: impl Into<String>) -> Word {
     Word::Value(None, value.into())
 }
 
-/// The `sacctmgr -i` commands of a plan, in an order Slurm accepts: accounts added parents
-/// first, then account changes, users added, default accounts moved, and only then
+/// The `sacctmgr -i` commands of a plan, one per change, in an order Slurm accepts: QOS
+/// first (added, changed, then their preemption lists), accounts added parents first,
+/// account changes, users added, default accounts moved, user changes, and only then
 /// deletions, user associations before accounts, children before parents. Within a step,
 /// the order depends on the trees' associations, not on the order the trees list them in
 /// (a saved plan's trees are read back in another order). A change the plan would have
 /// refused (Slurm's root, a name no command can carry) gives no command.
 fn commands(plan: &Plan, desired: &Tree, live: &Tree) -> Vec<Command> {
-    commands_but(plan, desired, live, |_| false)
+    let allowed = sorted_allowed(plan, desired, live);
+    let mut out = qos_commands(&allowed, desired);
+    out.extend(Associations::new(plan, desired, live).commands(&allowed, Part::All));
+    out
 }
 
-/// How a plan is applied in as few `sacctmgr` calls as exactness allows: one `sacctmgr load`
-/// of a flat file for the changes Slurm's load makes exactly, then the [`commands`] of the
-/// others.
+/// How a plan is applied in as few `sacctmgr` calls as exactness allows, step by step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Commands run one by one, in order.
+    InOrder(Vec<Command>),
+    /// One `sacctmgr load` of this flat file.
+    Load(String),
+    /// Commands that depend on nothing but the steps before, run side by side: `sacctmgr`
+    /// spends its time waiting for slurmdbd, not working.
+    Together(Vec<Command>),
+}
+
+impl Step {
+    /// The `sacctmgr` calls the step makes.
+    pub fn calls(&self) -> usize {
+        match self {
+            Step::InOrder(commands) | Step::Together(commands) => commands.len(),
+            Step::Load(_) => 1,
+        }
+    }
+}
+
+/// The steps of a plan's application: the QOS it adds or changes, in order; one `sacctmgr
+/// load` of the associations it adds (a load adds a whole tree in a few requests); the
+/// settings of existing associations that depend on nothing else (an account's Fairshare,
+/// GPU limit, QOS and default QOS, a user association's Fairshare), one command for all the
+/// associations given the same settings, side by side; then the rest in order: moves,
+/// default accounts, deletions.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Application {
-    /// The flat file to load first, if any change goes that way.
-    pub load: Option<String>,
-    pub commands: Vec<Command>,
+    pub steps: Vec<Step>,
 }
 
-/// Whether `sacctmgr load` (Slurm 22.05 and later) makes a change exactly, and nothing else:
-/// associations added with all their settings; an account's Fairshare, GPU limit (set, not
-/// removed) and parent; a user association's Fairshare. A load adds QOS to a list but never
-/// removes one, cannot clear a limit or a default QOS, and sets a user's default account
-/// only with the line of one of its associations: those go by commands.
-fn loadable(change: &Change) -> bool {
-    match (change.kind, change.action) {
-        (_, Action::Add) => true,
-        ("account", Action::Change) => change
-            .fields
-            .iter()
-            .all(|f| matches!(f.name, "fairshare" | "parent") || (f.name == "grptres" && f.after != "-")),
-        ("user", Action::Change) => change.fields.iter().all(|f| f.name == "fairshare"),
-        _ => false,
+impl Application {
+    /// The `sacctmgr` calls of the whole application.
+    pub fn calls(&self) -> usize {
+        self.steps.iter().map(Step::calls).sum()
     }
 }
 
-/// The plan's [`Application`]: the flat file of its loadable changes (accounts parents
-/// first, then user associations; an account that exists is written without its
-/// description and organization, which a load would set), and the commands of the rest.
+/// The plan's [`Application`].
 pub fn application(plan: &Plan, desired: &Tree, live: &Tree) -> Application {
-    let commands = commands_but(plan, desired, live, loadable);
-    let desired_accounts: HashMap<&str, &Account> =
-        desired.accounts.iter().map(|a| (a.name.as_str(), a)).collect();
-    let desired_users: HashMap<(&str, &str), &User> =
-        desired.users.iter().map(|u| ((u.name.as_str(), u.account.as_str()), u)).collect();
-    let known_users: HashSet<&str> = live.users.iter().map(|u| u.name.as_str()).collect();
-    let mut accounts: Vec<(&str, String)> = Vec::new();
-    let mut users: Vec<(&str, String)> = Vec::new();
-    for change in sorted_allowed(plan, desired, live).into_iter().filter(|ch| loadable(ch)) {
-        if change.kind == "account" {
-            let Some(a) = desired_accounts.get(change.name.as_str()) else { continue };
-            let mut line = format!("Account - {}", quoted(&a.name));
-            if change.action == Action::Add {
-                line.push_str(&format!(
-                    ":Description={}:Organization={}",
-                    quoted(&a.description),
-                    quoted("allot")
-                ));
+    let allowed = sorted_allowed(plan, desired, live);
+    let associations = Associations::new(plan, desired, live);
+    let steps = [
+        Some(Step::InOrder(qos_commands(&allowed, desired))),
+        associations.load(&allowed, &plan.summary()).map(Step::Load),
+        Some(Step::Together(grouped(associations.commands(&allowed, Part::Independent)))),
+        Some(Step::InOrder(associations.commands(&allowed, Part::Ordered))),
+    ];
+    Application { steps: steps.into_iter().flatten().filter(|step| step.calls() > 0).collect() }
+}
+
+/// The most names one grouped command carries.
+const MAX_NAMES_PER_COMMAND: usize = 100;
+
+/// The commands, those that differ only in the association they name merged into one naming
+/// them all (`where name=a,b,c`), in the order of their first.
+fn grouped(commands: Vec<Command>) -> Vec<Command> {
+    let is_name = |w: &Word| matches!(w, Word::Value(Some("name"), _));
+    let mut groups: Vec<(Command, Vec<String>)> = Vec::new();
+    let mut index: HashMap<Vec<Word>, usize> = HashMap::new();
+    for command in commands {
+        let Some(Word::Value(_, name)) = command.words.iter().find(|w| is_name(w)).cloned() else {
+            groups.push((command, Vec::new()));
+            continue;
+        };
+        let key: Vec<Word> = command.words.iter().filter(|w| !is_name(w)).cloned().collect();
+        match index.get(&key) {
+            Some(&i) if groups[i].1.len() < MAX_NAMES_PER_COMMAND => groups[i].1.push(name),
+            _ => {
+                index.insert(key, groups.len());
+                groups.push((command, vec![name]));
             }
-            line.push_str(&format!(":Fairshare={}", a.fairshare));
-            let grptres = change.fields.iter().any(|f| f.name == "grptres");
-            if let Some(gpus) = a.grp_gpus.filter(|_| change.action == Action::Add || grptres) {
-                line.push_str(&format!(":GrpTRES={}", quoted(&format!("gres/gpu={gpus}"))));
-            }
-            if change.action == Action::Add {
-                if !a.qos.is_empty() {
-                    line.push_str(&format!(":QOS={}", quoted(&a.qos.join(","))));
-                }
-                if let Some(default) = &a.default_qos {
-                    line.push_str(&format!(":DefaultQOS={}", quoted(default)));
-                }
-            }
-            accounts.push((a.parent.as_str(), line));
-        } else {
-            let Some(account) = change.account.as_deref() else { continue };
-            let Some(u) = desired_users.get(&(change.name.as_str(), account)) else { continue };
-            let mut line = format!("User - {}", quoted(&u.name));
-            if let (Action::Add, Some(d), false) =
-                (change.action, &u.default_account, known_users.contains(u.name.as_str()))
-            {
-                line.push_str(&format!(":DefaultAccount={}", quoted(d)));
-            }
-            line.push_str(&format!(":Fairshare={}", u.fairshare));
-            users.push((u.account.as_str(), line));
         }
     }
-    if accounts.is_empty() && users.is_empty() {
-        return Application { load: None, commands };
+    groups
+        .into_iter()
+        .map(|(mut command, names)| {
+            if let Some(word) = command.words.iter_mut().find(|w| is_name(w)) {
+                *word = value("name", names.join(","));
+            }
+            command
+        })
+        .collect()
+}
+
+/// The QOS commands of the allowed changes: QOS added (with every setting but their
+/// preemption lists), QOS changed, then the preemption lists, once every QOS they name exists.
+fn qos_commands(allowed: &[&Change], desired: &Tree) -> Vec<Command> {
+    let wanted: HashMap<&str, &Qos> = desired.qos.iter().flatten().map(|q| (q.name.as_str(), q)).collect();
+    let changes = || {
+        allowed
+            .iter()
+            .filter(|ch| ch.kind == "qos")
+            .filter_map(|ch| Some((*ch, *wanted.get(ch.name.as_str())?)))
+    };
+    // Every setting but the preemption list, which waits for every QOS to exist.
+    let settings = |q: &Qos, fields: &[&'static str]| -> Vec<Word> {
+        fields.iter().filter(|f| **f != "preempt").map(|f| value(f, q.setting(f))).collect()
+    };
+    let mut out = Vec::new();
+    for (_, q) in changes().filter(|(ch, _)| ch.action == Action::Add) {
+        let mut words = vec![keyword("add"), keyword("qos"), name(q.name.clone())];
+        words.extend(settings(q, &q.fields().map(|(f, _)| f)));
+        out.push(Command { step: "QOS to add", words });
     }
-    users.sort();
-    let mut load = format!(
-        "# allot: the changes of {} that sacctmgr load makes exactly\nCluster - {}\n",
-        crate::text::comment(&plan.summary()),
-        quoted(&plan.cluster)
-    );
-    let mut parent = None;
-    for (of, line) in accounts.iter().chain(&users) {
-        if parent != Some(*of) {
-            load.push_str(&format!("Parent - {}\n", quoted(of)));
-            parent = Some(*of);
+    for (ch, q) in changes().filter(|(ch, _)| ch.action == Action::Change) {
+        let fields: Vec<&'static str> = ch.fields.iter().map(|f| f.name).collect();
+        let set = settings(q, &fields);
+        if !set.is_empty() {
+            let mut words = vec![
+                keyword("modify"),
+                keyword("qos"),
+                keyword("where"),
+                value("name", q.name.clone()),
+                keyword("set"),
+            ];
+            words.extend(set);
+            out.push(Command { step: "QOS to change", words });
         }
-        load.push_str(line);
-        load.push('\n');
     }
-    Application { load: Some(load), commands }
+    // A QOS added without a preemption list has no `preempt` field.
+    for (ch, q) in changes() {
+        if ch.fields.iter().any(|f| f.name == "preempt") {
+            out.push(Command {
+                step: "QOS preemption lists, once every QOS exists",
+                words: vec![
+                    keyword("modify"),
+                    keyword("qos"),
+                    keyword("where"),
+                    value("name", q.name.clone()),
+                    keyword("set"),
+                    value("preempt", q.setting("preempt")),
+                ],
+            });
+        }
+    }
+    out
+}
+
+/// Which association commands to make.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// Every one, a command per change (the script).
+    All,
+    /// Settings of existing associations that depend on nothing else: an account's
+    /// Fairshare, GPU limit, QOS and default QOS (an account's own QOS list is not its
+    /// children's), a user association's Fairshare.
+    Independent,
+    /// What is neither added (a load adds) nor independent: moves, default accounts,
+    /// deletions.
+    Ordered,
+}
+
+impl Part {
+    /// Whether a command of this part carries an account's `field`.
+    fn carries(self, field: &str) -> bool {
+        let independent = matches!(field, "fairshare" | "grptres" | "qos" | "defaultqos");
+        match self {
+            Part::All => true,
+            Part::Independent => independent,
+            Part::Ordered => !independent,
+        }
+    }
+}
+
+/// What the association commands of a plan read from its trees.
+struct Associations<'t> {
+    cluster: &'t str,
+    accounts: HashMap<&'t str, &'t Account>,
+    users: HashMap<(&'t str, &'t str), &'t User>,
+    /// Users that have an association already: a new one does not set their default account.
+    known_users: HashSet<&'t str>,
+}
+
+impl<'t> Associations<'t> {
+    fn new(plan: &'t Plan, desired: &'t Tree, live: &'t Tree) -> Self {
+        Associations {
+            cluster: &plan.cluster,
+            accounts: desired.accounts.iter().map(|a| (a.name.as_str(), a)).collect(),
+            users: desired.users.iter().map(|u| ((u.name.as_str(), u.account.as_str()), u)).collect(),
+            known_users: live.users.iter().map(|u| u.name.as_str()).collect(),
+        }
+    }
+
+    fn user_of(&self, ch: &Change) -> Option<&'t User> {
+        self.users.get(&(ch.name.as_str(), ch.account.as_deref()?)).copied()
+    }
+
+    /// The flat file of the associations the allowed changes add, if any, for one `sacctmgr
+    /// load`: accounts parents first, then user associations.
+    fn load(&self, allowed: &[&Change], summary: &str) -> Option<String> {
+        let mut accounts: Vec<(&str, String)> = Vec::new();
+        let mut users: Vec<(&str, String)> = Vec::new();
+        for change in allowed.iter().filter(|ch| ch.action == Action::Add) {
+            match change.kind {
+                "account" => {
+                    let Some(a) = self.accounts.get(change.name.as_str()) else { continue };
+                    accounts.push((a.parent.as_str(), account_line(a)));
+                }
+                "user" => {
+                    let Some(u) = self.user_of(change) else { continue };
+                    users.push((
+                        u.account.as_str(),
+                        user_line(u, !self.known_users.contains(u.name.as_str())),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        if accounts.is_empty() && users.is_empty() {
+            return None;
+        }
+        users.sort();
+        let mut load = format!(
+            "# allot: the associations {} adds\nCluster - {}\n",
+            crate::text::comment(summary),
+            quoted(self.cluster)
+        );
+        let mut parent = None;
+        for (of, line) in accounts.iter().chain(&users) {
+            if parent != Some(*of) {
+                load.push_str(&format!("Parent - {}\n", quoted(of)));
+                parent = Some(*of);
+            }
+            load.push_str(line);
+            load.push('\n');
+        }
+        Some(load)
+    }
+
+    /// The association commands of the allowed changes that `part` takes, one per change.
+    fn commands(&self, allowed: &[&'t Change], part: Part) -> Vec<Command> {
+        let cluster = || value("cluster", self.cluster);
+        let mut out: Vec<Command> = Vec::new();
+        let mut step = |step: &'static str, commands: Vec<Vec<Word>>| {
+            out.extend(commands.into_iter().map(|words| Command { step, words }));
+        };
+        let settings = |a: &Account, fields: &[Field], new: bool| -> Vec<Word> {
+            let mut set = Vec::new();
+            for f in fields.iter().filter(|f| part.carries(f.name)) {
+                match f.name {
+                    "parent" if !new => set.push(value("parent", a.parent.clone())),
+                    "fairshare" => set.push(value("fairshare", a.fairshare.to_string())),
+                    "grptres" => set.push(value(
+                        "grptres",
+                        format!("gres/gpu={}", a.grp_gpus.map_or("-1".into(), |g| g.to_string())),
+                    )),
+                    "qos" => set.push(value("qos", a.qos.join(","))),
+                    "defaultqos" => set.push(value("defaultqos", a.default_qos.as_deref().unwrap_or("-1"))),
+                    _ => {}
+                }
+            }
+            set
+        };
+        let of_kind = |kind: &'static str, action: Action| {
+            allowed.iter().copied().filter(move |ch| ch.kind == kind && ch.action == action)
+        };
+        let with_account = |ch: &'t Change| self.accounts.get(ch.name.as_str()).map(|a| (*a, ch));
+        if part == Part::All {
+            let adds = of_kind("account", Action::Add)
+                .filter_map(with_account)
+                .map(|(a, ch)| {
+                    let mut words = vec![
+                        keyword("add"),
+                        keyword("account"),
+                        name(a.name.clone()),
+                        cluster(),
+                        value("parent", a.parent.clone()),
+                        value("description", a.description.clone()),
+                        value("organization", "allot"),
+                    ];
+                    words.extend(settings(a, &ch.fields, true));
+                    words
+                })
+                .collect();
+            step("accounts to add, parents first", adds);
+        }
+        let modified = of_kind("account", Action::Change)
+            .filter_map(with_account)
+            .filter_map(|(a, ch)| {
+                let set = settings(a, &ch.fields, false);
+                if set.is_empty() {
+                    return None;
+                }
+                let mut words = vec![
+                    keyword("modify"),
+                    keyword("account"),
+                    keyword("where"),
+                    value("name", a.name.clone()),
+                    cluster(),
+                    keyword("set"),
+                ];
+                words.extend(set);
+                Some(words)
+            })
+            .collect();
+        step("accounts to change", modified);
+        if part == Part::All {
+            let added_users = of_kind("user", Action::Add)
+                .filter_map(|ch| self.user_of(ch))
+                .map(|u| {
+                    let mut words = vec![
+                        keyword("add"),
+                        keyword("user"),
+                        name(u.name.clone()),
+                        cluster(),
+                        value("account", u.account.clone()),
+                        value("fairshare", fairshare(u.fairshare)),
+                    ];
+                    if let (Some(d), false) = (&u.default_account, self.known_users.contains(u.name.as_str()))
+                    {
+                        words.push(value("defaultaccount", d.clone()));
+                    }
+                    words
+                })
+                .collect();
+            step("user associations to add", added_users);
+        }
+        let mut defaults: Vec<Vec<Word>> = Vec::new();
+        let mut user_changes: Vec<Vec<Word>> = Vec::new();
+        for ch in allowed.iter().filter(|ch| ch.kind == "user" && ch.action != Action::Destroy) {
+            let Some(u) = self.user_of(ch) else { continue };
+            for f in &ch.fields {
+                match f.name {
+                    "defaultaccount"
+                        if part != Part::Independent
+                            && (ch.action == Action::Change
+                                || self.known_users.contains(u.name.as_str())) =>
+                    {
+                        if let Some(d) = &u.default_account {
+                            let words = vec![
+                                keyword("modify"),
+                                keyword("user"),
+                                keyword("where"),
+                                value("name", u.name.clone()),
+                                cluster(),
+                                keyword("set"),
+                                value("defaultaccount", d.clone()),
+                            ];
+                            if !defaults.contains(&words) {
+                                defaults.push(words);
+                            }
+                        }
+                    }
+                    "fairshare" if ch.action == Action::Change && part != Part::Ordered => {
+                        user_changes.push(vec![
+                            keyword("modify"),
+                            keyword("user"),
+                            keyword("where"),
+                            value("name", u.name.clone()),
+                            cluster(),
+                            value("account", u.account.clone()),
+                            keyword("set"),
+                            value("fairshare", fairshare(u.fairshare)),
+                        ])
+                    }
+                    _ => {}
+                }
+            }
+        }
+        step("default accounts, moved before any deletion", defaults);
+        step("user associations to change", user_changes);
+        if part == Part::Independent {
+            return out;
+        }
+        let deleted_users = of_kind("user", Action::Destroy)
+            .map(|ch| {
+                vec![
+                    keyword("delete"),
+                    keyword("user"),
+                    keyword("where"),
+                    value("name", ch.name.clone()),
+                    cluster(),
+                    value("account", ch.account.clone().unwrap_or_default()),
+                ]
+            })
+            .collect();
+        step("user associations to delete", deleted_users);
+        let deleted_accounts = of_kind("account", Action::Destroy)
+            .map(|ch| {
+                vec![
+                    keyword("delete"),
+                    keyword("account"),
+                    keyword("where"),
+                    value("name", ch.name.clone()),
+                    cluster(),
+                ]
+            })
+            .collect();
+        step("accounts to delete, children first", deleted_accounts);
+        out
+    }
 }
 
 /// The changes a command may carry, in the order their commands go in: accounts by depth
@@ -515,166 +857,6 @@ fn sorted_allowed<'p>(plan: &'p Plan, desired: &Tree, live: &Tree) -> Vec<&'p Ch
         (depth, ch.name.clone(), ch.account.clone())
     });
     allowed
-}
-
-/// The plan's commands, but none for the changes `by_load` takes (a default account moved
-/// still goes by command).
-fn commands_but(plan: &Plan, desired: &Tree, live: &Tree, by_load: impl Fn(&Change) -> bool) -> Vec<Command> {
-    let cluster = || value("cluster", plan.cluster.clone());
-    let allowed = sorted_allowed(plan, desired, live);
-    let mut out: Vec<Command> = Vec::new();
-    let mut step = |step: &'static str, commands: Vec<Vec<Word>>| {
-        out.extend(commands.into_iter().map(|words| Command { step, words }));
-    };
-    let desired_accounts: HashMap<&str, &Account> =
-        desired.accounts.iter().map(|a| (a.name.as_str(), a)).collect();
-    let account = |name: &str| desired_accounts.get(name).copied();
-    let settings = |a: &Account, fields: &[Field], new: bool| -> Vec<Word> {
-        let mut set = Vec::new();
-        for f in fields {
-            match f.name {
-                "parent" if !new => set.push(value("parent", a.parent.clone())),
-                "fairshare" => set.push(value("fairshare", a.fairshare.to_string())),
-                "grptres" => set.push(value(
-                    "grptres",
-                    format!("gres/gpu={}", a.grp_gpus.map_or("-1".into(), |g| g.to_string())),
-                )),
-                "qos" => set.push(value("qos", a.qos.join(","))),
-                "defaultqos" => set.push(value("defaultqos", a.default_qos.as_deref().unwrap_or("-1"))),
-                _ => {}
-            }
-        }
-        set
-    };
-    let adds = allowed
-        .iter()
-        .filter(|ch| ch.kind == "account" && ch.action == Action::Add && !by_load(ch))
-        .filter_map(|ch| account(&ch.name).map(|a| (a, ch)))
-        .map(|(a, ch)| {
-            let mut words = vec![
-                keyword("add"),
-                keyword("account"),
-                name(a.name.clone()),
-                cluster(),
-                value("parent", a.parent.clone()),
-                value("description", a.description.clone()),
-                value("organization", "allot"),
-            ];
-            words.extend(settings(a, &ch.fields, true));
-            words
-        })
-        .collect();
-    step("accounts to add, parents first", adds);
-    let modified = allowed
-        .iter()
-        .filter(|ch| ch.kind == "account" && ch.action == Action::Change && !by_load(ch))
-        .filter_map(|ch| account(&ch.name).map(|a| (a, ch)))
-        .map(|(a, ch)| {
-            let mut words = vec![
-                keyword("modify"),
-                keyword("account"),
-                keyword("where"),
-                value("name", a.name.clone()),
-                cluster(),
-                keyword("set"),
-            ];
-            words.extend(settings(a, &ch.fields, false));
-            words
-        })
-        .collect();
-    step("accounts to change", modified);
-    let known_users: HashSet<&str> = live.users.iter().map(|u| u.name.as_str()).collect();
-    let desired_users: HashMap<(&str, &str), &User> =
-        desired.users.iter().map(|u| ((u.name.as_str(), u.account.as_str()), u)).collect();
-    let user_of = |ch: &Change| desired_users.get(&(ch.name.as_str(), ch.account.as_deref()?)).copied();
-    let added_users = allowed
-        .iter()
-        .filter(|ch| ch.kind == "user" && ch.action == Action::Add && !by_load(ch))
-        .filter_map(|ch| user_of(ch))
-        .map(|u| {
-            let mut words = vec![
-                keyword("add"),
-                keyword("user"),
-                name(u.name.clone()),
-                cluster(),
-                value("account", u.account.clone()),
-                value("fairshare", fairshare(u.fairshare)),
-            ];
-            if let (Some(d), false) = (&u.default_account, known_users.contains(u.name.as_str())) {
-                words.push(value("defaultaccount", d.clone()));
-            }
-            words
-        })
-        .collect();
-    step("user associations to add", added_users);
-    let mut defaults: Vec<Vec<Word>> = Vec::new();
-    let mut user_changes: Vec<Vec<Word>> = Vec::new();
-    for ch in allowed.iter().filter(|ch| ch.kind == "user" && ch.action != Action::Destroy) {
-        let Some(u) = user_of(ch) else { continue };
-        for f in &ch.fields {
-            match f.name {
-                "defaultaccount" if ch.action == Action::Change || known_users.contains(u.name.as_str()) => {
-                    if let Some(d) = &u.default_account {
-                        let words = vec![
-                            keyword("modify"),
-                            keyword("user"),
-                            keyword("where"),
-                            value("name", u.name.clone()),
-                            cluster(),
-                            keyword("set"),
-                            value("defaultaccount", d.clone()),
-                        ];
-                        if !defaults.contains(&words) {
-                            defaults.push(words);
-                        }
-                    }
-                }
-                "fairshare" if ch.action == Action::Change && !by_load(ch) => user_changes.push(vec![
-                    keyword("modify"),
-                    keyword("user"),
-                    keyword("where"),
-                    value("name", u.name.clone()),
-                    cluster(),
-                    value("account", u.account.clone()),
-                    keyword("set"),
-                    value("fairshare", fairshare(u.fairshare)),
-                ]),
-                _ => {}
-            }
-        }
-    }
-    step("default accounts, moved before any deletion", defaults);
-    step("user associations to change", user_changes);
-    let deleted_users = allowed
-        .iter()
-        .filter(|ch| ch.kind == "user" && ch.action == Action::Destroy)
-        .map(|ch| {
-            vec![
-                keyword("delete"),
-                keyword("user"),
-                keyword("where"),
-                value("name", ch.name.clone()),
-                cluster(),
-                value("account", ch.account.clone().unwrap_or_default()),
-            ]
-        })
-        .collect();
-    step("user associations to delete", deleted_users);
-    let deleted_accounts = allowed
-        .iter()
-        .filter(|ch| ch.kind == "account" && ch.action == Action::Destroy)
-        .map(|ch| {
-            vec![
-                keyword("delete"),
-                keyword("account"),
-                keyword("where"),
-                value("name", ch.name.clone()),
-                cluster(),
-            ]
-        })
-        .collect();
-    step("accounts to delete, children first", deleted_accounts);
-    out
 }
 
 /// Each account's depth below `root` (1 for root's children), up to [`MAX_DUMP_DEPTH`]
@@ -775,9 +957,15 @@ pub fn human(plan: &Plan) -> String {
             }
         }
     }
+    if !plan.qos_compared {
+        out.push_str(&format!("\n{QOS_NOT_COMPARED}\n"));
+    }
     out.push_str(&format!("\n{}\n", plan.summary()));
     out
 }
+
+/// Said when the live QOS were not read.
+const QOS_NOT_COMPARED: &str = "QOS not compared: a dump holds none (`allot plan slurm --live` without a file reads them with sacctmgr).";
 
 const LEFT_ALONE: &str = "Left alone (Slurm's root, never touched)";
 const REFUSED: &str = "Refused (the plan must not be applied)";
@@ -825,6 +1013,9 @@ pub fn markdown(plan: &Plan) -> String {
             }
         }
     }
+    if !plan.qos_compared {
+        out.push_str(&format!("\n{}\n", text(QOS_NOT_COMPARED)));
+    }
     out
 }
 
@@ -861,6 +1052,7 @@ pub fn json(plan: &Plan) -> Value {
         "drift": drift,
         "left_alone": notes(&plan.left_alone),
         "refused": notes(&plan.refused),
+        "qos_compared": plan.qos_compared,
         "summary": { "add": plan.count(Action::Add), "change": plan.count(Action::Change), "destroy": plan.count(Action::Destroy) },
     })
 }
@@ -868,6 +1060,7 @@ pub fn json(plan: &Plan) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::slurm::qos;
     use crate::slurm::tree::parse;
 
     fn account(name: &str, parent: &str) -> Account {
@@ -936,6 +1129,96 @@ mod tests {
         let live = parse("Cluster - 'c'\nParent - 'root'\nAccount - 'a':MaxJobs='`x`|<b>[l](u)'\n").unwrap();
         let text = markdown(&plan(&Tree { cluster: "c".into(), ..Tree::default() }, &live));
         assert!(text.contains(r"- account a: maxjobs=\`x\`\|&lt;b&gt;\[l\](u)"), "{text}");
+    }
+
+    #[test]
+    fn qos_come_first_and_settings_of_existing_associations_go_together() {
+        let mut live = parse(
+            "Cluster - 'c'\nParent - 'root'\nAccount - 'a':Fairshare=1\nAccount - 'b':Fairshare=1\n\
+             Account - 'c':Fairshare=1\nParent - 'a'\nUser - 'u':DefaultAccount='a':Fairshare=1\n",
+        )
+        .unwrap();
+        live.qos = Some(qos::parse("normal|0|cluster||||\nx|0|requeue||||\n").unwrap());
+        let with = |name: &str, parent: &str, fairshare| Account { fairshare, ..account(name, parent) };
+        let wanted =
+            qos::parse("x|0|requeue|00:01:00|||\ny|0|cancel|00:00:00|01:00:00|gres/gpu=2|x\n").unwrap();
+        let desired = Tree {
+            cluster: "c".into(),
+            accounts: vec![
+                with("a", "root", 5),
+                with("b", "root", 5),
+                with("c", "a", 6),
+                with("d", "root", 1),
+            ],
+            users: vec![User { fairshare: 2, ..user("u", "a") }],
+            qos: Some(wanted),
+            ..Tree::default()
+        };
+        let result = plan(&desired, &live);
+        assert_eq!(result.summary(), "Plan: 2 to add, 5 to change, 0 to destroy.");
+        let subjects: Vec<String> = result.changes.iter().map(subject).collect();
+        assert_eq!(subjects[..2], ["qos x", "qos y"], "QOS first; `normal` is left alone");
+        let words = |commands: &[Command]| -> Vec<String> {
+            commands.iter().map(|c| c.arguments().join(" ")).collect()
+        };
+        let Application { steps } = application(&result, &desired, &live);
+        let [Step::InOrder(qos), Step::Load(load), Step::Together(together), Step::InOrder(rest)] =
+            &steps[..]
+        else {
+            panic!("{steps:?}")
+        };
+        assert_eq!(
+            words(qos),
+            [
+                "add qos y priority=0 preemptmode=cancel preemptexempttime=00:00:00 maxwall=60 maxtresperjob=gres/gpu=2",
+                "modify qos where name=x set preemptexempttime=00:01:00",
+                "modify qos where name=y set preempt=x",
+            ]
+        );
+        assert!(load.contains("Parent - 'root'\nAccount - 'd':") && !load.contains("'a'"), "{load}");
+        assert_eq!(
+            words(together),
+            [
+                "modify account where name=a,b cluster=c set fairshare=5",
+                "modify account where name=c cluster=c set fairshare=6",
+                "modify user where name=u cluster=c account=a set fairshare=2",
+            ]
+        );
+        assert_eq!(words(rest), ["modify account where name=c cluster=c set parent=a"]);
+        assert_eq!(steps.iter().map(Step::calls).sum::<usize>(), 8);
+        // The script has a command per change, the moved account's in one.
+        let text = script(&result, &desired, &live);
+        assert!(
+            text.contains("sacctmgr -i modify account where name=c cluster=c set parent=a fairshare=6\n"),
+            "{text}"
+        );
+        assert!(text.contains("where name=a cluster=c set fairshare=5\n"), "{text}");
+        // A dump alone holds no QOS: they are not compared, and the plan says so.
+        live.qos = None;
+        let result = plan(&desired, &live);
+        assert!(!result.qos_compared && result.changes.iter().all(|c| c.kind != "qos"));
+        assert!(human(&result).contains("QOS not compared"));
+    }
+
+    #[test]
+    fn grouped_commands_name_at_most_a_hundred_associations() {
+        let command = |name: &str, share: u64| Command {
+            step: "s",
+            words: vec![
+                keyword("modify"),
+                keyword("account"),
+                keyword("where"),
+                value("name", name),
+                keyword("set"),
+                value("fairshare", share.to_string()),
+            ],
+        };
+        let commands: Vec<Command> = (0..250).map(|i| command(&format!("a{i}"), 1 + i % 2)).collect();
+        let grouped = grouped(commands);
+        let sizes: Vec<usize> = grouped.iter().map(|c| c.arguments()[3].split(',').count()).collect();
+        assert_eq!(sizes, [100, 100, 25, 25]);
+        assert!(grouped[0].arguments()[3].starts_with("name=a0,a2,a4,"));
+        assert_eq!(grouped[0].arguments()[5], "fairshare=1");
     }
 
     #[test]

@@ -19,6 +19,9 @@ pub struct Tree {
     /// Parents before children.
     pub accounts: Vec<Account>,
     pub users: Vec<User>,
+    /// The QOS, when known: the ones the budgets want, or the live ones `sacctmgr show qos`
+    /// lists (a dump holds none).
+    pub qos: Option<Vec<super::qos::Qos>>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -103,7 +106,8 @@ pub fn desired_with_loss(model: &Model, cluster: &str) -> (Tree, f64) {
         .collect();
     let preemptible = [model.policy.overflow, model.policy.unbudgeted].contains(&WorkRule::Preemptible);
     let default_contract = model.contracts.iter().find(|c| c.default).map(|c| c.name.clone());
-    let mut tree = Tree { cluster: cluster.to_string(), ..Tree::default() };
+    let mut tree =
+        Tree { cluster: cluster.to_string(), qos: Some(super::qos::wanted(model)), ..Tree::default() };
     let mut loss = 0.0;
     let context = Context { bound: &bound, preemptible, default_qos: default_contract.as_deref() };
     let mut associations = HashSet::new();
@@ -300,35 +304,47 @@ pub fn flat_file(tree: &Tree, comment: &str) -> String {
         };
         out.push_str(&format!("Parent - {}\n", quoted(parent)));
         for a in accounts {
-            let mut line = format!(
-                "Account - {}:Description={}:Organization={}:Fairshare={}",
-                quoted(&a.name),
-                quoted(&a.description),
-                quoted("allot"),
-                a.fairshare
-            );
-            if let Some(gpus) = a.grp_gpus {
-                line.push_str(&format!(":GrpTRES={}", quoted(&format!("gres/gpu={gpus}"))));
-            }
-            if !a.qos.is_empty() {
-                line.push_str(&format!(":QOS={}", quoted(&a.qos.join(","))));
-            }
-            if let Some(default) = &a.default_qos {
-                line.push_str(&format!(":DefaultQOS={}", quoted(default)));
-            }
-            out.push_str(&line);
+            out.push_str(&account_line(a));
             out.push('\n');
         }
         for u in users {
-            let mut line = format!("User - {}", quoted(&u.name));
-            if let Some(default) = &u.default_account {
-                line.push_str(&format!(":DefaultAccount={}", quoted(default)));
-            }
-            line.push_str(&format!(":Fairshare={}\n", u.fairshare));
-            out.push_str(&line);
+            out.push_str(&user_line(u, true));
+            out.push('\n');
         }
     }
     out
+}
+
+/// An account's line of a flat file, with every setting allot manages.
+pub(crate) fn account_line(a: &Account) -> String {
+    let mut line = format!(
+        "Account - {}:Description={}:Organization={}:Fairshare={}",
+        quoted(&a.name),
+        quoted(&a.description),
+        quoted("allot"),
+        a.fairshare
+    );
+    if let Some(gpus) = a.grp_gpus {
+        line.push_str(&format!(":GrpTRES={}", quoted(&format!("gres/gpu={gpus}"))));
+    }
+    if !a.qos.is_empty() {
+        line.push_str(&format!(":QOS={}", quoted(&a.qos.join(","))));
+    }
+    if let Some(default) = &a.default_qos {
+        line.push_str(&format!(":DefaultQOS={}", quoted(default)));
+    }
+    line
+}
+
+/// A user association's line of a flat file; its default account only when `default` (a
+/// load sets the default account of a user it adds, and moves an existing user's).
+pub(crate) fn user_line(u: &User, default: bool) -> String {
+    let mut line = format!("User - {}", quoted(&u.name));
+    if let Some(account) = u.default_account.as_ref().filter(|_| default) {
+        line.push_str(&format!(":DefaultAccount={}", quoted(account)));
+    }
+    line.push_str(&format!(":Fairshare={}", u.fairshare));
+    line
 }
 
 /// Largest dump allot reads, in bytes: a large site's dump is a few megabytes.

@@ -1,14 +1,21 @@
 //! The verifier's results as people and programs read them: an audit with the verdicts of
-//! the budgets' expectations ([`audit`]), and simulated runs side by side ([`simulation`]),
+//! the budgets' expectations ([`audit`]), the budgets now ([`live`]), and simulated runs
+//! side by side ([`simulation`]),
 //! each as aligned text, Markdown and JSON. Every table is built once from the figures and
 //! rendered in each of those by `table`; the charts are the [`report`](crate::report)'s.
 
 pub mod audit;
+pub mod live;
 pub mod simulation;
 mod table;
 
+/// An instant in epoch seconds, as every output shows it: RFC 3339 in UTC.
+pub fn time(seconds: i64) -> String {
+    jiff::Timestamp::from_second(seconds).map_or_else(|_| seconds.to_string(), |t| t.to_string())
+}
+
 /// A wait, briefly: "42s", "12m05s", "3h07m", "50h00m". Every output shows waits so.
-pub(crate) fn wait(seconds: u64) -> String {
+pub fn wait(seconds: u64) -> String {
     match seconds {
         0..60 => format!("{seconds}s"),
         60..3_600 => format!("{}m{:02}s", seconds / 60, seconds % 60),

@@ -86,6 +86,10 @@ pub(crate) enum Cell<'a> {
     Ratio(Option<f64>),
     /// A measure to compare with a threshold: three decimals in text.
     Number(f64),
+    /// GPUs, not always whole: one decimal in text.
+    Gpus(f64),
+    /// An instant, in epoch seconds: RFC 3339 in UTC in text, the seconds in JSON.
+    Time(i64),
     /// Nearest-rank p50, p90 and p99 of waits (and in text, how many are censored).
     Waits(&'a Waits),
     /// Whether an expectation is met: `ok` or `FAIL` in text, `met` or `**not met**` in
@@ -123,7 +127,8 @@ impl<'a> Cell<'a> {
             }
             Cell::Text(text) => json!(text),
             Cell::Count(count) => json!(count),
-            Cell::GpuHours(value) | Cell::Number(value) => json!(value),
+            Cell::GpuHours(value) | Cell::Number(value) | Cell::Gpus(value) => json!(value),
+            Cell::Time(seconds) => json!(seconds),
             Cell::Ratio(ratio) => json!(ratio),
             Cell::Met(met) => json!(met),
             Cell::Absent => Value::Null,
@@ -138,7 +143,8 @@ impl fmt::Display for Cell<'_> {
         match self {
             Cell::Text(text) => f.write_str(text),
             Cell::Count(count) => write!(f, "{count}"),
-            Cell::GpuHours(hours) => write!(f, "{hours:.1}"),
+            Cell::GpuHours(hours) | Cell::Gpus(hours) => write!(f, "{hours:.1}"),
+            Cell::Time(seconds) => f.write_str(&super::time(*seconds)),
             Cell::Ratio(Some(ratio)) => write!(f, "{:.1}%", ratio * 100.0),
             Cell::Number(value) => write!(f, "{value:.3}"),
             Cell::Waits(waits) => {

@@ -1,0 +1,236 @@
+//! Slurm's client commands, run as programs (found on `PATH`) with their arguments as a
+//! list, never through a shell, their output read within a bound: the live association tree
+//! (`sacctmgr dump`) and QOS (`sacctmgr show qos`), the queue (`squeue`), the usage
+//! (`sshare`), the jobs' accounting (`sacct`); and a plan applied (`sacctmgr load` of a flat
+//! file, and commands).
+
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+
+use allot_targets::slurm::qos::SHOW_FORMAT;
+use allot_targets::slurm::tree::MAX_DUMP_BYTES;
+
+use crate::exit::Error;
+
+const SACCTMGR: &str = "sacctmgr";
+
+/// The Slurm cluster whose live tree to read: the one named, or the budgets' only one.
+pub fn live_cluster(clusters: &[String], named: Option<&str>) -> Result<String, Error> {
+    match (named, clusters) {
+        (Some(name), _) if clusters.iter().any(|c| c == name) => Ok(name.to_string()),
+        (Some(name), _) => Err(Error::failed(format!(
+            "the budgets bind no Slurm cluster `{name}` (they bind: {})",
+            if clusters.is_empty() { "none".to_string() } else { clusters.join(", ") }
+        ))),
+        (None, [only]) => Ok(only.clone()),
+        (None, []) => Err(Error::failed("the budgets bind no Slurm cluster: nothing to plan")),
+        (None, _) => Err(Error::failed(format!(
+            "the budgets bind several Slurm clusters ({}): name one with --cluster",
+            clusters.join(", ")
+        ))),
+    }
+}
+
+/// The live association tree of `cluster`, as `sacctmgr dump` writes it (at most
+/// [`MAX_DUMP_BYTES`]).
+pub fn dump(cluster: &str) -> Result<String, Error> {
+    let what = format!("sacctmgr dump {cluster}");
+    // The dump echoes every line to standard error: it is not kept.
+    let read = Reading { program: SACCTMGR, what: &what, to: "read the live associations", errors: false };
+    let text = read.output(&["dump", cluster, "file=/dev/stdout"])?;
+    if !text.lines().any(|l| l.starts_with("Cluster - ")) {
+        return Err(Error::failed(format!(
+            "{what} failed: is `{cluster}` a cluster of this Slurm database, and may this user read it?"
+        )));
+    }
+    Ok(text)
+}
+
+/// The live QOS, as `sacctmgr -n -P show qos format=`[`SHOW_FORMAT`] lists them.
+pub fn show_qos() -> Result<String, Error> {
+    let format = format!("format={SHOW_FORMAT}");
+    let read =
+        Reading { program: SACCTMGR, what: "sacctmgr show qos", to: "read the live QOS", errors: true };
+    read.output(&["-n", "-P", "show", "qos", &format])
+}
+
+/// The jobs of `cluster` running and pending now, as `squeue -O `[`FORMAT`](allot_verify::squeue::FORMAT)
+/// lists them (times in epoch seconds).
+pub fn squeue(cluster: &str) -> Result<String, Error> {
+    let clusters = format!("--clusters={cluster}");
+    let read = Reading { program: "squeue", what: "squeue", to: "read the live queue", errors: true };
+    read.output(&[
+        "--noheader",
+        "--all",
+        "--array",
+        &clusters,
+        "--states=PENDING,RUNNING,SUSPENDED,COMPLETING,CONFIGURING,REQUEUED",
+        "-O",
+        allot_verify::squeue::FORMAT,
+    ])
+}
+
+/// The raw usage of every association of `cluster`, as a usage file
+/// (`account,user,raw_usage`) from `sshare -a -P -n -o account,user,rawusage`.
+pub fn sshare_usage(cluster: &str) -> Result<String, Error> {
+    let clusters = format!("--clusters={cluster}");
+    let read = Reading { program: "sshare", what: "sshare", to: "read the live usage", errors: true };
+    let text = read.output(&["-a", "-P", "-n", &clusters, "-o", "account,user,rawusage"])?;
+    // Slurm's names hold no comma: `|` becomes the usage file's separator.
+    Ok(text
+        .lines()
+        .filter(|l| !l.starts_with("CLUSTER: "))
+        .map(|l| format!("{}\n", l.replace('|', ",")))
+        .collect())
+}
+
+/// What `sacct` recorded of job `id` on `cluster`, as one line
+/// `JobID|State|Account|QOS|Submit|Start|End|AllocTRES` (its last run), if anything.
+pub fn sacct_job(cluster: &str, id: &str) -> Result<Option<String>, Error> {
+    let clusters = format!("--clusters={cluster}");
+    let read = Reading { program: "sacct", what: "sacct", to: "read the job's accounting", errors: true };
+    let text = read.output(&[
+        "-j",
+        id,
+        "-X",
+        "-P",
+        "-n",
+        &clusters,
+        "-o",
+        "JobID,State,Account,QOS,Submit,Start,End,AllocTRES",
+    ])?;
+    Ok(text.lines().rfind(|l| l.split('|').next() == Some(id)).map(str::to_string))
+}
+
+/// The most bytes of `sacct` output a live trace takes (about ten million jobs).
+pub const MAX_SACCT_BYTES: u64 = 2 << 30;
+
+/// The jobs of the Slurm `clusters` over the last `seconds`, as `sacct --parsable2` lists
+/// them with the columns the verifier reads (every run of a requeued job on its own row),
+/// written to `out`.
+pub fn sacct_since(clusters: &[String], seconds: u64, out: &mut impl Write) -> Result<(), Error> {
+    let read = Reading { program: "sacct", what: "sacct", to: "read the live trace", errors: true };
+    let since = format!("--starttime=now-{seconds}seconds");
+    let clusters = format!("--clusters={}", clusters.join(","));
+    read.output_to(
+        &[
+            "--allusers",
+            "--allocations",
+            "--parsable2",
+            "--duplicates",
+            &since,
+            "--endtime=now",
+            &clusters,
+            "--format=JobID,User,Account,Cluster,Partition,QOS,Submit,Eligible,Start,End,AllocTRES,ReqTRES,State",
+        ],
+        out,
+        MAX_SACCT_BYTES,
+    )
+}
+
+/// One read of a Slurm command's output.
+struct Reading<'a> {
+    program: &'a str,
+    /// What the command is called in errors.
+    what: &'a str,
+    /// What allot runs it for, in the error when it is missing.
+    to: &'a str,
+    /// Whether its standard error says what went wrong (and is kept, up to [`MAX_SAID`]).
+    errors: bool,
+}
+
+impl Reading<'_> {
+    /// What the command writes on standard output (at most [`MAX_DUMP_BYTES`]), with times
+    /// as epoch seconds.
+    fn output(&self, arguments: &[&str]) -> Result<String, Error> {
+        let mut bytes = Vec::new();
+        self.output_to(arguments, &mut bytes, MAX_DUMP_BYTES as u64)?;
+        String::from_utf8(bytes).map_err(|_| Error::failed(format!("{}: its output is not UTF-8", self.what)))
+    }
+
+    /// Copies what the command writes on standard output into `out` (at most `limit`
+    /// bytes), with times as epoch seconds.
+    fn output_to(&self, arguments: &[&str], out: &mut impl Write, limit: u64) -> Result<(), Error> {
+        let what = self.what;
+        let mut child = Command::new(self.program)
+            .args(arguments)
+            .env("SLURM_TIME_FORMAT", "%s")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(if self.errors { Stdio::piped() } else { Stdio::null() })
+            .spawn()
+            .map_err(|e| missing(self.program, e, self.to))?;
+        let said = child.stderr.take().map(|stderr| std::thread::spawn(move || said(stderr)));
+        let stdout = child.stdout.take().expect("piped");
+        let copied = std::io::copy(&mut stdout.take(limit + 1), out);
+        if !matches!(copied, Ok(n) if n <= limit) {
+            // It would wait for the rest to be read.
+            let _ = child.kill();
+        }
+        let status = child.wait()?;
+        let said = said.and_then(|thread| thread.join().ok()).unwrap_or_default();
+        let copied = copied.map_err(|e| Error::failed(format!("{what}: {e}")))?;
+        if copied > limit {
+            return Err(Error::failed(format!("{what}: more than {limit} bytes, more than allot reads")));
+        }
+        if !status.success() {
+            let said = if said.is_empty() { String::new() } else { format!(": {said}") };
+            return Err(Error::failed(format!(
+                "{what} failed ({status}){said}\n  is Slurm's controller or database reachable, and may this user read it?"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What a command says on standard error (at most [`MAX_SAID`] bytes, the rest read and
+/// dropped, control characters made visible).
+fn said(mut stderr: impl Read) -> String {
+    let mut said = Vec::new();
+    let _ = stderr.by_ref().take(MAX_SAID).read_to_end(&mut said);
+    // The rest is read and dropped: a full pipe would stop the command.
+    let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+    allot_compiler::escape::controls(String::from_utf8_lossy(&said).trim(), true).into_owned()
+}
+
+/// Runs `sacctmgr -i load` of `flat_file` (written to a temporary file of its own, removed
+/// after).
+pub fn load(flat_file: &str) -> Result<(), Error> {
+    let mut file = tempfile::Builder::new().prefix("allot-load-").suffix(".cfg").tempfile()?;
+    file.write_all(flat_file.as_bytes())?;
+    file.flush()?;
+    run(&["load".to_string(), format!("file={}", file.path().display())])
+}
+
+/// Runs `sacctmgr -i ARGUMENTS`; on failure, what it said on standard error (at most
+/// [`MAX_SAID`] bytes, control characters made visible). Its standard output, which echoes
+/// every association a load touches, is not kept.
+pub fn run(arguments: &[String]) -> Result<(), Error> {
+    let mut child = Command::new(SACCTMGR)
+        .arg("-i")
+        .args(arguments)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| missing(SACCTMGR, e, "apply the plan"))?;
+    let said = said(child.stderr.take().expect("piped"));
+    let status = child.wait()?;
+    if status.success() {
+        return Ok(());
+    }
+    Err(Error::failed(format!("{said} ({status})")))
+}
+
+/// The most of a failed command's standard error that is kept.
+const MAX_SAID: u64 = 64 << 10;
+
+fn missing(program: &str, e: std::io::Error, to: &str) -> Error {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        Error::failed(format!(
+            "`{program}` is not on PATH: allot runs it to {to} (install Slurm's client tools, or run allot where they are)"
+        ))
+    } else {
+        Error::failed(format!("cannot run `{program}` to {to}: {e}"))
+    }
+}
