@@ -173,7 +173,11 @@ pub fn from_json(value: &Value) -> Result<SavedPlan, String> {
         return Err(edited("it holds the QOS of one side only"));
     }
     if let Some(wanted) = desired_qos {
-        desired.qos = Some(qos::parse(&wanted).map_err(|e| edited(&format!("its desired QOS: {e}")))?);
+        let wanted = qos::parse(&wanted).map_err(|e| edited(&format!("its desired QOS: {e}")))?;
+        if let Some(problem) = qos::unwanted(&wanted, &desired) {
+            return Err(edited(&format!("its desired QOS: {problem}")));
+        }
+        desired.qos = Some(wanted);
     }
     if desired.cluster != live_tree.cluster || field("cluster") != Some(live_tree.cluster.as_str()) {
         return Err(edited("its trees and its cluster do not agree"));

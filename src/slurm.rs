@@ -219,6 +219,7 @@ pub fn run(arguments: &[String]) -> Result<(), Error> {
     if status.success() {
         return Ok(());
     }
+    let said = if said.is_empty() { "nothing on standard error".to_string() } else { said };
     Err(Error::failed(format!("{said} ({status})")))
 }
 

@@ -293,6 +293,17 @@ fn an_edited_plan_is_refused() {
     let mut edited = plan.clone();
     edited["desired"]["qos"] = serde_json::Value::Null;
     assert!(apply(&edited).2.contains("it holds the QOS of one side only"));
+    // A wanted QOS allot does not manage, or a setting it never sets, is refused.
+    let wanted = plan["desired"]["qos"].as_str().unwrap();
+    for (edit, refused) in [
+        (format!("{wanted}normal|1000|off||||\n"), "QOS normal is not one the budgets could want"),
+        (wanted.replace("short|0|", "short|5|"), "QOS short is not one the budgets could want"),
+    ] {
+        let mut edited = plan.clone();
+        edited["desired"]["qos"] = edit.into();
+        let said = apply(&edited).2;
+        assert!(said.contains(refused), "{said}");
+    }
     let mut edited = plan.clone();
     edited["live"]["qos"] = "normal|0|cluster||||\nurgent|0|cluster||||\n".into();
     assert!(apply(&edited).2.contains("does not match its fingerprint"));
@@ -351,4 +362,50 @@ fn apply_asks_on_a_terminal_and_refuses_without_one() {
     assert_eq!(status, 1);
     assert!(stderr.contains("no terminal to ask on, and nothing was applied"), "{stderr}");
     assert!(fake.log().is_empty());
+}
+
+#[test]
+fn settings_of_existing_associations_go_together_and_a_failure_among_them_is_named() {
+    let fake = Fake::new();
+    let file = fake.path("plan.json");
+    let first = fake.plan(&file);
+    let out = fake.path("out");
+    let (status, _, stderr) = fake.allot(
+        &["build", "examples/university-hpc", "--out", out.to_str().unwrap(), "--target", "slurm"],
+        None,
+    );
+    assert_eq!(status, 0, "{stderr}");
+    // Slurm holds the budgets' QOS and associations, but the shares 40 and 25 are one more.
+    let wanted = std::fs::read_to_string(out.join("slurm/tern.cfg")).unwrap();
+    let live = wanted.replace("Fairshare=40:", "Fairshare=41:").replace("Fairshare=25:", "Fairshare=26:");
+    std::fs::write(fake.path("dump.cfg"), &live).unwrap();
+    std::fs::write(fake.path("qos.txt"), format!("{LIVE_QOS}{}", first["desired"]["qos"].as_str().unwrap()))
+        .unwrap();
+    let out = file.to_str().unwrap();
+    let (status, stdout, stderr) =
+        fake.allot(&["plan", "slurm", "examples/university-hpc", "--live", "--out", out], None);
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    let plan: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let steps = steps(&plan);
+    assert_eq!(steps.len(), 1, "{steps:?}");
+    let (kind, commands) = &steps[0];
+    assert_eq!(kind, "together");
+    // One command per share, naming every account given it.
+    let commands: Vec<Vec<String>> = serde_json::from_value(commands.clone()).unwrap();
+    assert_eq!(commands.len(), 2, "{commands:?}");
+    let forty = live.matches("Fairshare=41:").count();
+    assert!(forty > 1 && commands[0][3].split(',').count() == forty, "{commands:?}");
+    assert_eq!(commands[0][6], "fairshare=40");
+    assert_eq!(commands[1][6], "fairshare=25");
+    // The second fails: the first is applied, the failure named, one by one with --parallel 1.
+    let (status, _, stderr) =
+        fake.allot(&["apply", "slurm", out, "--auto-approve", "--parallel", "1"], Some("fairshare=25"));
+    assert_eq!(status, 1);
+    assert!(
+        stderr.contains(
+            "step 1 of 1 failed: 1 of 2 commands run side by side failed, and the other 1 were applied"
+        ) && stderr.contains("set fairshare=25\n    sacctmgr said: Problem adding"),
+        "{stderr}"
+    );
+    assert_eq!(fake.log(), commands[..1]);
 }

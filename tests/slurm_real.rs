@@ -478,7 +478,11 @@ fn apply_a_saved_plan(example: &Path, cluster: &str, work: &Path) {
     let failed = apply();
     let said = String::from_utf8_lossy(&failed.stderr);
     assert_eq!(failed.status.code(), Some(1), "{said}");
-    assert!(said.contains("step 1 of 1 failed") && said.contains("urgent"), "{said}");
+    assert!(
+        said.contains("step 1 of 1 failed: 1 of 1 commands run side by side failed")
+            && said.contains("You gave a bad qos 'urgent'"),
+        "{said}"
+    );
     eprintln!("{said}");
     // The next plan, made with the live QOS, shows what remains: the QOS to add first.
     let planned = plan_live(Some(&saved));
@@ -487,6 +491,22 @@ fn apply_a_saved_plan(example: &Path, cluster: &str, work: &Path) {
     assert!(shown.contains("+ qos urgent"), "{shown}");
     assert_applied(&apply(), &plan_live(None));
     eprintln!("{cluster}: an apply that failed in the middle said so, and the next plan applied the rest");
+
+    // The deletion guard: a faculty taken out deletes more associations than the default 10.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let medicine = "project medicine share=20 {\n    owners \"@northfield-hpc/medicine-allocations\"\n    include \"faculties/medicine.kdl\"\n}\n";
+    std::fs::write(&file, edit(&text, medicine, "")).unwrap();
+    std::fs::remove_file(&saved).unwrap();
+    let refused = plan_live(Some(&saved));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{said}");
+    assert!(said.contains("more than --max-deletes 10") && !saved.exists(), "{said}");
+    let out = saved.to_str().unwrap();
+    let planned =
+        allot(&["plan", "slurm", repo.to_str().unwrap(), "--live", "--allow-deletes", "--out", out]);
+    assert!(planned.status.success(), "{}", String::from_utf8_lossy(&planned.stderr));
+    assert_applied(&apply(), &plan_live(None));
+    eprintln!("{cluster}: a plan over the deletion guard was refused and saved nothing; allowed, it applied");
 }
 
 /// A job's usage as Slurm decays it, against allot's model of the decay thread

@@ -100,7 +100,7 @@ fn apply(step: &plan::Step, parallel: usize) -> Result<(), String> {
         plan::Step::Load(text) => {
             let lines =
                 text.lines().filter(|l| l.starts_with("Account - ") || l.starts_with("User - ")).count();
-            eprintln!("sacctmgr -i load: {lines} associations added");
+            eprintln!("sacctmgr -i load: adding {lines} associations");
             slurm::load(text)
                 .map_err(|e| format!("the load failed: {e}\n  a load may have applied part of its file"))
         }
@@ -211,7 +211,8 @@ fn approved(cluster: &str, calls: usize) -> Result<bool, Error> {
             "no terminal to ask on, and nothing was applied: review the plan and pass --auto-approve",
         ));
     }
-    eprint!("Apply these changes to Slurm cluster {cluster} ({calls} sacctmgr calls)? Only `yes` applies: ");
+    let calls = crate::output::plural(calls, "sacctmgr call");
+    eprint!("Apply these changes to Slurm cluster {cluster} ({calls})? Only `yes` applies: ");
     std::io::stderr().flush()?;
     let mut answer = String::new();
     std::io::stdin().lock().read_line(&mut answer)?;

@@ -75,17 +75,24 @@ pub fn run(args: Args, format: Format) -> Outcome {
         return Ok(Exit::Success);
     };
     let (_, path) = live::budget_of(&model, &job.job).map_err(|e| Error::failed(e.to_string()))?;
+    let demand = queue.iter().filter(|q| !q.is_pending() || explain::waits_for_gpus(q));
     let status =
-        live::status(&model, queue.iter().map(|q| &q.job), now).map_err(|e| Error::failed(e.to_string()))?;
+        live::status(&model, demand.map(|q| &q.job), now).map_err(|e| Error::failed(e.to_string()))?;
     let budget = status.clusters.iter().flat_map(|c| &c.budgets).find(|b| b.path == path).cloned();
     let qos =
         qos::parse(&slurm::show_qos()?).map_err(|e| Error::failed(format!("sacctmgr show qos: {e}")))?;
-    let gpus: u64 = model
-        .clusters
-        .iter()
-        .filter(|c| c.bindings.slurm.as_ref().is_some_and(|s| s.cluster == cluster))
-        .map(|c| c.gpus)
-        .sum();
+    // The GPUs of the job's partition: those of the clusters bound to it (to the Slurm
+    // cluster, when none is bound to that partition).
+    let bound = |partition: bool| -> u64 {
+        let on = |s: &allot_compiler::ir::SlurmBinding| {
+            s.cluster == cluster && (!partition || s.partition == job.job.partition)
+        };
+        model.clusters.iter().filter(|c| c.bindings.slurm.as_ref().is_some_and(on)).map(|c| c.gpus).sum()
+    };
+    let gpus = match bound(true) {
+        0 => bound(false),
+        gpus => gpus,
+    };
     let facts = Facts { job, path: &path, budget: budget.as_ref(), queue: &queue, qos: &qos, gpus, now };
     print(&match args.format {
         ExplainFormat::Json => crate::output::json(&facts.json())?,
@@ -263,7 +270,8 @@ fn finished(id: &str, line: &str, format: ExplainFormat) -> String {
         );
     }
     let gpus = allot_verify::trace::tres_gpus(field(7)).unwrap_or("0");
-    format!(
+    // What sacct says is shown, its control characters made visible.
+    let text = format!(
         "Job {id} is no longer in the queue: {} ({} GPUs for account {} under QOS {}), submitted {}, started {}, ended {}.\n",
         field(1),
         gpus,
@@ -272,5 +280,6 @@ fn finished(id: &str, line: &str, format: ExplainFormat) -> String {
         time(field(4)),
         time(field(5)),
         time(field(6)),
-    )
+    );
+    allot_compiler::escape::controls(&text, true).into_owned()
 }

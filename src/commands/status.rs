@@ -14,7 +14,7 @@ use allot_targets::slurm::plan;
 use allot_targets::slurm::tree::{self, Tree};
 use allot_targets::slurm::usage::Usage;
 use allot_verify::live::{self, Status, WindowUsage};
-use allot_verify::{render, squeue};
+use allot_verify::{explain, render, squeue};
 
 use crate::budgets;
 use crate::diagnostics::Format;
@@ -53,7 +53,9 @@ pub fn run(args: Args, format: Format) -> Outcome {
     let live_tree = state.tree().map_err(|e| Error::failed(format!("the live state of {cluster}: {e}")))?;
     let usage = slurm::sshare_usage(&cluster)?;
     let usage = Usage::parse(&usage).map_err(|e| Error::failed(format!("sshare: {e}")))?;
-    let mut status = live::status(&model, jobs.iter().map(|q| &q.job), now())
+    // Pending jobs held by a limit, a hold or a dependency ask for no GPUs now.
+    let demand = jobs.iter().filter(|q| !q.is_pending() || explain::waits_for_gpus(q));
+    let mut status = live::status(&model, demand.map(|q| &q.job), now())
         .map_err(|e| Error::failed(format!("the queue of Slurm cluster {cluster}: {e}")))?;
     keep_bound(&mut status, &model, &cluster);
     add_fair_tree(&mut status, &live_tree, &usage)?;

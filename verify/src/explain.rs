@@ -107,9 +107,13 @@ pub fn preemptible<'q>(
 /// When `job` would start if every running job ran to its time limit and the pending jobs
 /// of its partition started in priority order, each as soon as enough of the partition's
 /// `gpus` are free, none passing another (no backfill, no preemption, GPUs counted over the
-/// partition, not node by node). `None` when a job ahead of it, or it, has no time limit
-/// while it must wait for it, or asks for more GPUs than the partition has.
+/// partition, not node by node). `None` when it waits for something else than GPUs (a
+/// limit, a hold, a dependency), when a job it must wait for has no time limit, or when it
+/// asks for more GPUs than the partition has.
 pub fn estimated_start(jobs: &[QueuedJob], job: &QueuedJob, gpus: u64, now: i64) -> Option<i64> {
+    if !waits_for_gpus(job) {
+        return None;
+    }
     // When each GPU held now frees up: (end, GPUs); `None` for no time limit.
     let mut frees: Vec<(Option<i64>, u64)> = jobs
         .iter()

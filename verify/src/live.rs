@@ -125,8 +125,10 @@ pub fn status<'j>(
     let budgets = Budgets::new(model)?;
     let mut held: Vec<Vec<Held>> =
         budgets.clusters.iter().map(|c| vec![Held::default(); c.hierarchy.len()]).collect();
+    // A job's protection: its contract's minimum runtime (the default contract's when it
+    // names none); a QOS that is no contract (`preemptible`, Slurm's `normal`) protects nothing.
     let min_runtime = |job: &Job| {
-        let contract = budgets.contract(job);
+        let contract = if job.contract.is_empty() { budgets.contract(job) } else { job.contract.as_str() };
         model.contracts.iter().find(|c| c.name == contract).map_or(0, |c| c.min_runtime_seconds)
     };
     for job in jobs.into_iter().filter(|j| j.end.is_none()) {
@@ -266,6 +268,8 @@ mod tests {
             // b1 runs 2 under debug (no protection) and waits for 4; b2 has nothing.
             job("3", "b1", 2, Some(500), "debug"),
             job("4", "b1", 4, None, "debug"),
+            // b2 runs 1 GPU under `preemptible`, which is no contract: unprotected.
+            job("6", "b2", 1, Some(900), "preemptible"),
             // c is idle; a finished job is passed over.
             Job { end: Some(900), ..job("5", "c", 4, Some(0), "batch") },
         ];
@@ -274,24 +278,27 @@ mod tests {
         let names: Vec<&str> = budgets.iter().map(|b| b.path.as_str()).collect();
         assert_eq!(names, ["a", "b", "b/b1", "b/b2", "c"], "the unbudgeted work has no job: not listed");
         let by = |path: &str| budgets.iter().find(|b| b.path == path).unwrap();
-        // Demand: a 10, b1 6, c 0. Water-filling 10 GPUs over a 50 and b 30 (c has no demand):
-        // a gets 10 x 50/80 = 6.25, b 3.75, both below their demand.
+        // Demand: a 10, b1 6, b2 1, c 0. Water-filling 10 GPUs over a 50 and b 30 (c has no
+        // demand): a gets 10 x 50/80 = 6.25, b 3.75, both below their demand. In b, b2 asks
+        // 1 of its fair 1.875 and gets it; b1 takes the other 2.75.
         assert!((by("a").entitled_gpus - 6.25).abs() < 1e-9);
         assert!((by("b").entitled_gpus - 3.75).abs() < 1e-9);
-        assert!((by("b/b1").entitled_gpus - 3.75).abs() < 1e-9, "b2 has no demand: b1 takes b's all");
+        assert!((by("b/b1").entitled_gpus - 2.75).abs() < 1e-9);
+        assert!((by("b/b2").entitled_gpus - 1.0).abs() < 1e-9);
         assert_eq!(by("c").entitled_gpus, 0.0);
-        // a runs 8 > 6 (6.25 rounded): over; b1 runs 2 < 4 (3.75 rounded): under; c idle.
+        // a runs 8 > 6 (6.25 rounded): over; b runs 3 < 4 (3.75 rounded): under; b1 runs
+        // 2 < 3 (2.75 rounded): under; b2 runs its 1: within; c idle.
         assert_eq!(
             [by("a").standing, by("b").standing, by("b/b1").standing, by("b/b2").standing, by("c").standing],
-            [Standing::Over, Standing::Under, Standing::Under, Standing::Idle, Standing::Idle]
+            [Standing::Over, Standing::Under, Standing::Under, Standing::Within, Standing::Idle]
         );
         assert_eq!((by("a").running_gpus, by("a").pending_gpus, by("a").running_jobs), (8, 2, 1));
         assert_eq!(
             (by("b").running_gpus, by("b").pending_gpus, by("b").pending_jobs),
-            (2, 4, 1),
-            "b holds b1's"
+            (3, 4, 1),
+            "b holds b1's and b2's"
         );
-        // Protection: a's job until 0 + 1h; b1's debug job has none.
+        // Protection: a's job until 0 + 1h; b1's debug job and b2's preemptible one have none.
         assert_eq!((by("a").protected_gpus, by("a").protected_until), (8, Some(3_600)));
         assert_eq!((by("b").protected_gpus, by("b").protected_until), (0, None));
         // Shares: a 0.5, b 0.3, b1 0.15.

@@ -121,6 +121,9 @@ pub fn parse(text: &str, cluster: &str) -> Result<Vec<QueuedJob>, QueueError> {
     Ok(jobs)
 }
 
+/// The longest time limit read, in days (Slurm's 32-bit minutes).
+const MAX_DAYS: i64 = u32::MAX as i64 / 1440;
+
 /// A Slurm time limit (`[D-]HH:MM:SS`, `MM:SS`, `UNLIMITED`), in seconds.
 fn duration(text: &str) -> Result<Option<i64>, String> {
     if matches!(text, "UNLIMITED" | "NOT_SET" | "INVALID" | "N/A" | "") {
@@ -130,12 +133,20 @@ fn duration(text: &str) -> Result<Option<i64>, String> {
     let (days, clock) = text.split_once('-').unwrap_or(("0", text));
     let days: i64 = days.parse().map_err(|_| bad())?;
     let parts: Vec<i64> = clock.split(':').map(|p| p.parse().map_err(|_| bad())).collect::<Result<_, _>>()?;
-    let seconds = match parts[..] {
-        [h, m, s] => h * 3600 + m * 60 + s,
-        [m, s] => m * 60 + s,
+    let (h, m, s) = match parts[..] {
+        [h, m, s] => (h, m, s),
+        [m, s] => (0, m, s),
         _ => return Err(bad()),
     };
-    Ok(Some(days * 86_400 + seconds))
+    // Slurm keeps time limits in 32 bits of minutes (squeue prints INVALID past a year).
+    if !(0..=MAX_DAYS).contains(&days)
+        || !(0..24).contains(&h)
+        || !(0..60).contains(&m)
+        || !(0..60).contains(&s)
+    {
+        return Err(bad());
+    }
+    Ok(Some(days * 86_400 + h * 3600 + m * 60 + s))
 }
 
 #[cfg(test)]

@@ -565,21 +565,23 @@ fn qos_commands(allowed: &[&Change], desired: &Tree) -> Vec<Command> {
             out.push(Command { step: "QOS to change", words });
         }
     }
-    // A QOS added without a preemption list has no `preempt` field.
-    for (ch, q) in changes() {
-        if ch.fields.iter().any(|f| f.name == "preempt") {
-            out.push(Command {
-                step: "QOS preemption lists, once every QOS exists",
-                words: vec![
-                    keyword("modify"),
-                    keyword("qos"),
-                    keyword("where"),
-                    value("name", q.name.clone()),
-                    keyword("set"),
-                    value("preempt", q.setting("preempt")),
-                ],
-            });
-        }
+    // A QOS added without a preemption list has no `preempt` field. Lists cleared go first:
+    // Slurm refuses a list that would close a loop with one not yet cleared.
+    let mut lists: Vec<(&Change, &Qos)> =
+        changes().filter(|(ch, _)| ch.fields.iter().any(|f| f.name == "preempt")).collect();
+    lists.sort_by_key(|(_, q)| !q.preempt.is_empty());
+    for (_, q) in lists {
+        out.push(Command {
+            step: "QOS preemption lists, once every QOS exists",
+            words: vec![
+                keyword("modify"),
+                keyword("qos"),
+                keyword("where"),
+                value("name", q.name.clone()),
+                keyword("set"),
+                value("preempt", q.setting("preempt")),
+            ],
+        });
     }
     out
 }
@@ -590,8 +592,10 @@ enum Part {
     /// Every one, a command per change (the script).
     All,
     /// Settings of existing associations that depend on nothing else: an account's
-    /// Fairshare, GPU limit, QOS and default QOS (an account's own QOS list is not its
-    /// children's), a user association's Fairshare.
+    /// Fairshare, GPU limit, QOS and default QOS, a user association's Fairshare. Setting
+    /// an account's QOS list changes only the associations that inherit it (user
+    /// associations, and accounts without a list of their own), and allot gives every
+    /// account a list of its own and no user association one.
     Independent,
     /// What is neither added (a load adds) nor independent: moves, default accounts,
     /// deletions.
@@ -1198,6 +1202,32 @@ mod tests {
         let result = plan(&desired, &live);
         assert!(!result.qos_compared && result.changes.iter().all(|c| c.kind != "qos"));
         assert!(human(&result).contains("QOS not compared"));
+    }
+
+    #[test]
+    fn user_associations_of_different_accounts_are_not_grouped() {
+        let live = parse(
+            "Cluster - 'c'\nParent - 'root'\nAccount - 'a':Fairshare=1\nAccount - 'b':Fairshare=1\n\
+             Parent - 'a'\nUser - 'u':DefaultAccount='a':Fairshare=1\nUser - 'v':DefaultAccount='a':Fairshare=1\n\
+             Parent - 'b'\nUser - 'u':DefaultAccount='a':Fairshare=1\n",
+        )
+        .unwrap();
+        let mut desired = live.clone();
+        for u in &mut desired.users {
+            u.fairshare = 2;
+            u.source = None;
+        }
+        let result = plan(&desired, &live);
+        let Application { steps } = application(&result, &desired, &live);
+        let [Step::Together(together)] = &steps[..] else { panic!("{steps:?}") };
+        let words: Vec<String> = together.iter().map(|c| c.arguments().join(" ")).collect();
+        assert_eq!(
+            words,
+            [
+                "modify user where name=u,v cluster=c account=a set fairshare=2",
+                "modify user where name=u cluster=c account=b set fairshare=2",
+            ]
+        );
     }
 
     #[test]

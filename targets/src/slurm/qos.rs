@@ -73,6 +73,31 @@ pub fn wanted(model: &Model) -> Vec<Qos> {
     std::iter::once(preemptible).chain(model.contracts.iter().map(of_contract)).collect()
 }
 
+/// Why `qos` is not a list [`wanted`] could give for the associations of `tree`, if it is
+/// not (a saved plan's wanted QOS are read back, and must not reach a QOS allot does not
+/// manage, or set what allot never sets): [`PREEMPTIBLE_QOS`] as `wanted` makes it, and
+/// otherwise QOS named by the tree's accounts, of priority 0, cancelled or requeued, that
+/// may preempt [`PREEMPTIBLE_QOS`] alone.
+pub fn unwanted(qos: &[Qos], tree: &super::tree::Tree) -> Option<String> {
+    let named: std::collections::HashSet<&str> =
+        tree.accounts.iter().flat_map(|a| a.qos.iter().map(String::as_str)).collect();
+    let preemptible = Qos { name: PREEMPTIBLE_QOS.into(), preempt_mode: "requeue".into(), ..Qos::default() };
+    if !qos.iter().any(|q| q.name == PREEMPTIBLE_QOS) {
+        return Some(format!("it lacks QOS {PREEMPTIBLE_QOS}"));
+    }
+    qos.iter().find_map(|q| {
+        let fine = if q.name == PREEMPTIBLE_QOS {
+            q.fields() == preemptible.fields()
+        } else {
+            named.contains(q.name.as_str())
+                && q.priority == 0
+                && matches!(q.preempt_mode.as_str(), "requeue" | "cancel")
+                && q.preempt == [PREEMPTIBLE_QOS]
+        };
+        (!fine).then(|| format!("QOS {} is not one the budgets could want", q.name))
+    })
+}
+
 fn of_contract(c: &Contract) -> Qos {
     Qos {
         name: c.name.clone(),
@@ -145,6 +170,9 @@ pub fn parse(text: &str) -> Result<Vec<Qos>, String> {
     Ok(out)
 }
 
+/// The longest duration read, in days (Slurm's 32-bit minutes).
+const MAX_DAYS: u64 = u32::MAX as u64 / 1440;
+
 /// A Slurm duration as `sacctmgr` shows it (`[D-]HH:MM:SS`, or nothing: unset), in seconds.
 fn duration(text: &str) -> Result<Option<u64>, String> {
     if text.is_empty() {
@@ -157,7 +185,12 @@ fn duration(text: &str) -> Result<Option<u64>, String> {
         return Err(bad());
     };
     let days: u64 = days.parse().map_err(|_| bad())?;
-    Ok(Some(days * 86_400 + h? * 3600 + m? * 60 + s?))
+    let (h, m, s) = (h?, m?, s?);
+    // Slurm keeps durations in 32 bits of minutes: anything longer is not Slurm's.
+    if days > MAX_DAYS || h > 23 || m > 59 || s > 59 {
+        return Err(bad());
+    }
+    Ok(Some(days * 86_400 + h * 3600 + m * 60 + s))
 }
 
 /// The `gres/gpu=N` entry of a TRES list, if it has one.
