@@ -121,18 +121,17 @@ fn steps(plan: &Value) -> Vec<(String, Value)> {
         .collect()
 }
 
-/// What the stand-in records of the whole plan: its steps' commands, a load as `load` and the
-/// lines of its file.
+/// What the stand-in records of the whole plan applied with `--parallel 1`: its steps'
+/// commands, a load as `load` and the lines of its file.
 fn calls(plan: &Value) -> Vec<Vec<String>> {
     let mut calls = Vec::new();
-    for (kind, step) in steps(plan) {
+    for (_, step) in steps(plan) {
         match step.as_str() {
             Some(load) => {
                 calls.push(std::iter::once("load").chain(load.lines()).map(str::to_string).collect())
             }
             None => calls.extend(serde_json::from_value::<Vec<Vec<String>>>(step).unwrap()),
         }
-        assert!(kind != "together", "the stand-in records commands run together in any order");
     }
     calls
 }
@@ -149,9 +148,11 @@ fn a_saved_plan_holds_what_it_was_made_against() {
     assert!(plan["revision"].is_null() || plan["revision"].as_str().is_some_and(|r| r.len() == 40));
     let steps = steps(&plan);
     let kinds: Vec<&str> = steps.iter().map(|(kind, _)| kind.as_str()).collect();
-    assert_eq!(kinds, ["in_order", "load", "in_order"]);
-    // First the QOS: every one added, then the preemption lists of the contracts'.
-    let qos: Vec<Vec<String>> = serde_json::from_value(steps[0].1.clone()).unwrap();
+    assert_eq!(kinds, ["together", "in_order", "load", "in_order"]);
+    // First the QOS: every one added (side by side), then the preemption lists of the
+    // contracts'.
+    let mut qos: Vec<Vec<String>> = serde_json::from_value(steps[0].1.clone()).unwrap();
+    qos.extend(serde_json::from_value::<Vec<Vec<String>>>(steps[1].1.clone()).unwrap());
     let named: Vec<String> =
         qos.iter().map(|c| format!("{} {}", c[0], if c[0] == "add" { &c[2] } else { &c[3] })).collect();
     assert_eq!(
@@ -182,7 +183,7 @@ fn a_saved_plan_holds_what_it_was_made_against() {
     assert_eq!(qos[5][4..], ["set", "preempt=preemptible"]);
     // Every association added goes in one load, accounts parents first, then users; the
     // account the budgets do not hold goes by command.
-    let load = steps[1].1.as_str().unwrap();
+    let load = steps[2].1.as_str().unwrap();
     let lines: Vec<&str> = load.lines().collect();
     assert_eq!(lines[1..3], ["Cluster - 'tern'", "Parent - 'root'"], "{load}");
     assert!(
@@ -193,7 +194,7 @@ fn a_saved_plan_holds_what_it_was_made_against() {
     let first_user = lines.iter().position(|l| l.starts_with("User - ")).unwrap();
     assert!(lines[..first_user].iter().all(|l| !l.starts_with("User - ")));
     assert_eq!(lines.iter().filter(|l| l.starts_with("Account - ") || l.starts_with("User - ")).count(), 193);
-    assert_eq!(steps[2].1, serde_json::json!([["delete", "account", "where", "name=old", "cluster=tern"]]));
+    assert_eq!(steps[3].1, serde_json::json!([["delete", "account", "where", "name=old", "cluster=tern"]]));
     assert!(fake.log().is_empty(), "planning runs no command");
 
     // The budgets bind two Slurm clusters: which one to read must be said.
@@ -218,14 +219,15 @@ fn apply_runs_the_plan_in_order_then_checks_that_nothing_is_left() {
     let after_qos = format!("{LIVE_QOS}{}", plan["desired"]["qos"].as_str().unwrap());
     std::fs::write(fake.path("after-qos.txt"), after_qos).unwrap();
     let (status, stdout, stderr) =
-        fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], None);
+        fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve", "--parallel", "1"], None);
     assert_eq!(status, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("Apply complete"), "{stdout}");
     assert_eq!(fake.log(), calls(&plan), "the QOS, the load, then the deletion, in the plan's order");
     assert!(stdout.contains("Apply complete in 9 sacctmgr calls"), "{stdout}");
 
     // Applied again: the live tree is no longer the one it was made against.
-    let (status, _, stderr) = fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], None);
+    let (status, _, stderr) =
+        fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve", "--parallel", "1"], None);
     assert_eq!(status, 1);
     assert!(stderr.contains("changed since the plan was made: nothing was applied"), "{stderr}");
     assert_eq!(fake.log().len(), calls(&plan).len(), "nothing more ran");
@@ -237,7 +239,8 @@ fn apply_says_what_did_not_take() {
     let file = fake.path("plan.json");
     fake.plan(&file);
     // The commands "succeed", and the live tree stays as it was.
-    let (status, _, stderr) = fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], None);
+    let (status, _, stderr) =
+        fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve", "--parallel", "1"], None);
     assert_eq!(status, 1);
     assert!(stderr.contains("every command ran, yet these changes did not take"), "{stderr}");
     assert!(stderr.contains("- account old"), "{stderr}");
@@ -249,7 +252,8 @@ fn a_change_behind_allots_back_is_refused_with_the_change_named() {
     let file = fake.path("plan.json");
     fake.plan(&file);
     std::fs::write(fake.path("dump.cfg"), LIVE.replace("Fairshare=5", "Fairshare=7")).unwrap();
-    let (status, _, stderr) = fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], None);
+    let (status, _, stderr) =
+        fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve", "--parallel", "1"], None);
     assert_eq!(status, 1);
     assert!(
         stderr
@@ -265,7 +269,8 @@ fn a_change_behind_allots_back_is_refused_with_the_change_named() {
     // A QOS changed by hand is drift too.
     std::fs::write(fake.path("dump.cfg"), LIVE).unwrap();
     std::fs::write(fake.path("qos.txt"), "normal|5|cluster||||\n").unwrap();
-    let (status, _, stderr) = fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], None);
+    let (status, _, stderr) =
+        fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve", "--parallel", "1"], None);
     assert_eq!(status, 1);
     assert!(stderr.contains("at the plan: QOS - normal|0|cluster||||"), "{stderr}");
     assert!(stderr.contains("now:         QOS - normal|5|cluster||||"), "{stderr}");
@@ -279,16 +284,16 @@ fn an_edited_plan_is_refused() {
     let plan = fake.plan(&file);
     let apply = |plan: &Value| {
         std::fs::write(&file, plan.to_string()).unwrap();
-        fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], None)
+        fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve", "--parallel", "1"], None)
     };
     let mut edited = plan.clone();
-    edited["steps"][2]["in_order"][0][3] = "name=root;rm -rf /".into();
+    edited["steps"][3]["in_order"][0][3] = "name=root;rm -rf /".into();
     let (status, _, stderr) = apply(&edited);
     assert_eq!(status, 1);
     assert!(stderr.contains("its steps are not the ones its trees give"), "{stderr}");
     let mut edited = plan.clone();
-    edited["steps"][1]["load"] =
-        plan["steps"][1]["load"].as_str().unwrap().replace("Fairshare=40", "Fairshare=99").into();
+    edited["steps"][2]["load"] =
+        plan["steps"][2]["load"].as_str().unwrap().replace("Fairshare=40", "Fairshare=99").into();
     assert!(apply(&edited).2.contains("its steps are not the ones its trees give"));
     let mut edited = plan.clone();
     edited["desired"]["qos"] = serde_json::Value::Null;
@@ -327,15 +332,19 @@ fn a_failure_in_the_middle_says_what_was_applied_and_what_was_not() {
     let fake = Fake::new();
     let file = fake.path("plan.json");
     let plan = fake.plan(&file);
-    let apply =
-        |fail: &str| fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve"], Some(fail));
-    let qos = steps(&plan)[0].1.as_array().unwrap().len();
+    let apply = |fail: &str| {
+        fake.allot(
+            &["apply", "slurm", file.to_str().unwrap(), "--auto-approve", "--parallel", "1"],
+            Some(fail),
+        )
+    };
+    let qos: usize = steps(&plan)[..2].iter().map(|(_, step)| step.as_array().unwrap().len()).sum();
     // The load fails: the QOS were applied, nothing after the load runs.
     let (status, _, stderr) = apply("load");
     assert_eq!(status, 1);
     assert!(
-        stderr.contains("step 2 of 3 failed: the load failed")
-            && stderr.contains("the 1 step before it was applied, the 1 after it not run"),
+        stderr.contains("step 3 of 4 failed: the load failed")
+            && stderr.contains("the 2 steps before it were applied, the 1 after it not run"),
         "{stderr}"
     );
     assert_eq!(fake.log(), calls(&plan)[..qos]);
@@ -344,9 +353,9 @@ fn a_failure_in_the_middle_says_what_was_applied_and_what_was_not() {
     let (status, _, stderr) = apply("name=old");
     assert_eq!(status, 1);
     assert!(
-        stderr.contains("step 3 of 3 failed: this command failed")
+        stderr.contains("step 4 of 4 failed: this command failed")
             && stderr.contains("in its step, 0 of 1 commands were applied, the 1 from this one on were not")
-            && stderr.contains("the 2 steps before it were applied, the 0 after it not run"),
+            && stderr.contains("the 3 steps before it were applied, the 0 after it not run"),
         "{stderr}"
     );
     assert!(stderr.contains("Problem adding: delete account where name=old cluster=tern"), "{stderr}");

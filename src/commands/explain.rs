@@ -210,7 +210,8 @@ impl Facts<'_> {
             b.pending_gpus,
             b.entitled_gpus,
             match b.standing {
-                live::Standing::Over => "over its entitlement: its work beyond it is borrowed",
+                live::Standing::Over =>
+                    "over its entitlement: its work beyond it is borrowed from budgets owed it",
                 live::Standing::Under => "under its entitlement: it is owed GPUs",
                 live::Standing::Within => "within its entitlement",
                 live::Standing::Idle => "idle",

@@ -20,8 +20,8 @@ pub enum Standing {
     /// is owed GPUs.
     Under,
     Within,
-    /// Running more GPUs than it is entitled to: the work beyond is borrowed, and what
-    /// preemption takes first.
+    /// Running more GPUs than it is entitled to: the work beyond is borrowed from budgets
+    /// that are owed it.
     Over,
 }
 

@@ -465,7 +465,8 @@ impl Step {
     }
 }
 
-/// The steps of a plan's application: the QOS it adds or changes, in order; one `sacctmgr
+/// The steps of a plan's application: the QOS it adds or changes, side by side, then their
+/// preemption lists in order (those cleared first); one `sacctmgr
 /// load` of the associations it adds (a load adds a whole tree in a few requests); the
 /// settings of existing associations that depend on nothing else (an account's Fairshare,
 /// GPU limit, QOS and default QOS, a user association's Fairshare), one command for all the
@@ -487,8 +488,12 @@ impl Application {
 pub fn application(plan: &Plan, desired: &Tree, live: &Tree) -> Application {
     let allowed = sorted_allowed(plan, desired, live);
     let associations = Associations::new(plan, desired, live);
+    // QOS added and changed depend on no other; the preemption lists name them.
+    let (lists, qos): (Vec<Command>, Vec<Command>) =
+        qos_commands(&allowed, desired).into_iter().partition(|c| c.step == PREEMPTION_LISTS);
     let steps = [
-        Some(Step::InOrder(qos_commands(&allowed, desired))),
+        Some(Step::Together(qos)),
+        Some(Step::InOrder(lists)),
         associations.load(&allowed, &plan.summary()).map(Step::Load),
         Some(Step::Together(grouped(associations.commands(&allowed, Part::Independent)))),
         Some(Step::InOrder(associations.commands(&allowed, Part::Ordered))),
@@ -529,6 +534,9 @@ fn grouped(commands: Vec<Command>) -> Vec<Command> {
         })
         .collect()
 }
+
+/// The step of the commands that set QOS preemption lists.
+const PREEMPTION_LISTS: &str = "QOS preemption lists, once every QOS exists";
 
 /// The QOS commands of the allowed changes: QOS added (with every setting but their
 /// preemption lists), QOS changed, then the preemption lists, once every QOS they name exists.
@@ -1166,8 +1174,13 @@ mod tests {
             commands.iter().map(|c| c.arguments().join(" ")).collect()
         };
         let Application { steps } = application(&result, &desired, &live);
-        let [Step::InOrder(qos), Step::Load(load), Step::Together(together), Step::InOrder(rest)] =
-            &steps[..]
+        let [
+            Step::Together(qos),
+            Step::InOrder(lists),
+            Step::Load(load),
+            Step::Together(together),
+            Step::InOrder(rest),
+        ] = &steps[..]
         else {
             panic!("{steps:?}")
         };
@@ -1176,9 +1189,9 @@ mod tests {
             [
                 "add qos y priority=0 preemptmode=cancel preemptexempttime=00:00:00 maxwall=60 maxtresperjob=gres/gpu=2",
                 "modify qos where name=x set preemptexempttime=00:01:00",
-                "modify qos where name=y set preempt=x",
             ]
         );
+        assert_eq!(words(lists), ["modify qos where name=y set preempt=x"]);
         assert!(load.contains("Parent - 'root'\nAccount - 'd':") && !load.contains("'a'"), "{load}");
         assert_eq!(
             words(together),
