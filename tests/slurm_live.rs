@@ -181,7 +181,8 @@ fn check_status_and_explain(budgets: &str) {
     assert!(text.contains("Why: ") && text.contains("Ahead of it in partition gpu"), "{text}");
     let text = String::from_utf8_lossy(&allot(&["explain", &running[0], "--live", "slurm", budgets]).stdout)
         .into_owned();
-    assert!(text.contains("running since") && text.contains("protected from preemption until"), "{text}");
+    // Beta's batch jobs: batch's Preempt list names only `preemptible`, and no QOS names batch.
+    assert!(text.contains("running since") && text.contains("no QOS may preempt it"), "{text}");
     // A job that left the queue gets a short account from sacct.
     ok("scancel", &[&wide]);
     wait_for("the wide job to leave", |q| !q.contains_key(&wide));

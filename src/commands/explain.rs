@@ -140,15 +140,24 @@ impl Facts<'_> {
         );
         if let Some(start) = j.start {
             out.push_str(&format!("  running since {} (waited {})\n", time(start), span(start - j.submit)));
-            if let Some(until) =
-                self.qos(&j.contract).and_then(|q| q.preempt_exempt).map(|s| start + s as i64)
-            {
-                let how = if until > self.now {
-                    "protected from preemption until"
-                } else {
-                    "past its protected minimum runtime since"
-                };
-                out.push_str(&format!("  {how} {}\n", time(until)));
+            // Only jobs of a QOS whose Preempt list names this job's may preempt it.
+            let preemptors: Vec<&str> = self
+                .qos
+                .iter()
+                .filter(|q| q.preempt.contains(&j.contract.to_string()))
+                .map(|q| q.name.as_str())
+                .collect();
+            let until = self.qos(&j.contract).map(|q| start + q.preempt_exempt.unwrap_or(0) as i64);
+            match until {
+                _ if preemptors.is_empty() => {
+                    out.push_str("  no QOS may preempt it (its QOS is in no QOS's Preempt list)\n")
+                }
+                Some(until) if until > self.now => out.push_str(&format!(
+                    "  protected from preemption until {} (then jobs of QOS {} may preempt it)\n",
+                    time(until),
+                    preemptors.join(", ")
+                )),
+                _ => out.push_str(&format!("  jobs of QOS {} may preempt it now\n", preemptors.join(", "))),
             }
             if let Some(limit) = self.job.time_limit {
                 out.push_str(&format!("  its time limit ends it at {}\n", time(start + limit)));
