@@ -56,7 +56,7 @@ pub fn show_qos() -> Result<String, Error> {
 
 /// The jobs of `cluster` running and pending now, as `squeue -O `[`FORMAT`](allot_verify::squeue::FORMAT)
 /// lists them (times in epoch seconds).
-pub fn squeue(cluster: &str) -> Result<String, Error> {
+fn squeue(cluster: &str) -> Result<String, Error> {
     let clusters = format!("--clusters={cluster}");
     let read = Reading { program: "squeue", what: "squeue", to: "read the live queue", errors: true };
     read.output(&[
@@ -68,6 +68,11 @@ pub fn squeue(cluster: &str) -> Result<String, Error> {
         "-O",
         allot_verify::squeue::FORMAT,
     ])
+}
+
+/// The jobs of `cluster` running and pending now, read from [`squeue`].
+pub fn queue(cluster: &str) -> Result<Vec<allot_verify::squeue::QueuedJob>, Error> {
+    allot_verify::squeue::parse(&squeue(cluster)?, cluster).map_err(|e| Error::failed(format!("squeue: {e}")))
 }
 
 /// The raw usage of every association of `cluster`, as a usage file

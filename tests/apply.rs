@@ -101,6 +101,11 @@ impl Fake {
             .collect()
     }
 
+    /// Applies the saved plan without asking, one command at a time (the log is in order).
+    fn apply(&self, plan: &Path, fail: Option<&str>) -> (i32, String, String) {
+        self.allot(&["apply", "slurm", plan.to_str().unwrap(), "--auto-approve", "--parallel", "1"], fail)
+    }
+
     fn plan(&self, plan: &Path) -> Value {
         let out = plan.to_str().unwrap();
         let (status, stdout, stderr) =
@@ -218,16 +223,14 @@ fn apply_runs_the_plan_in_order_then_checks_that_nothing_is_left() {
     std::fs::copy(out.join("slurm/tern.cfg"), fake.path("after.cfg")).unwrap();
     let after_qos = format!("{LIVE_QOS}{}", plan["desired"]["qos"].as_str().unwrap());
     std::fs::write(fake.path("after-qos.txt"), after_qos).unwrap();
-    let (status, stdout, stderr) =
-        fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve", "--parallel", "1"], None);
+    let (status, stdout, stderr) = fake.apply(&file, None);
     assert_eq!(status, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("Apply complete"), "{stdout}");
     assert_eq!(fake.log(), calls(&plan), "the QOS, the load, then the deletion, in the plan's order");
     assert!(stdout.contains("Apply complete in 9 sacctmgr calls"), "{stdout}");
 
     // Applied again: the live tree is no longer the one it was made against.
-    let (status, _, stderr) =
-        fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve", "--parallel", "1"], None);
+    let (status, _, stderr) = fake.apply(&file, None);
     assert_eq!(status, 1);
     assert!(stderr.contains("changed since the plan was made: nothing was applied"), "{stderr}");
     assert_eq!(fake.log().len(), calls(&plan).len(), "nothing more ran");
@@ -239,8 +242,7 @@ fn apply_says_what_did_not_take() {
     let file = fake.path("plan.json");
     fake.plan(&file);
     // The commands "succeed", and the live tree stays as it was.
-    let (status, _, stderr) =
-        fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve", "--parallel", "1"], None);
+    let (status, _, stderr) = fake.apply(&file, None);
     assert_eq!(status, 1);
     assert!(stderr.contains("every command ran, yet these changes did not take"), "{stderr}");
     assert!(stderr.contains("- account old"), "{stderr}");
@@ -252,8 +254,7 @@ fn a_change_behind_allots_back_is_refused_with_the_change_named() {
     let file = fake.path("plan.json");
     fake.plan(&file);
     std::fs::write(fake.path("dump.cfg"), LIVE.replace("Fairshare=5", "Fairshare=7")).unwrap();
-    let (status, _, stderr) =
-        fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve", "--parallel", "1"], None);
+    let (status, _, stderr) = fake.apply(&file, None);
     assert_eq!(status, 1);
     assert!(
         stderr
@@ -269,8 +270,7 @@ fn a_change_behind_allots_back_is_refused_with_the_change_named() {
     // A QOS changed by hand is drift too.
     std::fs::write(fake.path("dump.cfg"), LIVE).unwrap();
     std::fs::write(fake.path("qos.txt"), "normal|5|cluster||||\n").unwrap();
-    let (status, _, stderr) =
-        fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve", "--parallel", "1"], None);
+    let (status, _, stderr) = fake.apply(&file, None);
     assert_eq!(status, 1);
     assert!(stderr.contains("at the plan: QOS - normal|0|cluster||||"), "{stderr}");
     assert!(stderr.contains("now:         QOS - normal|5|cluster||||"), "{stderr}");
@@ -284,7 +284,7 @@ fn an_edited_plan_is_refused() {
     let plan = fake.plan(&file);
     let apply = |plan: &Value| {
         std::fs::write(&file, plan.to_string()).unwrap();
-        fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve", "--parallel", "1"], None)
+        fake.apply(&file, None)
     };
     let mut edited = plan.clone();
     edited["steps"][3]["in_order"][0][3] = "name=root;rm -rf /".into();
@@ -332,12 +332,7 @@ fn a_failure_in_the_middle_says_what_was_applied_and_what_was_not() {
     let fake = Fake::new();
     let file = fake.path("plan.json");
     let plan = fake.plan(&file);
-    let apply = |fail: &str| {
-        fake.allot(
-            &["apply", "slurm", file.to_str().unwrap(), "--auto-approve", "--parallel", "1"],
-            Some(fail),
-        )
-    };
+    let apply = |fail: &str| fake.apply(&file, Some(fail));
     let qos: usize = steps(&plan)[..2].iter().map(|(_, step)| step.as_array().unwrap().len()).sum();
     // The load fails: the QOS were applied, nothing after the load runs.
     let (status, _, stderr) = apply("load");
@@ -407,8 +402,7 @@ fn settings_of_existing_associations_go_together_and_a_failure_among_them_is_nam
     assert_eq!(commands[0][6], "fairshare=40");
     assert_eq!(commands[1][6], "fairshare=25");
     // The second fails: the first is applied, the failure named, one by one with --parallel 1.
-    let (status, _, stderr) =
-        fake.allot(&["apply", "slurm", out, "--auto-approve", "--parallel", "1"], Some("fairshare=25"));
+    let (status, _, stderr) = fake.apply(&file, Some("fairshare=25"));
     assert_eq!(status, 1);
     assert!(
         stderr.contains(

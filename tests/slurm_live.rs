@@ -189,6 +189,10 @@ fn check_status_and_explain(budgets: &str) {
     let text =
         String::from_utf8_lossy(&allot(&["explain", &wide, "--live", "slurm", budgets]).stdout).into_owned();
     assert!(text.contains("no longer in the queue: CANCELLED"), "{text}");
+    // A job Slurm never had is an error.
+    let nowhere = allot(&["explain", "999999", "--live", "slurm", budgets]);
+    assert_eq!(nowhere.status.code(), Some(1), "{}", String::from_utf8_lossy(&nowhere.stdout));
+    assert!(String::from_utf8_lossy(&nowhere.stderr).contains("is not in the queue or the accounting"));
 }
 
 /// A pending job's estimated starts at one moment: (job, sampled at, allot's, Slurm's).

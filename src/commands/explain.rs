@@ -5,8 +5,6 @@
 //! A running or finished job gets a short account of what happened to it. Nothing is
 //! written to the live system.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use allot_targets::slurm::qos::{self, Qos};
 use allot_targets::slurm::tree;
 use allot_verify::explain::{self, Preemptible};
@@ -16,6 +14,7 @@ use allot_verify::squeue::{self, QueuedJob};
 use serde_json::{Value, json};
 
 use crate::budgets;
+use crate::commands::status;
 use crate::diagnostics::Format;
 use crate::exit::{Error, Exit, Outcome};
 use crate::output::print;
@@ -27,7 +26,7 @@ pub struct Args {
     job: String,
     /// The live scheduler to read.
     #[arg(long, value_enum)]
-    live: crate::commands::status::Scheduler,
+    live: status::Scheduler,
     #[command(flatten)]
     repository: budgets::Repository,
     /// The Slurm cluster to read, when the budgets bind several.
@@ -58,26 +57,23 @@ pub fn run(args: Args, format: Format) -> Outcome {
         )));
     }
     let cluster = slurm::live_cluster(&tree::slurm_clusters(&model), args.cluster.as_deref())?;
-    let queue = squeue::parse(&slurm::squeue(&cluster)?, &cluster)
-        .map_err(|e| Error::failed(format!("squeue: {e}")))?;
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    let queue = slurm::queue(&cluster)?;
+    let now = status::now();
     let Some(job) = queue.iter().find(|q| q.job.id == args.job) else {
         let account = slurm::sacct_job(&cluster, &args.job)?;
-        print(&match account {
-            Some(line) => {
-                allot_compiler::escape::controls(&finished(&args.job, &line, args.format), true).into_owned()
-            }
-            None => format!(
-                "Job {} is not in the queue or the accounting of Slurm cluster {cluster}.\n",
+        let Some(line) = account else {
+            eprintln!(
+                "error: job {} is not in the queue or the accounting of Slurm cluster {cluster}",
                 args.job
-            ),
-        })?;
+            );
+            return Ok(Exit::Problems);
+        };
+        print(&finished(&args.job, &line, args.format))?;
         return Ok(Exit::Success);
     };
     let (_, path) = live::budget_of(&model, &job.job).map_err(|e| Error::failed(e.to_string()))?;
-    let demand = queue.iter().filter(|q| !q.is_pending() || explain::waits_for_gpus(q));
     let status =
-        live::status(&model, demand.map(|q| &q.job), now).map_err(|e| Error::failed(e.to_string()))?;
+        live::status(&model, squeue::demand(&queue), now).map_err(|e| Error::failed(e.to_string()))?;
     let budget = status.clusters.iter().flat_map(|c| &c.budgets).find(|b| b.path == path).cloned();
     let qos =
         qos::parse(&slurm::show_qos()?).map_err(|e| Error::failed(format!("sacctmgr show qos: {e}")))?;
@@ -144,7 +140,7 @@ impl Facts<'_> {
             let preemptors: Vec<&str> = self
                 .qos
                 .iter()
-                .filter(|q| q.preempt.contains(&j.contract.to_string()))
+                .filter(|q| q.preempt.iter().any(|p| p == j.contract.as_str()))
                 .map(|q| q.name.as_str())
                 .collect();
             let until = self.qos(&j.contract).map(|q| start + q.preempt_exempt.unwrap_or(0) as i64);

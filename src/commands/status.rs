@@ -14,7 +14,7 @@ use allot_targets::slurm::plan;
 use allot_targets::slurm::tree::{self, Tree};
 use allot_targets::slurm::usage::Usage;
 use allot_verify::live::{self, Status, WindowUsage};
-use allot_verify::{explain, render, squeue};
+use allot_verify::{render, squeue};
 
 use crate::budgets;
 use crate::diagnostics::Format;
@@ -47,15 +47,12 @@ pub fn run(args: Args, format: Format) -> Outcome {
     let Some(model) = args.repository.model(format)? else { return Ok(Exit::Problems) };
     let Scheduler::Slurm = args.live;
     let cluster = slurm::live_cluster(&tree::slurm_clusters(&model), args.cluster.as_deref())?;
-    let queue = slurm::squeue(&cluster)?;
-    let jobs = squeue::parse(&queue, &cluster).map_err(|e| Error::failed(format!("squeue: {e}")))?;
+    let jobs = slurm::queue(&cluster)?;
     let state = Live::read(&cluster, true)?;
     let live_tree = state.tree().map_err(|e| Error::failed(format!("the live state of {cluster}: {e}")))?;
     let usage = slurm::sshare_usage(&cluster)?;
     let usage = Usage::parse(&usage).map_err(|e| Error::failed(format!("sshare: {e}")))?;
-    // Pending jobs held by a limit, a hold or a dependency ask for no GPUs now.
-    let demand = jobs.iter().filter(|q| !q.is_pending() || explain::waits_for_gpus(q));
-    let mut status = live::status(&model, demand.map(|q| &q.job), now())
+    let mut status = live::status(&model, squeue::demand(&jobs), now())
         .map_err(|e| Error::failed(format!("the queue of Slurm cluster {cluster}: {e}")))?;
     keep_bound(&mut status, &model, &cluster);
     add_fair_tree(&mut status, &live_tree, &usage)?;
@@ -81,8 +78,8 @@ pub fn run(args: Args, format: Format) -> Outcome {
     Ok(Exit::Success)
 }
 
-/// Seconds since the epoch.
-fn now() -> i64 {
+/// Seconds since the epoch, the instant the live commands measure.
+pub fn now() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 

@@ -49,13 +49,6 @@ pub fn reason(reason: &str) -> String {
     format!("{known} (Slurm: `{reason}`)")
 }
 
-/// Whether a pending job waits for GPUs (Slurm's `Priority`, `Resources`, or not looked at
-/// yet), rather than for a limit, a hold, a dependency or a time: only such jobs hold back
-/// the jobs behind them.
-pub fn waits_for_gpus(job: &QueuedJob) -> bool {
-    job.is_pending() && matches!(job.reason.as_str(), "Priority" | "Resources" | "None")
-}
-
 /// The pending jobs waiting for GPUs ahead of `job` in its partition: higher priority
 /// first, then earlier submission, then lower id (the order Slurm's main scheduler takes
 /// them in).
@@ -63,7 +56,7 @@ pub fn ahead<'q>(jobs: &'q [QueuedJob], job: &QueuedJob) -> Vec<&'q QueuedJob> {
     let key = |q: &QueuedJob| (std::cmp::Reverse(q.priority), q.job.submit, id_number(&q.job.id));
     let mut ahead: Vec<&QueuedJob> = jobs
         .iter()
-        .filter(|q| waits_for_gpus(q) && q.job.partition == job.job.partition && q.job.id != job.job.id)
+        .filter(|q| q.waits_for_gpus() && q.job.partition == job.job.partition && q.job.id != job.job.id)
         .filter(|q| key(q) < key(job))
         .collect();
     ahead.sort_by_key(|q| key(q));
@@ -111,7 +104,7 @@ pub fn preemptible<'q>(
 /// limit, a hold, a dependency), when a job it must wait for has no time limit, or when it
 /// asks for more GPUs than the partition has.
 pub fn estimated_start(jobs: &[QueuedJob], job: &QueuedJob, gpus: u64, now: i64) -> Option<i64> {
-    if !waits_for_gpus(job) {
+    if !job.waits_for_gpus() {
         return None;
     }
     // When each GPU held now frees up: (end, GPUs); `None` for no time limit.

@@ -33,6 +33,19 @@ impl QueuedJob {
     pub fn is_pending(&self) -> bool {
         self.job.start.is_none()
     }
+
+    /// Whether it is pending and waits for GPUs (Slurm's `Priority`, `Resources`, or not
+    /// looked at yet), rather than for a limit, a hold, a dependency or a time: only such
+    /// jobs ask for GPUs now, and hold back the jobs behind them.
+    pub fn waits_for_gpus(&self) -> bool {
+        self.is_pending() && matches!(self.reason.as_str(), "Priority" | "Resources" | "None")
+    }
+}
+
+/// The jobs of a queue that ask for GPUs now: those running, and those pending that wait
+/// for GPUs.
+pub fn demand(jobs: &[QueuedJob]) -> impl Iterator<Item = &Job> {
+    jobs.iter().filter(|q| !q.is_pending() || q.waits_for_gpus()).map(|q| &q.job)
 }
 
 /// Why a line of `squeue` output cannot be read, with its number.
