@@ -9,6 +9,7 @@ mod exit;
 mod fs_loader;
 mod git_loader;
 mod github;
+mod kueue;
 mod output;
 mod read;
 mod saved_plan;

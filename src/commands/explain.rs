@@ -1,9 +1,12 @@
-//! `allot explain JOB --live slurm [PATH]`: for a pending job, in budget language, why it
+//! `allot explain JOB --live slurm|kueue [PATH]`: for a pending job, in budget language, why it
 //! waits and what would change that: Slurm's reason translated, its budget's standing now
 //! and over the fair-share window, the jobs ahead of it, the running jobs it may preempt and
 //! when their protection ends, and when it may start (allot's estimate beside Slurm's own).
 //! A running or finished job gets a short account of what happened to it. Nothing is
-//! written to the live system.
+//! written to the live system. This module explains Slurm's jobs; [`kueue`] Kueue's
+//! workloads.
+
+mod kueue;
 
 use allot_targets::slurm::qos::{self, Qos};
 use allot_targets::slurm::tree;
@@ -22,23 +25,27 @@ use crate::slurm;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The job: a Slurm job id.
+    /// The job: a Slurm job id, or a Kueue workload as NAMESPACE/NAME.
     job: String,
     /// The live scheduler to read.
     #[arg(long, value_enum)]
     live: status::Scheduler,
     #[command(flatten)]
     repository: budgets::Repository,
-    /// The Slurm cluster to read, when the budgets bind several.
+    /// The cluster to read, when the budgets bind several to the scheduler (Slurm: the
+    /// Slurm cluster's name; Kueue: the allot cluster's).
     #[arg(long)]
     cluster: Option<String>,
+    /// The kubeconfig context to read Kueue through (default: the current one).
+    #[arg(long)]
+    context: Option<String>,
     #[arg(long, value_enum, default_value = "human")]
     format: ExplainFormat,
 }
 
 /// How `explain` prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum ExplainFormat {
+pub(super) enum ExplainFormat {
     /// Sentences, for a terminal.
     Human,
     /// JSON, for programs.
@@ -46,10 +53,16 @@ enum ExplainFormat {
 }
 
 /// The most jobs ahead named one by one.
-const AHEAD_SHOWN: usize = 5;
+pub(super) const AHEAD_SHOWN: usize = 5;
 
 pub fn run(args: Args, format: Format) -> Outcome {
     let Some(model) = args.repository.model(format)? else { return Ok(Exit::Problems) };
+    if args.live == status::Scheduler::Kueue {
+        return kueue::run(&model, &args.job, args.cluster.as_deref(), args.context.as_deref(), args.format);
+    }
+    if args.context.is_some() {
+        return Err(Error::failed("--context names a kubeconfig context: it is for --live kueue"));
+    }
     if !args.job.bytes().all(|b| b.is_ascii_digit() || b == b'_') || args.job.is_empty() {
         return Err(Error::failed(format!(
             "{:?} is not a Slurm job id (digits, or an array task like 12_3)",
@@ -158,12 +171,12 @@ impl Facts<'_> {
             if let Some(limit) = self.job.time_limit {
                 out.push_str(&format!("  its time limit ends it at {}\n", time(start + limit)));
             }
-            out.push_str(&self.budget_lines());
+            out.push_str(&budget_lines(self.budget));
             return out;
         }
         out.push_str(&format!("  waiting since {} ({})\n", time(j.submit), span(self.now - j.submit)));
         out.push_str(&format!("\nWhy: {}\n", explain::reason(&self.job.reason)));
-        out.push_str(&self.budget_lines());
+        out.push_str(&budget_lines(self.budget));
         let ahead = explain::ahead(self.queue, self.job);
         let ahead_gpus: u64 = ahead.iter().map(|q| u64::from(q.job.gpus)).sum();
         out.push_str(&format!(
@@ -205,25 +218,6 @@ impl Facts<'_> {
         out
     }
 
-    /// The budget's standing now and over the window.
-    fn budget_lines(&self) -> String {
-        let Some(b) = self.budget else { return String::new() };
-        format!(
-            "\nIts budget {} now: {} GPUs running, {} pending, entitled to {:.1}: {}.\n",
-            b.path,
-            b.running_gpus,
-            b.pending_gpus,
-            b.entitled_gpus,
-            match b.standing {
-                live::Standing::Over =>
-                    "over its entitlement: its work beyond it is borrowed from budgets owed it",
-                live::Standing::Under => "under its entitlement: it is owed GPUs",
-                live::Standing::Within => "within its entitlement",
-                live::Standing::Idle => "idle",
-            }
-        )
-    }
-
     fn json(&self) -> Value {
         let j = &self.job.job;
         let preemptible: Vec<Value> = self
@@ -257,6 +251,25 @@ impl Facts<'_> {
             "slurm_expected_start": self.job.expected_start,
         })
     }
+}
+
+/// The budget's standing now.
+fn budget_lines(budget: Option<&BudgetNow>) -> String {
+    let Some(b) = budget else { return String::new() };
+    format!(
+        "\nIts budget {} now: {} GPUs running, {} pending, entitled to {:.1}: {}.\n",
+        b.path,
+        b.running_gpus,
+        b.pending_gpus,
+        b.entitled_gpus,
+        match b.standing {
+            live::Standing::Over =>
+                "over its entitlement: its work beyond it is borrowed from budgets owed it",
+            live::Standing::Under => "under its entitlement: it is owed GPUs",
+            live::Standing::Within => "within its entitlement",
+            live::Standing::Idle => "idle",
+        }
+    )
 }
 
 /// A span of seconds, briefly.

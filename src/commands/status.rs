@@ -1,19 +1,25 @@
-//! `allot status [PATH] --live slurm`: who is over or under budget now. For every budget of
-//! every cluster bound to the Slurm cluster: its share and guaranteed GPUs, the GPUs its
-//! jobs run and wait for now (`squeue`), what it is entitled to now, its standing, until
-//! when its running jobs are protected, and its usage over the fair-share window against
-//! its share (`sshare`'s raw usage through allot's Fair Tree, on the live associations);
-//! and how far the live associations and QOS are from the budgets (the plan's summary).
-//! Nothing is written to the live system.
+//! `allot status [PATH] --live slurm|kueue`: who is over or under budget now. For every
+//! budget of the cluster read: its share and guaranteed GPUs, the GPUs its jobs run and
+//! wait for now, what it is entitled to now, its standing, until when its running jobs are
+//! protected; how the scheduler ranks it (Slurm: its usage over the fair-share window
+//! against its share, `sshare`'s raw usage through allot's Fair Tree on the live
+//! associations; Kueue: its ClusterQueue's reserved and borrowed GPUs and Fair Sharing's
+//! weighted share); and how far the live configuration is from the budgets (Slurm: the
+//! plan's summary; Kueue: the objects allot writes). Nothing is written to the live system.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use std::collections::HashMap;
+
 use allot_compiler::ir::Model;
+use allot_targets::kubernetes::{drift, kueue as objects};
 use allot_targets::slurm::fair_tree::{FairTree, SiblingOrder};
 use allot_targets::slurm::plan;
 use allot_targets::slurm::tree::{self, Tree};
 use allot_targets::slurm::usage::Usage;
-use allot_verify::live::{self, Status, WindowUsage};
+use allot_verify::live::{self, QueueNow, Status, WindowUsage};
+use allot_verify::trace::Job;
+use allot_verify::workloads::Kueue;
 use allot_verify::{render, squeue};
 
 use crate::budgets;
@@ -21,7 +27,7 @@ use crate::diagnostics::Format;
 use crate::exit::{Error, Exit, Outcome};
 use crate::output::{self, json, print};
 use crate::saved_plan::Live;
-use crate::slurm;
+use crate::{kueue, slurm};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -30,33 +36,70 @@ pub struct Args {
     /// The live scheduler to read.
     #[arg(long, value_enum)]
     live: Scheduler,
-    /// The Slurm cluster to read, when the budgets bind several.
+    /// The cluster to read, when the budgets bind several to the scheduler (Slurm: the
+    /// Slurm cluster's name; Kueue: the allot cluster's).
     #[arg(long)]
     cluster: Option<String>,
+    /// The kubeconfig context to read Kueue through (default: the current one).
+    #[arg(long)]
+    context: Option<String>,
     #[arg(long, value_enum, default_value = "human")]
     format: output::Format,
 }
 
 /// The schedulers `--live` reads.
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Scheduler {
     Slurm,
+    Kueue,
+}
+
+/// What was read of a live scheduler: the budgets now, a sentence on the drift, and what
+/// the JSON form adds.
+struct Reading {
+    status: Status,
+    drift_line: String,
+    json: Vec<(&'static str, serde_json::Value)>,
 }
 
 pub fn run(args: Args, format: Format) -> Outcome {
     let Some(model) = args.repository.model(format)? else { return Ok(Exit::Problems) };
-    let Scheduler::Slurm = args.live;
-    let cluster = slurm::live_cluster(&tree::slurm_clusters(&model), args.cluster.as_deref())?;
+    let reading = match args.live {
+        Scheduler::Slurm => {
+            if args.context.is_some() {
+                return Err(Error::failed("--context names a kubeconfig context: it is for --live kueue"));
+            }
+            read_slurm(&model, args.cluster.as_deref())?
+        }
+        Scheduler::Kueue => read_kueue(&model, args.cluster.as_deref(), args.context.as_deref())?,
+    };
+    let Reading { status, drift_line, json: extra } = reading;
+    match args.format {
+        output::Format::Human => print(&format!("{}\n{drift_line}\n", render::live::text(&status)))?,
+        output::Format::Markdown => print(&format!("{}\n{drift_line}\n", render::live::markdown(&status)))?,
+        output::Format::Json => {
+            let mut value = render::live::json(&status);
+            for (key, extra) in extra {
+                value[key] = extra;
+            }
+            print(&json(&value)?)?
+        }
+    }
+    Ok(Exit::Success)
+}
+
+fn read_slurm(model: &Model, cluster: Option<&str>) -> Result<Reading, Error> {
+    let cluster = slurm::live_cluster(&tree::slurm_clusters(model), cluster)?;
     let jobs = slurm::queue(&cluster)?;
     let state = Live::read(&cluster, true)?;
     let live_tree = state.tree().map_err(|e| Error::failed(format!("the live state of {cluster}: {e}")))?;
     let usage = slurm::sshare_usage(&cluster)?;
     let usage = Usage::parse(&usage).map_err(|e| Error::failed(format!("sshare: {e}")))?;
-    let mut status = live::status(&model, squeue::demand(&jobs), now())
+    let mut status = live::status(model, squeue::demand(&jobs), now())
         .map_err(|e| Error::failed(format!("the queue of Slurm cluster {cluster}: {e}")))?;
-    keep_bound(&mut status, &model, &cluster);
+    keep_bound(&mut status, model, &cluster);
     add_fair_tree(&mut status, &live_tree, &usage)?;
-    let drift = plan::plan(&tree::desired(&model, &cluster), &live_tree);
+    let drift = plan::plan(&tree::desired(model, &cluster), &live_tree);
     let drift_line = if drift.is_empty() {
         format!("The live associations and QOS of Slurm cluster {cluster} match the budgets.")
     } else {
@@ -65,17 +108,79 @@ pub fn run(args: Args, format: Format) -> Outcome {
             drift.summary()
         )
     };
-    match args.format {
-        output::Format::Human => print(&format!("{}\n{drift_line}\n", render::live::text(&status)))?,
-        output::Format::Markdown => print(&format!("{}\n{drift_line}\n", render::live::markdown(&status)))?,
-        output::Format::Json => {
-            let mut value = render::live::json(&status);
-            value["slurm_cluster"] = cluster.clone().into();
-            value["drift"] = plan::json(&drift);
-            print(&json(&value)?)?
+    let json = vec![("slurm_cluster", cluster.clone().into()), ("drift", plan::json(&drift))];
+    Ok(Reading { status, drift_line, json })
+}
+
+fn read_kueue(model: &Model, cluster: Option<&str>, context: Option<&str>) -> Result<Reading, Error> {
+    let (cluster, binding) = kueue::live_cluster(model, cluster)?;
+    let connection = kueue::Connection::open(context)?;
+    let objects = kueue::Objects::read(&connection, true)?;
+    let live_kueue = objects.kueue(&binding.resource)?;
+    let now = now();
+    let jobs = workload_jobs(model, &cluster.name, &live_kueue, now);
+    let mut status = live::status(model, &jobs, now)
+        .map_err(|e| Error::failed(format!("Kueue's workloads of cluster {}: {e}", cluster.name)))?;
+    status.clusters.retain(|c| c.name == cluster.name);
+    add_queues(&mut status, model, &live_kueue);
+    let drift = drift::drift(&objects::objects(model, &cluster.name), &objects.written());
+    let drift_line = if drift.is_empty() {
+        format!("The live Kueue objects of cluster {} match the budgets.", cluster.name)
+    } else {
+        let mut line = format!(
+            "The live Kueue objects of cluster {} differ from the budgets: {} (`allot build` writes them):",
+            cluster.name,
+            drift::summary(&drift)
+        );
+        for d in &drift {
+            let what = match &d.change {
+                drift::Change::Missing => "missing".to_string(),
+                drift::Change::Differs(fields) => format!("differs in {}", fields.join(", ")),
+                drift::Change::Extra => "no longer in the budgets".to_string(),
+            };
+            // Names read from the server are shown with their control characters visible.
+            line.push_str(&allot_compiler::escape::controls(&format!("\n  {}: {what}", d.object()), true));
+        }
+        line
+    };
+    Ok(Reading { status, drift_line, json: vec![("drift", drift::json(&drift))] })
+}
+
+/// The workloads that hold GPUs or wait for them, as jobs of allot cluster `cluster`, each
+/// in the budget its ClusterQueue stands for (none: the work no budget covers).
+pub fn workload_jobs(model: &Model, cluster: &str, live: &Kueue, now: i64) -> Vec<Job> {
+    let budgets: HashMap<String, String> = kueue::queue_names(model, cluster).into_iter().collect();
+    live.workloads
+        .iter()
+        .filter(|w| w.reserved_at.is_some() || w.waits_for_gpus(now))
+        .map(|w| {
+            let project = w.cluster_queue.as_ref().and_then(|q| budgets.get(q)).map_or("", String::as_str);
+            w.job(cluster, project)
+        })
+        .collect()
+}
+
+/// Each budget's ClusterQueue figures (an inner budget: its Cohort's weighted share).
+fn add_queues(status: &mut Status, model: &Model, live: &Kueue) {
+    for cluster in &mut status.clusters {
+        let names: HashMap<String, String> =
+            kueue::queue_names(model, &cluster.name).into_iter().map(|(name, path)| (path, name)).collect();
+        for budget in &mut cluster.budgets {
+            let Some(name) = names.get(&budget.path) else { continue };
+            budget.queue = match live.cluster_queue(name) {
+                Some(q) => Some(QueueNow {
+                    reserved_gpus: Some(q.reserved_gpus),
+                    borrowed_gpus: Some(q.borrowed_gpus),
+                    weighted_share: q.weighted_share,
+                }),
+                None => live.cohorts.iter().find(|c| &c.name == name).map(|c| QueueNow {
+                    reserved_gpus: None,
+                    borrowed_gpus: None,
+                    weighted_share: c.weighted_share,
+                }),
+            };
         }
     }
-    Ok(Exit::Success)
 }
 
 /// Seconds since the epoch, the instant the live commands measure.

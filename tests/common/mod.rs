@@ -3,6 +3,7 @@
 //! come from allot-compiler's `test-support`.
 #![allow(dead_code)] // each test file uses its own part
 
+pub mod kube;
 pub mod slurm;
 
 use std::path::{Path, PathBuf};

@@ -107,38 +107,50 @@ pub fn estimated_start(jobs: &[QueuedJob], job: &QueuedJob, gpus: u64, now: i64)
     if !job.waits_for_gpus() {
         return None;
     }
-    // When each GPU held now frees up: (end, GPUs); `None` for no time limit.
-    let mut frees: Vec<(Option<i64>, u64)> = jobs
+    let holding = jobs
         .iter()
         .filter(|q| !q.is_pending() && q.job.partition == job.job.partition)
-        .map(|q| {
-            let end = q.job.start.zip(q.time_limit).map(|(s, l)| s.saturating_add(l).max(now));
-            (end, u64::from(q.job.gpus))
-        })
+        .map(|q| (q.job.start.zip(q.time_limit).map(|(s, l)| s.saturating_add(l)), u64::from(q.job.gpus)))
         .collect();
+    let line: Vec<(u64, Option<i64>)> =
+        ahead(jobs, job).into_iter().chain([job]).map(|q| (u64::from(q.job.gpus), q.time_limit)).collect();
+    start_in_line(holding, &line, gpus, now)
+}
+
+/// When the last job of `line` starts, if the GPUs `holding` holds (each: when they free
+/// up, `None` for never known, and how many) free up then, and the jobs of `line` (each: its
+/// GPUs and its time limit) start in order, each as soon as enough of `gpus` are free, none
+/// passing another. `None` when one asks for more than `gpus`, or must wait for GPUs whose
+/// end is not known.
+pub fn start_in_line(
+    mut holding: Vec<(Option<i64>, u64)>,
+    line: &[(u64, Option<i64>)],
+    gpus: u64,
+    now: i64,
+) -> Option<i64> {
+    for end in holding.iter_mut().filter_map(|(end, _)| end.as_mut()) {
+        *end = (*end).max(now);
+    }
     let mut clock = now;
-    for next in ahead(jobs, job).into_iter().chain([job]) {
-        let want = u64::from(next.job.gpus);
+    let mut start = now;
+    for &(want, limit) in line {
         if want > gpus {
             return None;
         }
         // Free GPUs now, then the ends in order until enough are free.
-        frees.sort_by_key(|(end, _)| end.map_or(i64::MAX, |e| e));
-        let held = |at: i64, frees: &[(Option<i64>, u64)]| -> u64 {
-            frees.iter().filter(|(end, _)| end.is_none_or(|e| e > at)).map(|(_, g)| g).sum()
+        holding.sort_by_key(|(end, _)| end.map_or(i64::MAX, |e| e));
+        let held = |at: i64, holding: &[(Option<i64>, u64)]| -> u64 {
+            holding.iter().filter(|(end, _)| end.is_none_or(|e| e > at)).map(|(_, g)| g).sum()
         };
-        let mut start = clock;
-        if gpus - held(start, &frees).min(gpus) < want {
-            let ends: Vec<i64> = frees.iter().filter_map(|(end, _)| *end).filter(|e| *e > start).collect();
-            start = ends.into_iter().find(|&e| gpus - held(e, &frees).min(gpus) >= want)?;
-        }
-        if next.job.id == job.job.id {
-            return Some(start);
+        start = clock;
+        if gpus - held(start, &holding).min(gpus) < want {
+            let ends: Vec<i64> = holding.iter().filter_map(|(end, _)| *end).filter(|e| *e > start).collect();
+            start = ends.into_iter().find(|&e| gpus - held(e, &holding).min(gpus) >= want)?;
         }
         clock = start;
-        frees.push((next.time_limit.map(|l| start.saturating_add(l)), want));
+        holding.push((limit.map(|l| start.saturating_add(l)), want));
     }
-    None
+    Some(start)
 }
 
 #[cfg(test)]

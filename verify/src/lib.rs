@@ -11,7 +11,7 @@
 //!   makes a schedule of its own under a policy (the budgets, or static priorities) and
 //!   audits it, ranking budgets by usage [`decay`]ed as Slurm decays it. Both give [`figures`]: GPU-hours used, entitled and delivered, and waits, per
 //!   budget, contract, cluster and window.
-//! - [`live`] measures a live queue (from [`squeue`], or Kueue's workloads) against the
+//! - [`live`] measures a live queue (from [`squeue`], or Kueue's [`workloads`]) against the
 //!   budgets now: GPUs running and pending per budget, and what each is entitled to.
 //! - [`expectations`] checks the figures against the budgets' `expect` block.
 //! - [`render`] lays the figures and the verdicts out as text, Markdown and JSON, and
@@ -32,3 +32,4 @@ pub mod report;
 pub mod simulate;
 pub mod squeue;
 pub mod trace;
+pub mod workloads;

@@ -57,9 +57,23 @@ pub struct BudgetNow {
     /// those protections ends.
     pub protected_gpus: u64,
     pub protected_until: Option<i64>,
-    /// Its usage over the fair-share window against its share, as the scheduler ranks it,
-    /// when the caller read it.
+    /// Its usage over the fair-share window against its share, as Slurm ranks it, when the
+    /// caller read it.
     pub window: Option<WindowUsage>,
+    /// Its quota and borrowing as Kueue holds them, when the caller read them.
+    pub queue: Option<QueueNow>,
+}
+
+/// A budget's quota and borrowing as Kueue holds them now: its ClusterQueue's, or for an
+/// inner budget, its Cohort's (which Kueue gives only a weighted share).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct QueueNow {
+    /// GPUs its admitted workloads reserve, and of them, borrowed beyond its quota.
+    pub reserved_gpus: Option<u64>,
+    pub borrowed_gpus: Option<u64>,
+    /// Fair Sharing's weighted share (0: within its quota; higher: borrowing more for its
+    /// weight, so preempted first and served last); `None` when Fair Sharing is off.
+    pub weighted_share: Option<i64>,
 }
 
 /// A budget's usage over the scheduler's fair-share window against its share, as the
@@ -226,6 +240,7 @@ pub fn status<'j>(
                     protected_gpus: h.protected_gpus,
                     protected_until: h.protected_until,
                     window: None,
+                    queue: None,
                 }
             })
             .collect();

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::{
     Count, LABELS, MAX_NAME, Metadata, Node, Object, UNBUDGETED, bound, check_names, go_duration, quantity,
-    tree, weight, yaml,
+    tree, values, weight, yaml,
 };
 use crate::fidelity::{Note, Report, Row};
 use crate::{Emitted, Target};
@@ -58,6 +58,24 @@ impl Target for Kueue {
     fn fidelity(&self, model: &Model) -> Report {
         fidelity(model)
     }
+}
+
+/// The objects allot writes for allot cluster `cluster` when Kueue is bound to it, as the
+/// API server holds them: what a live Kueue is compared with (the controller's
+/// `Configuration` is no API object, and is not among them). None when Kueue is not bound.
+pub fn objects(model: &Model, cluster: &str) -> Vec<Value> {
+    let Some((cluster, binding)) =
+        bound(model, KubernetesScheduler::Kueue).into_iter().find(|(c, _)| c.name == cluster)
+    else {
+        return Vec::new();
+    };
+    let nodes = tree(model, &cluster.name);
+    let mut out = values(&[flavor(binding)]);
+    out.extend(values(&cohorts(model, cluster, binding, &nodes)));
+    out.extend(values(&cluster_queues(model, binding, &nodes)));
+    out.extend(values(&local_queues(&nodes)));
+    out.extend(values(&priority_classes(model)));
+    out
 }
 
 /// Adds the file of `objects`, with the `problems` found on them; no objects, no file.

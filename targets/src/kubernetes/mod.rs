@@ -9,6 +9,7 @@
 //! always written. That the text reads back as exactly the objects checked is asserted by
 //! [`yaml`] in debug builds and tested below on hostile strings.
 
+pub mod drift;
 pub mod kai;
 pub mod kueue;
 pub mod volcano;
@@ -277,7 +278,7 @@ pub fn yaml<T: Serialize>(objects: &[T]) -> String {
 }
 
 /// The objects as JSON values, as the API server sees them.
-fn values<T: Serialize>(objects: &[T]) -> Vec<Value> {
+pub fn values<T: Serialize>(objects: &[T]) -> Vec<Value> {
     objects.iter().map(|o| serde_json::to_value(o).unwrap_or_default()).collect()
 }
 

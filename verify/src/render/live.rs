@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 use super::table::{Cell, Column, Table};
 use crate::live::{BudgetNow, ClusterNow, Standing, Status};
 
-const BUDGETS: [Column<'static>; 14] = [
+/// The columns of every scheduler's budgets.
+const BUDGETS: [Column<'static>; 12] = [
     Column::left().fitted("  ", "BUDGET").heading("budget").key("budget"),
     Column::right().fitted(" ", "SHARE").heading("share").key("share"),
     Column::right().fitted(" ", "GUARANTEED").heading("guaranteed GPUs").key("guaranteed_gpus"),
@@ -19,9 +20,25 @@ const BUDGETS: [Column<'static>; 14] = [
     Column::left().fitted(" ", "STANDING").heading("standing").key("standing"),
     Column::right().fitted(" ", "PROTECTED").heading("protected GPUs").key("protected_gpus"),
     Column::left().fitted(" ", "UNTIL").heading("protected until").key("protected_until"),
+];
+
+/// Slurm's: the Fair Tree figures.
+const FAIR_TREE: [Column<'static>; 2] = [
     Column::right().fitted(" ", "USAGE/SHARE").heading("window usage / share").key("usage_over_share"),
     Column::right().key("level_fs"),
 ];
+
+/// Kueue's: the quota reserved and borrowed, and Fair Sharing's weighted share.
+const KUEUE: [Column<'static>; 3] = [
+    Column::right().fitted(" ", "RESERVED").heading("reserved GPUs").key("reserved_gpus"),
+    Column::right().fitted(" ", "BORROWED").heading("borrowed GPUs").key("borrowed_gpus"),
+    Column::right().fitted(" ", "WEIGHTED SHARE").heading("weighted share").key("weighted_share"),
+];
+
+/// Whether a cluster's figures are Kueue's.
+fn is_kueue(cluster: &ClusterNow) -> bool {
+    cluster.budgets.iter().any(|b| b.queue.is_some())
+}
 
 /// The width of a bar, in characters.
 const BAR: usize = 12;
@@ -41,10 +58,10 @@ fn bar(b: &BudgetNow) -> String {
     format!("{}{}{}", "█".repeat(within), "▒".repeat(beyond), "░".repeat(unused))
 }
 
-fn row(b: &BudgetNow, indent: bool) -> Vec<Cell<'_>> {
+fn row(b: &BudgetNow, indent: bool, kueue: bool) -> Vec<Cell<'_>> {
     let name = if indent { format!("{}{}", "  ".repeat(b.depth), leaf(&b.path)) } else { b.path.clone() };
     let window = b.window;
-    vec![
+    let mut row = vec![
         Cell::text(name),
         Cell::Ratio(Some(b.share)),
         Cell::Count(b.guaranteed_gpus),
@@ -57,11 +74,24 @@ fn row(b: &BudgetNow, indent: bool) -> Vec<Cell<'_>> {
         Cell::text(b.standing.word()),
         Cell::Count(b.protected_gpus),
         b.protected_until.map_or(Cell::Absent, Cell::Time),
-        window.map_or(Cell::Absent, |w| {
-            Cell::Ratio((w.norm_shares > 0.0).then(|| w.effective_usage / w.norm_shares))
-        }),
-        window.and_then(|w| w.level_fs).map_or(Cell::Absent, Cell::Number),
-    ]
+    ];
+    let count = |n: Option<u64>| n.map_or(Cell::Absent, Cell::Count);
+    if kueue {
+        let queue = b.queue;
+        row.extend([
+            count(queue.and_then(|q| q.reserved_gpus)),
+            count(queue.and_then(|q| q.borrowed_gpus)),
+            count(queue.and_then(|q| q.weighted_share).map(|w| u64::try_from(w).unwrap_or(0))),
+        ]);
+    } else {
+        row.extend([
+            window.map_or(Cell::Absent, |w| {
+                Cell::Ratio((w.norm_shares > 0.0).then(|| w.effective_usage / w.norm_shares))
+            }),
+            window.and_then(|w| w.level_fs).map_or(Cell::Absent, Cell::Number),
+        ]);
+    }
+    row
 }
 
 /// A project path's last name.
@@ -70,7 +100,10 @@ fn leaf(path: &str) -> &str {
 }
 
 fn table(cluster: &ClusterNow, indent: bool) -> Table<'_> {
-    Table::new(BUDGETS.to_vec(), cluster.budgets.iter().map(|b| row(b, indent)).collect()).titled()
+    let kueue = is_kueue(cluster);
+    let mut columns = BUDGETS.to_vec();
+    columns.extend_from_slice(if kueue { &KUEUE[..] } else { &FAIR_TREE[..] });
+    Table::new(columns, cluster.budgets.iter().map(|b| row(b, indent, kueue)).collect()).titled()
 }
 
 fn headline(cluster: &ClusterNow) -> String {
@@ -96,6 +129,11 @@ pub fn text(status: &Status) -> String {
         out.push_str(&table(cluster, true).text());
     }
     out.push_str(LEGEND);
+    if status.clusters.iter().any(is_kueue) {
+        out.push_str(LEGEND_KUEUE);
+    } else {
+        out.push_str(LEGEND_FAIR_TREE);
+    }
     out
 }
 
@@ -103,7 +141,15 @@ const LEGEND: &str = "
 ENTITLED: the cluster's GPUs divided now among the budgets with work running or pending
   (bar: █ running within it, ▒ running beyond it, ░ entitled and not running).
 PROTECTED UNTIL: when the last running job's minimum runtime ends.
-USAGE/SHARE: usage over the fair-share window against the share (above 100%: more than it).
+";
+
+const LEGEND_FAIR_TREE: &str =
+    "USAGE/SHARE: usage over the fair-share window against the share (above 100%: more than it).\n";
+
+const LEGEND_KUEUE: &str =
+    "RESERVED, BORROWED: GPUs of the ClusterQueue's admitted workloads, and of them beyond its quota.
+WEIGHTED SHARE: Kueue's Fair Sharing measure of borrowing for the weight (0: within quota;
+  the highest is preempted first and served last).
 ";
 
 /// For a pull request or a chat: each cluster's headline and its budgets.
@@ -154,6 +200,7 @@ mod tests {
             protected_gpus: 0,
             protected_until: None,
             window: None,
+            queue: None,
         }
     }
 

@@ -1,0 +1,243 @@
+//! `allot explain NAMESPACE/NAME --live kueue [PATH]`: for a pending Workload, in budget
+//! language, why Kueue holds it back and what would change that: Kueue's condition
+//! translated, its budget now, its ClusterQueue's quota and borrowing, the workloads ahead
+//! of it, the admitted workloads Kueue may preempt for it, and when it may be admitted
+//! (allot's estimate; Kueue gives none). An admitted or finished workload gets a short
+//! account. Nothing is written to the live system.
+
+use allot_compiler::ir::Model;
+use allot_verify::live::{self, BudgetNow};
+use allot_verify::render;
+use allot_verify::workloads::{self, Kueue, Preemption, Workload};
+use serde_json::{Value, json};
+
+use super::{AHEAD_SHOWN, ExplainFormat, budget_lines, span};
+use crate::commands::status;
+use crate::exit::{Error, Exit, Outcome};
+use crate::kueue;
+use crate::output::print;
+
+pub fn run(
+    model: &Model,
+    id: &str,
+    cluster: Option<&str>,
+    context: Option<&str>,
+    format: ExplainFormat,
+) -> Outcome {
+    let Some((namespace, name)) = id.split_once('/').filter(|(ns, n)| is_name(ns) && is_name(n)) else {
+        return Err(Error::failed(format!(
+            "{id:?} is not a Kueue workload: name it NAMESPACE/NAME (lower-case letters, digits, '-' and '.')"
+        )));
+    };
+    let (cluster, binding) = kueue::live_cluster(model, cluster)?;
+    let connection = kueue::Connection::open(context)?;
+    let live_kueue = kueue::Objects::read(&connection, false)?.kueue(&binding.resource)?;
+    let now = status::now();
+    let Some(workload) = live_kueue.workloads.iter().find(|w| w.namespace == namespace && w.name == name)
+    else {
+        eprintln!("error: Kueue holds no workload {id} on cluster {}", cluster.name);
+        return Ok(Exit::Problems);
+    };
+    let jobs = status::workload_jobs(model, &cluster.name, &live_kueue, now);
+    let status = live::status(model, &jobs, now).map_err(|e| Error::failed(e.to_string()))?;
+    let path = workload.cluster_queue.as_ref().and_then(|q| {
+        kueue::queue_names(model, &cluster.name).into_iter().find(|(n, _)| n == q).map(|(_, path)| path)
+    });
+    let budget = path.as_ref().and_then(|p| {
+        status
+            .clusters
+            .iter()
+            .filter(|c| c.name == cluster.name)
+            .flat_map(|c| &c.budgets)
+            .find(|b| &b.path == p)
+    });
+    // Kueue's own positions, where the server serves its visibility API.
+    let positions = match (&workload.cluster_queue, workload.is_pending()) {
+        (Some(queue), true) => connection.positions(queue),
+        _ => None,
+    };
+    let position = positions.and_then(|p| p.into_iter().find(|(w, _)| *w == workload.id()).map(|(_, at)| at));
+    let facts = Facts {
+        workload,
+        cluster: &cluster.name,
+        path: path.as_deref(),
+        budget,
+        kueue: &live_kueue,
+        gpus: cluster.gpus,
+        position,
+        now,
+    };
+    print(&match format {
+        ExplainFormat::Json => crate::output::json(&facts.json())?,
+        // What the API server says is shown with its control characters visible.
+        ExplainFormat::Human => allot_compiler::escape::controls(&facts.text(), true).into_owned(),
+    })?;
+    Ok(Exit::Success)
+}
+
+/// A Kubernetes object name or namespace (a DNS subdomain).
+fn is_name(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 253
+        && text.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+}
+
+/// What `explain` found of one workload.
+struct Facts<'a> {
+    workload: &'a Workload,
+    cluster: &'a str,
+    /// Its budget's project path (none: no budget covers its ClusterQueue).
+    path: Option<&'a str>,
+    budget: Option<&'a BudgetNow>,
+    kueue: &'a Kueue,
+    /// The cluster's GPUs.
+    gpus: u64,
+    /// Its position in its ClusterQueue, from Kueue's visibility API.
+    position: Option<u64>,
+    now: i64,
+}
+
+impl Facts<'_> {
+    fn state(&self) -> &'static str {
+        let w = self.workload;
+        if w.finished {
+            "finished"
+        } else if w.reserved_at.is_some() {
+            "admitted"
+        } else {
+            "pending"
+        }
+    }
+
+    fn estimate(&self) -> Option<i64> {
+        workloads::estimated_start(&self.kueue.workloads, self.workload, self.gpus, self.now)
+    }
+
+    fn text(&self) -> String {
+        let w = self.workload;
+        let time = render::time;
+        let contract = if w.priority_class.is_empty() { "-" } else { w.priority_class.as_str() };
+        let queue = w.cluster_queue.as_deref().unwrap_or("-");
+        let mut out = format!(
+            "Workload {} on cluster {} (Kueue): {} GPUs for budget {} (ClusterQueue {queue}) under contract {contract}, {}\n",
+            w.id(),
+            self.cluster,
+            w.gpus,
+            self.path.unwrap_or("none"),
+            self.state()
+        );
+        if w.finished {
+            let finished = w.condition("Finished");
+            out.push_str(&format!(
+                "  submitted {}, finished {} ({})\n",
+                time(w.created),
+                finished.and_then(|c| c.at).map_or("-".to_string(), time),
+                finished.map_or("-", |c| c.reason.as_str())
+            ));
+            return out;
+        }
+        if let Some(at) = w.reserved_at {
+            out.push_str(&format!("  admitted at {} (waited {})\n", time(at), span(at - w.created)));
+            out.push_str("  Kueue has no minimum runtime: its contract's priority protects it only from lower-priority workloads of its ClusterQueue\n");
+            if let Some(max) = w.max_execution {
+                out.push_str(&format!("  its maximum execution time ends it at {}\n", time(at + max)));
+            }
+            out.push_str(&budget_lines(self.budget));
+            return out;
+        }
+        out.push_str(&format!("  waiting since {} ({})\n", time(w.created), span(self.now - w.created)));
+        out.push_str(&format!("\nWhy: {}\n", workloads::reason(w, self.now)));
+        out.push_str(&budget_lines(self.budget));
+        if let Some(q) = w.cluster_queue.as_deref().and_then(|q| self.kueue.cluster_queue(q)) {
+            let borrowing = match q.borrowing_limit {
+                Some(limit) => format!("may borrow up to {limit} more"),
+                None => "may borrow what its cohort lends".to_string(),
+            };
+            out.push_str(&format!(
+                "Its ClusterQueue {}: quota {} GPUs ({borrowing}), {} reserved now, {} of them borrowed; weighted share {}.\n",
+                q.name,
+                q.nominal_gpus,
+                q.reserved_gpus,
+                q.borrowed_gpus,
+                q.weighted_share.map_or("- (Fair Sharing off)".to_string(), |s| s.to_string()),
+            ));
+        }
+        let ahead = workloads::ahead(&self.kueue.workloads, w, self.now);
+        let ahead_gpus: u64 = ahead.iter().map(|a| a.gpus).sum();
+        out.push_str(&format!(
+            "\nAhead of it in ClusterQueue {queue}: {} workloads waiting for {ahead_gpus} GPUs (higher priority first, then older){}\n",
+            ahead.len(),
+            self.position.map_or(String::new(), |p| format!("; Kueue's position: {p}"))
+        ));
+        for a in ahead.iter().take(AHEAD_SHOWN) {
+            out.push_str(&format!("  workload {} ({} GPUs, priority {})\n", a.id(), a.gpus, a.priority));
+        }
+        let preemptible = workloads::preemptible(self.kueue, w);
+        out.push_str(&format!("\nAdmitted workloads Kueue may preempt for it: {}\n", preemptible.len()));
+        for (p, why) in preemptible.iter().take(AHEAD_SHOWN) {
+            out.push_str(&format!(
+                "  workload {} ({}, {} GPUs, priority {}): {}\n",
+                p.id(),
+                p.cluster_queue.as_deref().unwrap_or("-"),
+                p.gpus,
+                p.priority,
+                match why {
+                    Preemption::LowerPriority => "lower priority in its ClusterQueue",
+                    Preemption::Reclaim => "its ClusterQueue borrows more for its weight",
+                }
+            ));
+        }
+        out.push_str("\nWhen it may be admitted:\n");
+        out.push_str(&match self.estimate() {
+            Some(t) => format!("  allot: {} (every admitted workload runs to its maximum execution time, the workloads ahead of it in its ClusterQueue go first, no preemption)\n", time(t)),
+            None => "  allot: no estimate (it waits for something else than GPUs, an admitted workload has no maximum execution time, or it asks for more GPUs than the cluster has)\n".to_string(),
+        });
+        out.push_str("  Kueue: gives no estimate\n");
+        out
+    }
+
+    fn json(&self) -> Value {
+        let w = self.workload;
+        let pending = w.is_pending();
+        let ahead: Vec<Value> = workloads::ahead(&self.kueue.workloads, w, self.now)
+            .iter()
+            .map(|a| json!({ "workload": a.id(), "gpus": a.gpus, "priority": a.priority }))
+            .collect();
+        let preemptible: Vec<Value> = workloads::preemptible(self.kueue, w)
+            .iter()
+            .map(|(p, why)| {
+                json!({
+                    "workload": p.id(), "cluster_queue": p.cluster_queue, "gpus": p.gpus, "priority": p.priority,
+                    "why": match why { Preemption::LowerPriority => "lower_priority", Preemption::Reclaim => "reclaim" },
+                })
+            })
+            .collect();
+        let conditions: Vec<Value> = w
+            .conditions
+            .iter()
+            .map(|c| json!({ "type": c.kind, "status": c.status, "reason": c.reason, "message": c.message, "at": c.at }))
+            .collect();
+        json!({
+            "workload": w.id(),
+            "state": self.state(),
+            "cluster": self.cluster,
+            "cluster_queue": w.cluster_queue,
+            "budget": self.path,
+            "contract": w.priority_class,
+            "priority": w.priority,
+            "gpus": w.gpus,
+            "created": w.created,
+            "admitted": w.reserved_at,
+            "conditions": conditions,
+            "reason_explained": pending.then(|| workloads::reason(w, self.now)),
+            "budget_now": self.budget.map(|b| json!({
+                "running_gpus": b.running_gpus, "pending_gpus": b.pending_gpus,
+                "entitled_gpus": b.entitled_gpus, "standing": b.standing.word(),
+            })),
+            "ahead": if pending { ahead } else { Vec::new() },
+            "position": self.position,
+            "preemptible": if pending { preemptible } else { Vec::new() },
+            "estimated_start": pending.then(|| self.estimate()).flatten(),
+        })
+    }
+}

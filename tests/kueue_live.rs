@@ -1,0 +1,303 @@
+//! `allot status --live kueue` and `allot explain --live kueue` against a real API server
+//! (`scripts/k8s-apiserver.sh`, with Kueue's CRDs and allot's own schema of the Workload):
+//! the objects `allot build` writes are created, one of them changed and one left over;
+//! the status a Kueue controller would write is written through the status subresource,
+//! and Workloads admitted and pending, in the shapes of Kueue's v1beta2 API. allot reads
+//! them through a kubeconfig with its client certificate.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use common::kube::ApiServer;
+use serde_json::{Value, json};
+
+const API: &str = "/apis/kueue.x-k8s.io/v1beta2";
+const GPU: &str = "nvidia.com/gpu";
+
+const BUDGETS: &str = r#"
+cluster pool gpus=8 gpu-type=h100 gpus-per-node=8 {
+    kubernetes kueue flavor=h100
+}
+contract batch min-runtime="10m" default=#true
+contract short min-runtime="0s" max-runtime="1h"
+project alpha share="60%" {
+    namespaces team-alpha
+}
+project beta share="40%" {
+    namespaces team-beta
+}
+"#;
+
+/// Runs `allot` with the server's kubeconfig: (status, stdout, stderr).
+fn allot(kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_allot"))
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
+}
+
+fn json_of(output: (i32, String, String)) -> Value {
+    assert_eq!(output.0, 0, "allot failed:\n{}\n{}", output.1, output.2);
+    serde_json::from_str(&output.1).unwrap_or_else(|e| panic!("{e}:\n{}", output.1))
+}
+
+/// An instant as the API server writes it.
+fn rfc3339(seconds: i64) -> String {
+    let out = Command::new("date")
+        .args(["-u", "-d", &format!("@{seconds}"), "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// The collection an object is created in.
+fn collection(object: &Value) -> String {
+    let kind = object["kind"].as_str().unwrap().to_ascii_lowercase();
+    let plural = if kind.ends_with('s') { format!("{kind}es") } else { format!("{kind}s") };
+    match object["metadata"]["namespace"].as_str() {
+        Some(namespace) => format!("{API}/namespaces/{namespace}/{plural}"),
+        None => format!("{API}/{plural}"),
+    }
+}
+
+/// A Workload of one pod set of `gpus` GPUs under contract `class` (priority `priority`).
+fn workload(namespace: &str, name: &str, gpus: u64, class: &str, priority: i64, max: Option<i64>) -> Value {
+    let mut w = json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": { "namespace": namespace, "name": name },
+        "spec": {
+            "queueName": namespace.trim_start_matches("team-"),
+            "priorityClassRef": { "group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": class },
+            "priority": priority,
+            "podSets": [{ "name": "main", "count": 1, "template": { "spec": {
+                "restartPolicy": "Never",
+                "containers": [{ "name": "train", "image": "trainer", "resources": { "requests": { GPU: gpus.to_string(), "cpu": "4" } } }],
+            } } }],
+        },
+    });
+    if let Some(max) = max {
+        w["spec"]["maximumExecutionTimeSeconds"] = json!(max);
+    }
+    w
+}
+
+fn condition(kind: &str, status: bool, reason: &str, message: &str, at: i64) -> Value {
+    json!({ "type": kind, "status": if status { "True" } else { "False" }, "reason": reason, "message": message, "lastTransitionTime": rfc3339(at) })
+}
+
+fn usage(total: u64, borrowed: u64) -> Value {
+    json!([{ "name": "h100", "resources": [{ "name": GPU, "total": total.to_string(), "borrowed": borrowed.to_string() }] }])
+}
+
+#[test]
+fn status_and_explain_read_a_live_kueue() {
+    let Some(server) = ApiServer::start(27443) else { return };
+    server.create_workload_crd();
+    let kubeconfig = server.kubeconfig();
+
+    // The budgets, and the objects `allot build` writes for them.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("allot.kdl"), BUDGETS).unwrap();
+    let repo = dir.path().to_str().unwrap();
+    let out = dir.path().join("out");
+    let (code, _, err) = common::allot(&["build", repo, "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let mut created = 0;
+    for file in ["resourceflavors", "cohorts", "clusterqueues", "localqueues", "workloadpriorityclasses"] {
+        let text = std::fs::read_to_string(out.join("kueue/pool").join(format!("{file}.yaml"))).unwrap();
+        let objects: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+        for mut object in objects {
+            // beta's weight changed by hand: drift.
+            if object["kind"] == "ClusterQueue" && object["metadata"]["name"] == "beta" {
+                object["spec"]["fairSharing"]["weight"] = json!("50");
+            }
+            server.create(&collection(&object), &object);
+            created += 1;
+        }
+    }
+    assert_eq!(
+        created, 9,
+        "a flavor, the root cohort, 3 ClusterQueues (root-unbudgeted too), 2 LocalQueues, 2 classes"
+    );
+    // A ClusterQueue allot once wrote, for a project the budgets no longer have.
+    let mut old = server.get(&format!("{API}/clusterqueues/alpha"));
+    old["metadata"] = json!({ "name": "gamma", "labels": { "app.kubernetes.io/managed-by": "allot" } });
+    old.as_object_mut().unwrap().remove("status");
+    server.create(&format!("{API}/clusterqueues"), &old);
+
+    // What a Kueue controller would write. beta runs two workloads of 4 GPUs (its quota is
+    // 3 of 8: 5 borrowed); alpha waits for two of 4 and one of 16 that can never fit.
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
+    let admitted = now - 60;
+    for name in ["b1", "b2"] {
+        let w = server.create(
+            &format!("{API}/namespaces/team-beta/workloads"),
+            &workload("team-beta", name, 4, "batch", 10, Some(600)),
+        );
+        assert_eq!(
+            w["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"][GPU],
+            "4"
+        );
+        server.patch_status(
+            &format!("{API}/namespaces/team-beta/workloads/{name}"),
+            &json!({ "status": {
+                "admission": { "clusterQueue": "beta", "podSetAssignments": [
+                    { "name": "main", "count": 1, "flavors": { GPU: "h100" }, "resourceUsage": { GPU: "4" } },
+                ] },
+                "conditions": [
+                    condition("QuotaReserved", true, "QuotaReserved", "Quota reserved in ClusterQueue beta", admitted),
+                    condition("Admitted", true, "Admitted", "The workload is admitted", admitted),
+                ],
+            } }),
+        );
+    }
+    let waiting = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h100, 4 more needed";
+    let too_big = "couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor h100, previously considered podsets requests (0) + current podset request (16) > maximum capacity (8)";
+    for (name, gpus, message) in [("a-first", 4, waiting), ("a-second", 4, waiting), ("a-huge", 16, too_big)]
+    {
+        server.create(
+            &format!("{API}/namespaces/team-alpha/workloads"),
+            &workload("team-alpha", name, gpus, "batch", 10, None),
+        );
+        server.patch_status(
+            &format!("{API}/namespaces/team-alpha/workloads/{name}"),
+            &json!({ "status": { "conditions": [condition("QuotaReserved", false, "Pending", message, now - 30)] } }),
+        );
+    }
+    server.patch_status(
+        &format!("{API}/clusterqueues/beta"),
+        &json!({ "status": { "flavorsReservation": usage(8, 5), "flavorsUsage": usage(8, 5), "admittedWorkloads": 2, "reservingWorkloads": 2, "fairSharing": { "weightedShare": 1042 } } }),
+    );
+    server.patch_status(
+        &format!("{API}/clusterqueues/alpha"),
+        &json!({ "status": { "flavorsReservation": usage(0, 0), "pendingWorkloads": 3, "fairSharing": { "weightedShare": 0 } } }),
+    );
+
+    // status: the budgets now, from the workloads and the ClusterQueues.
+    let status = json_of(allot(kubeconfig, &["status", repo, "--live", "kueue", "--format", "json"]));
+    let budgets = status["clusters"][0]["budgets"].as_array().unwrap();
+    let by = |path: &str| {
+        budgets.iter().find(|b| b["budget"] == path).unwrap_or_else(|| panic!("{path}: {status}"))
+    };
+    let (alpha, beta) = (by("alpha"), by("beta"));
+    assert_eq!(status["clusters"][0]["cluster"], "pool");
+    // Demand 8 each (the 16-GPU workload can never fit, and asks for nothing): 60:40 of 8.
+    assert_eq!(
+        (alpha["running_gpus"].as_u64(), alpha["pending_gpus"].as_u64(), alpha["pending_jobs"].as_u64()),
+        (Some(0), Some(8), Some(2))
+    );
+    assert_eq!((beta["running_gpus"].as_u64(), beta["running_jobs"].as_u64()), (Some(8), Some(2)));
+    assert!((alpha["entitled_gpus"].as_f64().unwrap() - 4.8).abs() < 1e-9, "{alpha}");
+    assert!((beta["entitled_gpus"].as_f64().unwrap() - 3.2).abs() < 1e-9, "{beta}");
+    assert_eq!((alpha["standing"].as_str(), beta["standing"].as_str()), (Some("under"), Some("over")));
+    // Guaranteed: 60% and 40% of 8 by largest remainder (4.8, 3.2): 5 and 3.
+    assert_eq!((alpha["guaranteed_gpus"].as_u64(), beta["guaranteed_gpus"].as_u64()), (Some(5), Some(3)));
+    // batch protects 10 minutes from admission.
+    assert_eq!(
+        (beta["protected_gpus"].as_u64(), beta["protected_until"].as_i64()),
+        (Some(8), Some(admitted + 600))
+    );
+    // Kueue's own figures, as the controller wrote them.
+    assert_eq!(
+        (beta["reserved_gpus"].as_u64(), beta["borrowed_gpus"].as_u64(), beta["weighted_share"].as_u64()),
+        (Some(8), Some(5), Some(1042))
+    );
+    assert_eq!(alpha["weighted_share"].as_u64(), Some(0));
+    // The drift: beta's weight, and the leftover gamma.
+    let drift: Vec<(String, String, Value)> = status["drift"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                format!("{} {}", d["kind"].as_str().unwrap(), d["name"].as_str().unwrap()),
+                d["change"].as_str().unwrap().to_string(),
+                d["fields"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        drift,
+        [
+            ("ClusterQueue beta".into(), "different".into(), json!(["spec.fairSharing.weight"])),
+            ("ClusterQueue gamma".into(), "extra".into(), json!([])),
+        ]
+    );
+    let (code, human, err) = allot(kubeconfig, &["status", repo, "--live", "kueue"]);
+    assert_eq!(code, 0, "{err}");
+    for needed in [
+        "WEIGHTED SHARE",
+        "cluster pool: 8 GPUs, 8 running, 8 pending",
+        "ClusterQueue beta: differs in spec.fairSharing.weight",
+        "ClusterQueue gamma: no longer in the budgets",
+    ] {
+        assert!(human.contains(needed), "{needed:?} not in:\n{human}");
+    }
+    println!("{human}");
+
+    // explain: a pending workload behind another, with beta's borrowed GPUs to reclaim.
+    let explain = json_of(allot(
+        kubeconfig,
+        &["explain", "team-alpha/a-second", "--live", "kueue", repo, "--format", "json"],
+    ));
+    assert_eq!(
+        (explain["state"].as_str(), explain["budget"].as_str(), explain["cluster_queue"].as_str()),
+        (Some("pending"), Some("alpha"), Some("alpha"))
+    );
+    assert!(
+        explain["reason_explained"].as_str().unwrap().starts_with("its ClusterQueue's quota"),
+        "{explain}"
+    );
+    assert_eq!(explain["ahead"], json!([{ "workload": "team-alpha/a-first", "gpus": 4, "priority": 10 }]));
+    let preemptible: Vec<(&str, &str)> = explain["preemptible"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["workload"].as_str().unwrap(), p["why"].as_str().unwrap()))
+        .collect();
+    assert_eq!(preemptible.len(), 2, "{explain}");
+    assert!(preemptible.iter().all(|(w, why)| w.starts_with("team-beta/") && *why == "reclaim"), "{explain}");
+    // beta's 8 GPUs free at their maximum execution time; a-first takes 4, a-second the rest.
+    assert_eq!(explain["estimated_start"].as_i64(), Some(admitted + 600));
+    assert_eq!(explain["position"], Value::Null, "the test server serves no visibility API");
+    let (code, text, err) = allot(kubeconfig, &["explain", "team-alpha/a-second", "--live", "kueue", repo]);
+    assert_eq!(code, 0, "{err}");
+    for needed in [
+        "Why: its ClusterQueue's quota",
+        "Ahead of it in ClusterQueue alpha: 1 workloads waiting for 4 GPUs",
+        "Admitted workloads Kueue may preempt for it: 2",
+        "Kueue: gives no estimate",
+    ] {
+        assert!(text.contains(needed), "{needed:?} not in:\n{text}");
+    }
+    println!("{text}");
+    // One that can never fit, one admitted, one that does not exist, one misnamed.
+    let huge = json_of(allot(
+        kubeconfig,
+        &["explain", "team-alpha/a-huge", "--live", "kueue", repo, "--format", "json"],
+    ));
+    assert!(huge["reason_explained"].as_str().unwrap().contains("will not start as it is"), "{huge}");
+    assert_eq!(huge["estimated_start"], Value::Null);
+    let (code, text, err) = allot(kubeconfig, &["explain", "team-beta/b1", "--live", "kueue", repo]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("admitted at") && text.contains("its maximum execution time ends it at"), "{text}");
+    let (code, _, err) = allot(kubeconfig, &["explain", "team-alpha/nope", "--live", "kueue", repo]);
+    assert_eq!((code, err.trim()), (1, "error: Kueue holds no workload team-alpha/nope on cluster pool"));
+    let (code, _, err) = allot(kubeconfig, &["explain", "123", "--live", "kueue", repo]);
+    assert!(code != 0 && err.contains("is not a Kueue workload: name it NAMESPACE/NAME"), "{err}");
+
+    // A server that does not answer is named.
+    let elsewhere = dir.path().join("elsewhere.kubeconfig");
+    let text = std::fs::read_to_string(kubeconfig).unwrap().replace(":27443", ":27440");
+    std::fs::write(&elsewhere, text).unwrap();
+    let (code, _, err) = allot(&elsewhere, &["status", repo, "--live", "kueue"]);
+    assert!(code != 0 && err.contains("cannot reach the API server at https://127.0.0.1:27440/"), "{err}");
+}
