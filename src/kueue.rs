@@ -146,17 +146,7 @@ impl Connection {
         let resource = ApiResource::from_gvk_with_plural(&gvk, "clusterqueues");
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
         let summary = self.runtime.block_on(api.get_subresource("pendingworkloads", cluster_queue)).ok()?;
-        let items = summary.data["items"].as_array()?;
-        Some(
-            items
-                .iter()
-                .filter_map(|i| {
-                    let metadata = &i["metadata"];
-                    let id = format!("{}/{}", metadata["namespace"].as_str()?, metadata["name"].as_str()?);
-                    Some((id, i["positionInClusterQueue"].as_u64()?))
-                })
-                .collect(),
-        )
+        Some(allot_verify::workloads::positions(&summary.data))
     }
 
     /// What a failed list means, in words.

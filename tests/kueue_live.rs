@@ -27,7 +27,9 @@ project alpha share="60%" {
     namespaces team-alpha
 }
 project beta share="40%" {
-    namespaces team-beta
+    project tune share=1 {
+        namespaces team-beta
+    }
 }
 "#;
 
@@ -74,7 +76,7 @@ fn workload(namespace: &str, name: &str, gpus: u64, class: &str, priority: i64, 
         "kind": "Workload",
         "metadata": { "namespace": namespace, "name": name },
         "spec": {
-            "queueName": namespace.trim_start_matches("team-"),
+            "queueName": if namespace == "team-beta" { "beta-tune" } else { "alpha" },
             "priorityClassRef": { "group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": class },
             "priority": priority,
             "podSets": [{ "name": "main", "count": 1, "template": { "spec": {
@@ -115,8 +117,8 @@ fn status_and_explain_read_a_live_kueue() {
         let text = std::fs::read_to_string(out.join("kueue/pool").join(format!("{file}.yaml"))).unwrap();
         let objects: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
         for mut object in objects {
-            // beta's weight changed by hand: drift.
-            if object["kind"] == "ClusterQueue" && object["metadata"]["name"] == "beta" {
+            // beta/tune's weight changed by hand: drift.
+            if object["kind"] == "ClusterQueue" && object["metadata"]["name"] == "beta-tune" {
                 object["spec"]["fairSharing"]["weight"] = json!("50");
             }
             server.create(&collection(&object), &object);
@@ -124,8 +126,8 @@ fn status_and_explain_read_a_live_kueue() {
         }
     }
     assert_eq!(
-        created, 9,
-        "a flavor, the root cohort, 3 ClusterQueues (root-unbudgeted too), 2 LocalQueues, 2 classes"
+        created, 10,
+        "a flavor, 2 Cohorts (root, beta), 3 ClusterQueues (root-unbudgeted too), 2 LocalQueues, 2 classes"
     );
     // A ClusterQueue allot once wrote, for a project the budgets no longer have.
     let mut old = server.get(&format!("{API}/clusterqueues/alpha"));
@@ -133,8 +135,8 @@ fn status_and_explain_read_a_live_kueue() {
     old.as_object_mut().unwrap().remove("status");
     server.create(&format!("{API}/clusterqueues"), &old);
 
-    // What a Kueue controller would write. beta runs two workloads of 4 GPUs (its quota is
-    // 3 of 8: 5 borrowed); alpha waits for two of 4 and one of 16 that can never fit.
+    // What a Kueue controller would write. beta/tune runs two workloads of 4 GPUs (its quota
+    // is 3 of 8: 5 borrowed); alpha waits for two of 4 and one of 16 that can never fit.
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
     let admitted = now - 60;
     for name in ["b1", "b2"] {
@@ -149,11 +151,11 @@ fn status_and_explain_read_a_live_kueue() {
         server.patch_status(
             &format!("{API}/namespaces/team-beta/workloads/{name}"),
             &json!({ "status": {
-                "admission": { "clusterQueue": "beta", "podSetAssignments": [
+                "admission": { "clusterQueue": "beta-tune", "podSetAssignments": [
                     { "name": "main", "count": 1, "flavors": { GPU: "h100" }, "resourceUsage": { GPU: "4" } },
                 ] },
                 "conditions": [
-                    condition("QuotaReserved", true, "QuotaReserved", "Quota reserved in ClusterQueue beta", admitted),
+                    condition("QuotaReserved", true, "QuotaReserved", "Quota reserved in ClusterQueue beta-tune", admitted),
                     condition("Admitted", true, "Admitted", "The workload is admitted", admitted),
                 ],
             } }),
@@ -173,7 +175,11 @@ fn status_and_explain_read_a_live_kueue() {
         );
     }
     server.patch_status(
-        &format!("{API}/clusterqueues/beta"),
+        &format!("{API}/cohorts/beta"),
+        &json!({ "status": { "fairSharing": { "weightedShare": 1042 } } }),
+    );
+    server.patch_status(
+        &format!("{API}/clusterqueues/beta-tune"),
         &json!({ "status": { "flavorsReservation": usage(8, 5), "flavorsUsage": usage(8, 5), "admittedWorkloads": 2, "reservingWorkloads": 2, "fairSharing": { "weightedShare": 1042 } } }),
     );
     server.patch_status(
@@ -187,7 +193,8 @@ fn status_and_explain_read_a_live_kueue() {
     let by = |path: &str| {
         budgets.iter().find(|b| b["budget"] == path).unwrap_or_else(|| panic!("{path}: {status}"))
     };
-    let (alpha, beta) = (by("alpha"), by("beta"));
+    let (alpha, beta, tune) = (by("alpha"), by("beta"), by("beta/tune"));
+    assert_eq!(budgets.len(), 3, "{status}");
     assert_eq!(status["clusters"][0]["cluster"], "pool");
     // Demand 8 each (the 16-GPU workload can never fit, and asks for nothing): 60:40 of 8.
     assert_eq!(
@@ -197,6 +204,8 @@ fn status_and_explain_read_a_live_kueue() {
     assert_eq!((beta["running_gpus"].as_u64(), beta["running_jobs"].as_u64()), (Some(8), Some(2)));
     assert!((alpha["entitled_gpus"].as_f64().unwrap() - 4.8).abs() < 1e-9, "{alpha}");
     assert!((beta["entitled_gpus"].as_f64().unwrap() - 3.2).abs() < 1e-9, "{beta}");
+    assert!((tune["entitled_gpus"].as_f64().unwrap() - 3.2).abs() < 1e-9, "{tune}");
+    assert_eq!((tune["running_gpus"].as_u64(), tune["depth"].as_u64()), (Some(8), Some(1)));
     assert_eq!((alpha["standing"].as_str(), beta["standing"].as_str()), (Some("under"), Some("over")));
     // Guaranteed: 60% and 40% of 8 by largest remainder (4.8, 3.2): 5 and 3.
     assert_eq!((alpha["guaranteed_gpus"].as_u64(), beta["guaranteed_gpus"].as_u64()), (Some(5), Some(3)));
@@ -205,11 +214,13 @@ fn status_and_explain_read_a_live_kueue() {
         (beta["protected_gpus"].as_u64(), beta["protected_until"].as_i64()),
         (Some(8), Some(admitted + 600))
     );
-    // Kueue's own figures, as the controller wrote them.
+    // Kueue's own figures, as the controller wrote them: the ClusterQueue's for beta/tune,
+    // the Cohort's weighted share (and no reservation) for beta.
     assert_eq!(
-        (beta["reserved_gpus"].as_u64(), beta["borrowed_gpus"].as_u64(), beta["weighted_share"].as_u64()),
+        (tune["reserved_gpus"].as_u64(), tune["borrowed_gpus"].as_u64(), tune["weighted_share"].as_u64()),
         (Some(8), Some(5), Some(1042))
     );
+    assert_eq!((&beta["reserved_gpus"], beta["weighted_share"].as_u64()), (&Value::Null, Some(1042)));
     assert_eq!(alpha["weighted_share"].as_u64(), Some(0));
     // The drift: beta's weight, and the leftover gamma.
     let drift: Vec<(String, String, Value)> = status["drift"]
@@ -227,7 +238,7 @@ fn status_and_explain_read_a_live_kueue() {
     assert_eq!(
         drift,
         [
-            ("ClusterQueue beta".into(), "different".into(), json!(["spec.fairSharing.weight"])),
+            ("ClusterQueue beta-tune".into(), "different".into(), json!(["spec.fairSharing.weight"])),
             ("ClusterQueue gamma".into(), "extra".into(), json!([])),
         ]
     );
@@ -236,7 +247,7 @@ fn status_and_explain_read_a_live_kueue() {
     for needed in [
         "WEIGHTED SHARE",
         "cluster pool: 8 GPUs, 8 running, 8 pending",
-        "ClusterQueue beta: differs in spec.fairSharing.weight",
+        "ClusterQueue beta-tune: differs in spec.fairSharing.weight",
         "ClusterQueue gamma: no longer in the budgets",
     ] {
         assert!(human.contains(needed), "{needed:?} not in:\n{human}");

@@ -249,6 +249,19 @@ pub fn estimated_start(workloads: &[Workload], workload: &Workload, gpus: u64, n
     crate::explain::start_in_line(holding, &line, gpus, now)
 }
 
+/// The positions in a `PendingWorkloadsSummary` of Kueue's visibility API:
+/// `namespace/name` and `positionInClusterQueue` (the first 0) of each item that has them.
+pub fn positions(summary: &Value) -> Vec<(String, u64)> {
+    array(&summary["items"])
+        .iter()
+        .filter_map(|i| {
+            let metadata = &i["metadata"];
+            let id = format!("{}/{}", metadata["namespace"].as_str()?, metadata["name"].as_str()?);
+            Some((id, i["positionInClusterQueue"].as_u64()?))
+        })
+        .collect()
+}
+
 /// Why an object cannot be read, naming it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{object}: {problem}")]
@@ -640,6 +653,18 @@ mod tests {
         assert!(!backing_off.waits_for_gpus(50) && backing_off.waits_for_gpus(100));
         let inactive = Workload { active: false, ..Workload::default() };
         assert!(!inactive.waits_for_gpus(0));
+    }
+
+    #[test]
+    fn positions_read_as_the_visibility_api_gives_them() {
+        let summary = json!({ "kind": "PendingWorkloadsSummary", "items": [
+            { "metadata": { "namespace": "team-a", "name": "w1" }, "priority": 10, "localQueueName": "a",
+              "positionInClusterQueue": 0, "positionInLocalQueue": 0 },
+            { "metadata": { "namespace": "team-b", "name": "w2" }, "positionInClusterQueue": 1 },
+            { "metadata": { "name": "no-namespace" }, "positionInClusterQueue": 2 },
+        ] });
+        assert_eq!(positions(&summary), [("team-a/w1".to_string(), 0), ("team-b/w2".to_string(), 1)]);
+        assert!(positions(&json!({})).is_empty());
     }
 
     #[test]
