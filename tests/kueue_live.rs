@@ -52,11 +52,7 @@ fn json_of(output: (i32, String, String)) -> Value {
 
 /// An instant as the API server writes it.
 fn rfc3339(seconds: i64) -> String {
-    let out = Command::new("date")
-        .args(["-u", "-d", &format!("@{seconds}"), "+%Y-%m-%dT%H:%M:%SZ"])
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
+    allot_verify::render::time(seconds)
 }
 
 /// The collection an object is created in.
@@ -102,13 +98,22 @@ fn usage(total: u64, borrowed: u64) -> Value {
 #[test]
 fn status_and_explain_read_a_live_kueue() {
     let Some(server) = ApiServer::start(27443) else { return };
-    server.create_workload_crd();
     let kubeconfig = server.kubeconfig();
-
-    // The budgets, and the objects `allot build` writes for them.
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("allot.kdl"), BUDGETS).unwrap();
     let repo = dir.path().to_str().unwrap();
+    // Before the Workload CRD: a server without Kueue's Workloads is named.
+    let (code, _, err) = allot(kubeconfig, &["status", repo, "--live", "kueue"]);
+    assert!(
+        code != 0
+            && err.contains(
+                "serves no workloads.kueue.x-k8s.io/v1beta2: is Kueue (with its v1beta2 API) installed there?"
+            ),
+        "{err}"
+    );
+    server.create_workload_crd();
+
+    // The budgets, and the objects `allot build` writes for them.
     let out = dir.path().join("out");
     let (code, _, err) = common::allot(&["build", repo, "--out", out.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
@@ -137,13 +142,14 @@ fn status_and_explain_read_a_live_kueue() {
 
     // What a Kueue controller would write. beta/tune runs two workloads of 4 GPUs (its quota
     // is 3 of 8: 5 borrowed); alpha waits for two of 4 and one of 16 that can never fit.
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
-    let admitted = now - 60;
+    let clock = || SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
+    let mut admitted = 0;
     for name in ["b1", "b2"] {
         let w = server.create(
             &format!("{API}/namespaces/team-beta/workloads"),
             &workload("team-beta", name, 4, "batch", 10, Some(600)),
         );
+        admitted = clock();
         assert_eq!(
             w["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"][GPU],
             "4"
@@ -162,8 +168,12 @@ fn status_and_explain_read_a_live_kueue() {
         );
     }
     let waiting = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h100, 4 more needed";
+    // A message that tries to forge lines of allot's output, and to move the cursor.
+    let forged = format!("{waiting}\nWhen it may be admitted:\n  allot: now\x1b[2J");
     let too_big = "couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor h100, previously considered podsets requests (0) + current podset request (16) > maximum capacity (8)";
-    for (name, gpus, message) in [("a-first", 4, waiting), ("a-second", 4, waiting), ("a-huge", 16, too_big)]
+    // z-first is created a second before a-second: Kueue orders them by time, not by name.
+    for (name, gpus, message) in
+        [("z-first", 4, forged.as_str()), ("a-second", 4, waiting), ("a-huge", 16, too_big)]
     {
         server.create(
             &format!("{API}/namespaces/team-alpha/workloads"),
@@ -171,8 +181,9 @@ fn status_and_explain_read_a_live_kueue() {
         );
         server.patch_status(
             &format!("{API}/namespaces/team-alpha/workloads/{name}"),
-            &json!({ "status": { "conditions": [condition("QuotaReserved", false, "Pending", message, now - 30)] } }),
+            &json!({ "status": { "conditions": [condition("QuotaReserved", false, "Pending", message, clock())] } }),
         );
+        std::thread::sleep(std::time::Duration::from_millis(1100));
     }
     server.patch_status(
         &format!("{API}/cohorts/beta"),
@@ -267,7 +278,7 @@ fn status_and_explain_read_a_live_kueue() {
         explain["reason_explained"].as_str().unwrap().starts_with("its ClusterQueue's quota"),
         "{explain}"
     );
-    assert_eq!(explain["ahead"], json!([{ "workload": "team-alpha/a-first", "gpus": 4, "priority": 10 }]));
+    assert_eq!(explain["ahead"], json!([{ "workload": "team-alpha/z-first", "gpus": 4, "priority": 10 }]));
     let preemptible: Vec<(&str, &str)> = explain["preemptible"]
         .as_array()
         .unwrap()
@@ -276,7 +287,7 @@ fn status_and_explain_read_a_live_kueue() {
         .collect();
     assert_eq!(preemptible.len(), 2, "{explain}");
     assert!(preemptible.iter().all(|(w, why)| w.starts_with("team-beta/") && *why == "reclaim"), "{explain}");
-    // beta's 8 GPUs free at their maximum execution time; a-first takes 4, a-second the rest.
+    // beta's 8 GPUs free at their maximum execution time; z-first takes 4, a-second the rest.
     assert_eq!(explain["estimated_start"].as_i64(), Some(admitted + 600));
     assert_eq!(explain["position"], Value::Null, "the test server serves no visibility API");
     let (code, text, err) = allot(kubeconfig, &["explain", "team-alpha/a-second", "--live", "kueue", repo]);
@@ -290,6 +301,12 @@ fn status_and_explain_read_a_live_kueue() {
         assert!(text.contains(needed), "{needed:?} not in:\n{text}");
     }
     println!("{text}");
+    // What the server says is shown on its line, its controls visible: no line is forged.
+    let (code, text, err) = allot(kubeconfig, &["explain", "team-alpha/z-first", "--live", "kueue", repo]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(text.lines().filter(|l| *l == "When it may be admitted:").count(), 1, "{text}");
+    assert!(!text.lines().any(|l| l == "  allot: now"), "{text}");
+    assert!(!text.contains('\x1b') && text.contains("4 more needed\\nWhen it may be admitted:"), "{text}");
     // One that can never fit, one admitted, one that does not exist, one misnamed.
     let huge = json_of(allot(
         kubeconfig,
@@ -304,6 +321,35 @@ fn status_and_explain_read_a_live_kueue() {
     assert_eq!((code, err.trim()), (1, "error: Kueue holds no workload team-alpha/nope on cluster pool"));
     let (code, _, err) = allot(kubeconfig, &["explain", "123", "--live", "kueue", repo]);
     assert!(code != 0 && err.contains("is not a Kueue workload: name it NAMESPACE/NAME"), "{err}");
+
+    // The kubeconfig's contexts: the one named, or a name it does not have.
+    let (code, _, err) = allot(kubeconfig, &["status", repo, "--live", "kueue", "--context", "allot"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = allot(kubeconfig, &["status", repo, "--live", "kueue", "--context", "nope"]);
+    assert!(code != 0 && err.contains("has no context `nope` (it has: allot)"), "{err}");
+    // Markdown: the drift as a list.
+    let (code, markdown, err) =
+        allot(kubeconfig, &["status", repo, "--live", "kueue", "--format", "markdown"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(markdown.contains("\n- ClusterQueue gamma: no longer in the budgets"), "{markdown}");
+
+    // Credentials the server does not take.
+    let stranger = dir.path().join("stranger.kubeconfig");
+    let text: Vec<String> = std::fs::read_to_string(kubeconfig)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.contains("client-key"))
+        .map(|l| {
+            if l.contains("client-certificate") {
+                "    token: not-a-token".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    std::fs::write(&stranger, text.join("\n")).unwrap();
+    let (code, _, err) = allot(&stranger, &["status", repo, "--live", "kueue"]);
+    assert!(code != 0 && err.contains("did not accept this kubeconfig's credentials"), "{err}");
 
     // A server that does not answer is named.
     let elsewhere = dir.path().join("elsewhere.kubeconfig");

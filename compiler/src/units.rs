@@ -3,7 +3,8 @@
 //! product of them overflows; durations written back the same way.
 //! `lower` parses them (the command line parses its `--window` too); the diff, the targets'
 //! fidelity reports and KAI's SchedulingShard `windowSize` write durations with
-//! [`format_duration`].
+//! [`format_duration`]. Kubernetes quantities (`"8"`, `"2k"`, `"1500m"`), which the
+//! Kubernetes targets write and the live Kueue reads back, are read by [`parse_quantity`].
 
 use std::collections::BTreeSet;
 
@@ -112,6 +113,76 @@ pub fn decay_half_life(window_seconds: Seconds) -> Seconds {
     (window_seconds as f64 * std::f64::consts::LN_2).round() as Seconds
 }
 
+/// Billionths: a Kubernetes quantity held exactly.
+pub type Nanos = i128;
+
+/// A Kubernetes quantity (`"8"`, `"-1.5"`, `"2k"`, `"1Gi"`, `"1500m"`, `"1e3"`), exactly, in
+/// billionths: `None` when it is not one, or is beyond ±10^27 (far beyond any count).
+pub fn parse_quantity(text: &str) -> Option<Nanos> {
+    let (sign, rest) = match text.as_bytes().first()? {
+        b'-' => (-1, &text[1..]),
+        b'+' => (1, &text[1..]),
+        _ => (1, text),
+    };
+    let number_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+    let (number, suffix) = rest.split_at(number_end);
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if (whole.is_empty() && fraction.is_empty()) || whole.len() + fraction.len() > 30 {
+        return None;
+    }
+    // The digits as one integer, and the power of ten they are scaled by.
+    let digits: i128 = format!("{whole}{fraction}").parse().ok()?;
+    let mut exponent: i32 = -(fraction.len() as i32) + 9;
+    let mut binary: u32 = 0;
+    match suffix {
+        "" => {}
+        "n" => exponent -= 9,
+        "u" => exponent -= 6,
+        "m" => exponent -= 3,
+        "k" => exponent += 3,
+        "M" => exponent += 6,
+        "G" => exponent += 9,
+        "T" => exponent += 12,
+        "P" => exponent += 15,
+        "E" => exponent += 18,
+        "Ki" => binary = 10,
+        "Mi" => binary = 20,
+        "Gi" => binary = 30,
+        "Ti" => binary = 40,
+        "Pi" => binary = 50,
+        "Ei" => binary = 60,
+        _ => {
+            let power = suffix.strip_prefix(['e', 'E'])?;
+            let digits_only = power.strip_prefix(['+', '-']).unwrap_or(power);
+            if digits_only.is_empty()
+                || digits_only.len() > 3
+                || !digits_only.bytes().all(|b| b.is_ascii_digit())
+            {
+                return None;
+            }
+            exponent += power.parse::<i32>().ok()?;
+        }
+    }
+    let mut value = digits.checked_mul(1i128.checked_shl(binary)?)?;
+    if exponent >= 0 {
+        value = value.checked_mul(10i128.checked_pow(exponent.try_into().ok()?)?)?;
+    } else {
+        // Below a billionth: kept only when it is whole there.
+        let divisor = 10i128.checked_pow(exponent.unsigned_abs())?;
+        if value % divisor != 0 {
+            return None;
+        }
+        value /= divisor;
+    }
+    (value <= 10i128.pow(36)).then_some(sign * value)
+}
+
+/// A quantity that is a whole number of at least 0 (GPUs, pods), else `None`.
+pub fn whole_quantity(text: &str) -> Option<u64> {
+    let nanos = parse_quantity(text)?;
+    (nanos >= 0 && nanos % 1_000_000_000 == 0).then(|| u64::try_from(nanos / 1_000_000_000).ok()).flatten()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,6 +201,45 @@ mod tests {
             assert_eq!(parse_duration(&format_duration(seconds)), Some(seconds));
         }
         assert_eq!(format_duration(604_800), "7d");
+    }
+
+    #[test]
+    fn kubernetes_quantities() {
+        for (text, whole) in [
+            ("8", Some(8)),
+            ("+8", Some(8)),
+            ("8000m", Some(8)),
+            ("2k", Some(2000)),
+            ("1Ki", Some(1024)),
+            ("1e3", Some(1000)),
+            ("1E+3", Some(1000)),
+            ("8.0", Some(8)),
+            ("0.5k", Some(500)),
+            ("1500m", None),
+            ("1.5", None),
+            ("-1", None),
+            ("1Ei", Some(1 << 60)),
+        ] {
+            assert_eq!(whole_quantity(text), whole, "{text}");
+        }
+        assert_eq!(parse_quantity("1500m"), Some(1_500_000_000));
+        assert_eq!(parse_quantity("1n"), Some(1));
+        assert_eq!(parse_quantity("2k"), parse_quantity("2000"));
+        for bad in [
+            "",
+            "k",
+            "8x",
+            "8 ",
+            ".",
+            "1e",
+            "1e1000",
+            "1..5",
+            "--1",
+            "8Ki8",
+            "999999999999999999999999999999999E",
+        ] {
+            assert_eq!(parse_quantity(bad), None, "{bad}");
+        }
     }
 
     #[test]

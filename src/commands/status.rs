@@ -11,15 +11,16 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use std::collections::HashMap;
 
+use allot_compiler::escape::controls;
 use allot_compiler::ir::Model;
 use allot_targets::kubernetes::{drift, kueue as objects};
 use allot_targets::slurm::fair_tree::{FairTree, SiblingOrder};
 use allot_targets::slurm::plan;
 use allot_targets::slurm::tree::{self, Tree};
 use allot_targets::slurm::usage::Usage;
-use allot_verify::live::{self, QueueNow, Status, WindowUsage};
+use allot_verify::live::{self, QueueNow, Ranking, Status, WindowUsage};
 use allot_verify::trace::Job;
-use allot_verify::workloads::Kueue;
+use allot_verify::workloads::{self, Kueue};
 use allot_verify::{render, squeue};
 
 use crate::budgets;
@@ -76,7 +77,17 @@ pub fn run(args: Args, format: Format) -> Outcome {
     let Reading { status, drift_line, json: extra } = reading;
     match args.format {
         output::Format::Human => print(&format!("{}\n{drift_line}\n", render::live::text(&status)))?,
-        output::Format::Markdown => print(&format!("{}\n{drift_line}\n", render::live::markdown(&status)))?,
+        output::Format::Markdown => {
+            // The drift's lines, Markdown-escaped: the objects' names come from the server.
+            let lines: Vec<String> = drift_line
+                .lines()
+                .map(|l| match l.strip_prefix("  ") {
+                    Some(item) => format!("- {}", allot_compiler::escape::markdown(item)),
+                    None => allot_compiler::escape::markdown(l),
+                })
+                .collect();
+            print(&format!("{}\n{}\n", render::live::markdown(&status), lines.join("\n")))?
+        }
         output::Format::Json => {
             let mut value = render::live::json(&status);
             for (key, extra) in extra {
@@ -115,15 +126,25 @@ fn read_slurm(model: &Model, cluster: Option<&str>) -> Result<Reading, Error> {
 fn read_kueue(model: &Model, cluster: Option<&str>, context: Option<&str>) -> Result<Reading, Error> {
     let (cluster, binding) = kueue::live_cluster(model, cluster)?;
     let connection = kueue::Connection::open(context)?;
-    let objects = kueue::Objects::read(&connection, true)?;
-    let live_kueue = objects.kueue(&binding.resource)?;
+    let reading = kueue::Reading::read(&connection, &binding.resource, true)?;
+    let live_kueue = &reading.kueue;
     let now = now();
-    let jobs = workload_jobs(model, &cluster.name, &live_kueue, now);
+    let jobs = kueue_demand(model, &cluster.name, live_kueue, now);
     let mut status = live::status(model, &jobs, now)
         .map_err(|e| Error::failed(format!("Kueue's workloads of cluster {}: {e}", cluster.name)))?;
     status.clusters.retain(|c| c.name == cluster.name);
-    add_queues(&mut status, model, &live_kueue);
-    let drift = drift::drift(&objects::objects(model, &cluster.name), &objects.written());
+    status.ranking = Ranking::Kueue;
+    add_queues(&mut status, model, live_kueue);
+    let drift = match &reading.written {
+        Ok(written) => drift::drift(&objects::objects(model, &cluster.name), written),
+        Err(e) => {
+            let line = format!(
+                "The live Kueue objects of cluster {} could not be compared with the budgets: {e}",
+                cluster.name
+            );
+            return Ok(Reading { status, drift_line: line, json: vec![("drift", serde_json::Value::Null)] });
+        }
+    };
     let drift_line = if drift.is_empty() {
         format!("The live Kueue objects of cluster {} match the budgets.", cluster.name)
     } else {
@@ -133,38 +154,26 @@ fn read_kueue(model: &Model, cluster: Option<&str>, context: Option<&str>) -> Re
             drift::summary(&drift)
         );
         for d in &drift {
-            let what = match &d.change {
-                drift::Change::Missing => "missing".to_string(),
-                drift::Change::Differs(fields) => format!("differs in {}", fields.join(", ")),
-                drift::Change::Extra => "no longer in the budgets".to_string(),
-            };
-            // Names read from the server are shown with their control characters visible.
-            line.push_str(&allot_compiler::escape::controls(&format!("\n  {}: {what}", d.object()), true));
+            // Names read from the server are shown on their line, their controls visible.
+            line.push_str(&format!("\n  {}", controls(&format!("{}: {}", d.object(), d.change()), false)));
         }
         line
     };
     Ok(Reading { status, drift_line, json: vec![("drift", drift::json(&drift))] })
 }
 
-/// The workloads that hold GPUs or wait for them, as jobs of allot cluster `cluster`, each
-/// in the budget its ClusterQueue stands for (none: the work no budget covers).
-pub fn workload_jobs(model: &Model, cluster: &str, live: &Kueue, now: i64) -> Vec<Job> {
-    let budgets: HashMap<String, String> = kueue::queue_names(model, cluster).into_iter().collect();
-    live.workloads
-        .iter()
-        .filter(|w| w.reserved_at.is_some() || w.waits_for_gpus(now))
-        .map(|w| {
-            let project = w.cluster_queue.as_ref().and_then(|q| budgets.get(q)).map_or("", String::as_str);
-            w.job(cluster, project)
-        })
-        .collect()
+/// The workloads of a live Kueue that hold GPUs or wait for them, as jobs of allot cluster
+/// `cluster`, each in the budget its ClusterQueue stands for.
+pub fn kueue_demand(model: &Model, cluster: &str, live: &Kueue, now: i64) -> Vec<Job> {
+    let budgets: HashMap<String, String> = objects::queue_names(model, cluster).into_iter().collect();
+    workloads::demand(live, cluster, |queue| budgets.get(queue).map(String::as_str), now)
 }
 
 /// Each budget's ClusterQueue figures (an inner budget: its Cohort's weighted share).
 fn add_queues(status: &mut Status, model: &Model, live: &Kueue) {
     for cluster in &mut status.clusters {
         let names: HashMap<String, String> =
-            kueue::queue_names(model, &cluster.name).into_iter().map(|(name, path)| (path, name)).collect();
+            objects::queue_names(model, &cluster.name).into_iter().map(|(name, path)| (path, name)).collect();
         for budget in &mut cluster.budgets {
             let Some(name) = names.get(&budget.path) else { continue };
             budget.queue = match live.cluster_queue(name) {

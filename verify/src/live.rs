@@ -96,9 +96,20 @@ pub struct ClusterNow {
     pub budgets: Vec<BudgetNow>,
 }
 
+/// The scheduler whose figures rank the budgets: Slurm's Fair Tree ([`WindowUsage`]) or
+/// Kueue's queues ([`QueueNow`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Ranking {
+    #[default]
+    FairTree,
+    Kueue,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Status {
     pub now: i64,
+    /// Whose figures the budgets carry (the caller adds them).
+    pub ranking: Ranking,
     pub clusters: Vec<ClusterNow>,
 }
 
@@ -246,7 +257,7 @@ pub fn status<'j>(
             .collect();
         clusters.push(ClusterNow { name: cluster.name.clone(), gpus: cluster.gpus, budgets });
     }
-    Ok(Status { now, clusters })
+    Ok(Status { now, ranking: Ranking::default(), clusters })
 }
 
 #[cfg(test)]

@@ -1,11 +1,16 @@
 //! A live Kueue as its API server lists it (`kueue.x-k8s.io/v1beta2`): the ClusterQueues
-//! with their quota and usage, the Cohorts, the LocalQueues, and the Workloads with their
-//! admission and conditions, read from the objects' JSON. A Workload holding quota
-//! (`QuotaReserved`) becomes a running [`Job`], one waiting for it a pending [`Job`]; beside
-//! each, what Kueue says of it that a trace does not hold.
+//! with their quota, preemption and usage, the Cohorts, the LocalQueues, and the Workloads
+//! with their admission and conditions, read from the objects' JSON, every field allot uses
+//! checked for its type. A Workload holding quota (`QuotaReserved`) becomes a running
+//! [`Job`], one waiting for GPUs a pending [`Job`] ([`demand`]); beside each, what Kueue says
+//! of it that a trace does not hold: why it waits ([`reason`]), its place in its queue
+//! ([`ahead`]), what Kueue may preempt for it ([`preemptible`]) and when it may be admitted
+//! ([`estimated_start`]).
 
+use std::cmp::Reverse;
 use std::collections::HashMap;
 
+use allot_compiler::units::whole_quantity;
 use serde_json::Value;
 
 use crate::trace::Job;
@@ -30,6 +35,10 @@ pub struct ClusterQueue {
     pub weighted_share: Option<i64>,
     /// Whether Kueue says it can admit workloads (its `Active` condition; no condition: yes).
     pub active: bool,
+    /// `spec.preemption`: `reclaimWithinCohort` and `withinClusterQueue` (Kueue's default
+    /// when unset: `Never`).
+    pub reclaim_within_cohort: String,
+    pub within_cluster_queue: String,
 }
 
 /// A Cohort: an inner budget, with Fair Sharing's weighted share of its borrowing.
@@ -63,21 +72,30 @@ pub struct Condition {
 pub struct Workload {
     pub namespace: String,
     pub name: String,
+    /// Kueue's last tie-break in a queue.
+    pub uid: String,
     /// Its LocalQueue (`spec.queueName`).
     pub queue: String,
     /// Its ClusterQueue: where it holds quota, or where its LocalQueue sends it.
     pub cluster_queue: Option<String>,
-    pub gpus: u64,
-    pub priority: i64,
+    pub gpus: u32,
+    pub priority: i32,
     /// Its WorkloadPriorityClass: allot's contract.
     pub priority_class: String,
     pub created: i64,
+    /// Where Kueue orders it in its queue: its creation, or its eviction by a timeout or
+    /// an admission check, or its preemption while its queue was borrowing.
+    pub queued_at: i64,
     /// When its quota was reserved, while it holds it.
     pub reserved_at: Option<i64>,
+    /// When it was admitted (its admission checks passed), while it is.
+    pub admitted_at: Option<i64>,
+    /// Seconds it ran in earlier admissions (`accumulatedPastExecutionTimeSeconds`).
+    pub past_execution: i64,
     pub finished: bool,
     /// `spec.active`: a deactivated workload is never admitted.
     pub active: bool,
-    /// `spec.maximumExecutionTimeSeconds`: Kueue evicts it past that.
+    /// `spec.maximumExecutionTimeSeconds`: Kueue evicts it past that much admitted time.
     pub max_execution: Option<i64>,
     /// When an evicted workload re-enters the queue.
     pub requeue_at: Option<i64>,
@@ -98,19 +116,22 @@ impl Workload {
         self.conditions.iter().find(|c| c.kind == kind)
     }
 
+    /// A condition of `kind` that holds (`status: True`).
+    fn holds(&self, kind: &str) -> Option<&Condition> {
+        self.condition(kind).filter(|c| c.status)
+    }
+
     /// Why it is not admitted, as Kueue says it: its `QuotaReserved` condition when false.
     pub fn pending_condition(&self) -> Option<&Condition> {
         self.condition("QuotaReserved").filter(|c| !c.status)
     }
 
-    /// Whether it is pending and waits for GPUs, rather than being unable to be queued, too
-    /// large for its ClusterQueue ever, deactivated, or backing off after an eviction until
-    /// a later time than `now`: only such workloads ask for GPUs now.
-    pub fn waits_for_gpus(&self, now: i64) -> bool {
-        self.is_pending()
-            && self.active
-            && self.requeue_at.is_none_or(|t| t <= now)
-            && !self.pending_condition().is_some_and(|c| blocked(&c.reason, &c.message))
+    /// When its maximum execution time ends it, while it holds quota: counted from its
+    /// admission (its reservation, while its admission checks run), less the time it ran
+    /// before.
+    pub fn ends_at(&self) -> Option<i64> {
+        let from = self.admitted_at.or(self.reserved_at)?;
+        Some(from.saturating_add(self.max_execution?).saturating_sub(self.past_execution))
     }
 
     /// As a job of allot cluster `cluster` in budget `project` (a project path; empty: the
@@ -122,7 +143,7 @@ impl Workload {
             // A namespace is no user: the budget comes from the queue, never from a default.
             user: "".into(),
             cluster: cluster.into(),
-            gpus: u32::try_from(self.gpus).unwrap_or(u32::MAX),
+            gpus: self.gpus,
             submit: self.created,
             start: self.reserved_at,
             contract: self.priority_class.as_str().into(),
@@ -131,135 +152,70 @@ impl Workload {
     }
 }
 
-/// Whether a `QuotaReserved=False` reason and message say the workload cannot be admitted
-/// as things are, whatever frees up.
-fn blocked(reason: &str, message: &str) -> bool {
-    matches!(reason, "Inadmissible" | "ExceedsMaxQuota" | "NoMatchingFlavor" | "Misconfigured")
-        || message.contains("maximum capacity")
-        || message.contains("is inactive")
-        || message.contains("not found")
-}
-
-/// Kueue's reason for a pending workload, said in budget language (an unknown one quoted).
-pub fn reason(workload: &Workload, now: i64) -> String {
-    if !workload.active {
-        return "it is deactivated (`spec.active: false`): Kueue admits it only once it is active again"
-            .into();
-    }
-    if let Some(at) = workload.requeue_at.filter(|t| *t > now) {
-        return format!(
-            "it was evicted and backs off: it re-enters the queue at {}",
-            crate::render::time(at)
-        );
-    }
-    let evicted = workload.condition("Evicted").filter(|c| c.status);
-    let Some(c) = workload.pending_condition() else {
-        return match evicted {
-            Some(e) => format!("it was evicted ({}) and waits to be admitted again", e.reason),
-            None => "Kueue has not looked at it yet".into(),
-        };
-    };
-    let (reason, message) = (c.reason.as_str(), c.message.as_str());
-    let said = if message.contains("Pending the preemption") || reason == "WaitingForPreemptedWorkloads" {
-        "Kueue is preempting workloads to make room for it"
-    } else if message.contains("maximum capacity") || reason == "ExceedsMaxQuota" {
-        "it asks for more GPUs than its ClusterQueue may ever hold (its quota and what it may borrow): it will not start as it is"
-    } else if message.contains("insufficient unused quota") || reason == "WaitingForQuota" {
-        "its ClusterQueue's quota and what its cohort can lend it are in use: it waits for GPUs to free up, or for Kueue to reclaim GPUs lent to budgets beyond theirs"
-    } else if message.contains("no longer fits") {
-        "another workload took the GPUs it was to have: it waits for the next round"
-    } else if message.contains("is inactive") || message.contains("not found") || reason == "Inadmissible" {
-        "Kueue cannot queue it: its LocalQueue or ClusterQueue is missing or stopped"
-    } else if reason == "NoMatchingFlavor" {
-        "no flavor of its ClusterQueue fits what it asks for: it will not start as it is"
-    } else {
-        return format!("Kueue says {reason}: {message}");
-    };
-    format!("{said} (Kueue: {reason}: {message})")
-}
-
-/// The pending workloads of `workload`'s ClusterQueue that Kueue considers before it and
-/// that wait for GPUs: higher priority first, then older (Kueue's `BestEffortFIFO` order,
-/// the one allot's ClusterQueues use), ending with the closest to it.
-pub fn ahead<'w>(workloads: &'w [Workload], workload: &Workload, now: i64) -> Vec<&'w Workload> {
-    let key = |w: &Workload| (-w.priority, w.created, w.namespace.clone(), w.name.clone());
-    let mut ahead: Vec<&Workload> = workloads
-        .iter()
-        .filter(|w| w.waits_for_gpus(now) && w.cluster_queue == workload.cluster_queue)
-        .filter(|w| (w.namespace != workload.namespace || w.name != workload.name) && key(w) < key(workload))
-        .collect();
-    ahead.sort_by_key(|w| key(w));
-    ahead
-}
-
-/// Why an admitted workload may be preempted for a pending one.
+/// Why a pending workload is not admitted, from Kueue's `QuotaReserved=False` condition
+/// (its reason first, its message where the reason is the generic `Pending`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Preemption {
-    /// It has a lower priority in the same ClusterQueue (`withinClusterQueue: LowerPriority`).
-    LowerPriority,
-    /// Its ClusterQueue borrows more for its weight than the pending one's would
-    /// (Fair Sharing's weighted share; `reclaimWithinCohort: Any`).
-    Reclaim,
+enum Held {
+    /// Kueue is preempting workloads for it.
+    Preempting,
+    /// The quota it may use is in use.
+    Quota,
+    /// Another workload took the GPUs it was to have.
+    Overtaken,
+    /// It asks for more than its ClusterQueue may ever hold.
+    TooLarge,
+    /// No flavor of its ClusterQueue fits it.
+    NoFlavor,
+    /// Its LocalQueue or ClusterQueue is missing, stopped or inactive.
+    Inadmissible,
+    /// Anything else: quoted.
+    Other,
 }
 
-/// The admitted workloads Kueue may preempt for `workload`, as allot's ClusterQueues set
-/// preemption: those of lower priority in its ClusterQueue, and those of ClusterQueues with
-/// a higher weighted share than its own (borrowing more for their weight), the lowest
-/// priority first, then the latest admitted.
-pub fn preemptible<'k>(kueue: &'k Kueue, workload: &Workload) -> Vec<(&'k Workload, Preemption)> {
-    let share = |name: Option<&String>| {
-        name.and_then(|n| kueue.cluster_queue(n)).and_then(|q| q.weighted_share).unwrap_or(0)
-    };
-    let own = share(workload.cluster_queue.as_ref());
-    let mut out: Vec<(&Workload, Preemption)> = kueue
-        .workloads
-        .iter()
-        .filter(|w| w.reserved_at.is_some())
-        .filter_map(|w| {
-            if w.cluster_queue == workload.cluster_queue {
-                (w.priority < workload.priority).then_some((w, Preemption::LowerPriority))
-            } else {
-                (share(w.cluster_queue.as_ref()) > own).then_some((w, Preemption::Reclaim))
-            }
-        })
-        .collect();
-    out.sort_by_key(|(w, _)| (w.priority, std::cmp::Reverse(w.reserved_at)));
-    out
-}
-
-/// When `workload` would be admitted if every admitted workload ran to its maximum
-/// execution time and the workloads ahead of it in its ClusterQueue were admitted first, in
-/// order, each as soon as enough of the cluster's `gpus` are free (no preemption; the other
-/// ClusterQueues' pending workloads and borrowing limits not counted). `None` when it waits
-/// for something else than GPUs, when a workload it must wait for has no maximum execution
-/// time, or when it asks for more GPUs than the cluster has.
-pub fn estimated_start(workloads: &[Workload], workload: &Workload, gpus: u64, now: i64) -> Option<i64> {
-    if !workload.waits_for_gpus(now) {
-        return None;
+impl Held {
+    fn of(condition: &Condition) -> Held {
+        let (reason, message) = (condition.reason.as_str(), condition.message.as_str());
+        match reason {
+            "WaitingForPreemptedWorkloads" => Held::Preempting,
+            "WaitingForQuota" => Held::Quota,
+            "ExceedsMaxQuota" => Held::TooLarge,
+            "NoMatchingFlavor" => Held::NoFlavor,
+            "Inadmissible" | "Misconfigured" => Held::Inadmissible,
+            _ if message.contains("Pending the preemption") => Held::Preempting,
+            // One flavor's lack of unused quota means it may fit once GPUs free up, whatever
+            // another flavor says.
+            _ if message.contains("insufficient unused quota") => Held::Quota,
+            _ if message.contains("maximum capacity") => Held::TooLarge,
+            _ if message.contains("no longer fits") => Held::Overtaken,
+            _ if message.contains("is inactive") || message.contains("is stopped") => Held::Inadmissible,
+            _ => Held::Other,
+        }
     }
-    let holding = workloads
-        .iter()
-        .filter_map(|w| w.reserved_at.map(|at| (w.max_execution.map(|m| at.saturating_add(m)), w.gpus)))
-        .collect();
-    let line: Vec<(u64, Option<i64>)> = ahead(workloads, workload, now)
-        .into_iter()
-        .chain([workload])
-        .map(|w| (w.gpus, w.max_execution))
-        .collect();
-    crate::explain::start_in_line(holding, &line, gpus, now)
-}
 
-/// The positions in a `PendingWorkloadsSummary` of Kueue's visibility API:
-/// `namespace/name` and `positionInClusterQueue` (the first 0) of each item that has them.
-pub fn positions(summary: &Value) -> Vec<(String, u64)> {
-    array(&summary["items"])
-        .iter()
-        .filter_map(|i| {
-            let metadata = &i["metadata"];
-            let id = format!("{}/{}", metadata["namespace"].as_str()?, metadata["name"].as_str()?);
-            Some((id, i["positionInClusterQueue"].as_u64()?))
-        })
-        .collect()
+    /// Whether it cannot be admitted as things are, whatever frees up.
+    fn blocks(self) -> bool {
+        matches!(self, Held::TooLarge | Held::NoFlavor | Held::Inadmissible)
+    }
+
+    fn said(self) -> &'static str {
+        match self {
+            Held::Preempting => "Kueue is preempting workloads to make room for it",
+            Held::Quota => {
+                "its ClusterQueue's quota and what its cohort can lend it are in use: it waits for GPUs to free up, or for Kueue to reclaim GPUs lent to budgets beyond theirs"
+            }
+            Held::Overtaken => "another workload took the GPUs it was to have: it waits for the next round",
+            Held::TooLarge => {
+                "it asks for more GPUs than its ClusterQueue may ever hold (its quota and what it may borrow): it will not start as it is"
+            }
+            Held::NoFlavor => {
+                "no flavor of its ClusterQueue fits what it asks for: it will not start as it is"
+            }
+            Held::Inadmissible => {
+                "Kueue cannot queue it: its LocalQueue or ClusterQueue is missing, stopped or inactive"
+            }
+            Held::Other => "",
+        }
+    }
 }
 
 /// Why an object cannot be read, naming it.
@@ -279,18 +235,26 @@ pub struct Kueue {
     pub workloads: Vec<Workload>,
 }
 
-/// The lists of each kind, as the API server returned their items.
+/// The queues of each kind, as the API server returned their items.
 pub struct Lists<'a> {
     pub cluster_queues: &'a [Value],
     pub cohorts: &'a [Value],
     pub local_queues: &'a [Value],
-    pub workloads: &'a [Value],
+}
+
+impl Workload {
+    /// A Workload as the API server returned it, counting GPUs of `resource`
+    /// (`nvidia.com/gpu`). Read one by one, so that a long list need not be held whole.
+    pub fn read(object: &Value, resource: &str) -> Result<Workload, ObjectError> {
+        let mut read = each(std::slice::from_ref(object), "Workload", |o, f| workload(o, f, resource))?;
+        Ok(read.remove(0))
+    }
 }
 
 impl Kueue {
-    /// Reads the objects, counting GPUs of `resource` (`nvidia.com/gpu`). A pending workload
-    /// gets its ClusterQueue from its LocalQueue.
-    pub fn read(lists: &Lists<'_>, resource: &str) -> Result<Kueue, ObjectError> {
+    /// Reads the queues, counting GPUs of `resource` (`nvidia.com/gpu`), beside the
+    /// `workloads` read. A pending workload gets its ClusterQueue from its LocalQueue.
+    pub fn read(lists: &Lists<'_>, workloads: Vec<Workload>, resource: &str) -> Result<Kueue, ObjectError> {
         let mut kueue = Kueue {
             cluster_queues: each(lists.cluster_queues, "ClusterQueue", |o, f| cluster_queue(o, f, resource))?,
             cohorts: each(lists.cohorts, "Cohort", |o, f| {
@@ -308,7 +272,7 @@ impl Kueue {
                         .ok_or_else(|| f("no spec.clusterQueue"))?,
                 })
             })?,
-            workloads: each(lists.workloads, "Workload", |o, f| workload(o, f, resource))?,
+            workloads,
         };
         let routes: HashMap<(&str, &str), &str> = kueue
             .local_queues
@@ -333,13 +297,212 @@ impl Kueue {
     pub fn cluster_queue(&self, name: &str) -> Option<&ClusterQueue> {
         self.cluster_queues.iter().find(|q| q.name == name)
     }
+
+    fn queue_of(&self, workload: &Workload) -> Option<&ClusterQueue> {
+        workload.cluster_queue.as_deref().and_then(|q| self.cluster_queue(q))
+    }
+
+    /// The top of the cohort tree ClusterQueue `queue` is in (`None`: in no cohort).
+    fn root<'k>(&'k self, queue: &'k ClusterQueue) -> Option<&'k str> {
+        let mut at = queue.cohort.as_deref()?;
+        // Bounded: a cycle of cohorts (which Kueue refuses) stops here too.
+        for _ in 0..64 {
+            match self.cohorts.iter().find(|c| c.name == at).and_then(|c| c.parent.as_deref()) {
+                Some(parent) => at = parent,
+                None => break,
+            }
+        }
+        Some(at)
+    }
+
+    /// What holds `workload` back now, when it is pending (`None`: it waits for GPUs, or
+    /// holds quota, or finished).
+    fn held(&self, workload: &Workload) -> Option<Held> {
+        if self.queue_of(workload).is_some_and(|q| !q.active) {
+            return Some(Held::Inadmissible);
+        }
+        workload.pending_condition().map(Held::of)
+    }
+
+    /// Whether `workload` is pending and waits for GPUs, rather than being deactivated,
+    /// backing off after an eviction until a later time than `now`, or unable to be
+    /// admitted as things are: only such workloads ask for GPUs now.
+    pub fn waits_for_gpus(&self, workload: &Workload, now: i64) -> bool {
+        workload.is_pending()
+            && workload.active
+            && workload.requeue_at.is_none_or(|t| t <= now)
+            && !self.held(workload).is_some_and(Held::blocks)
+    }
 }
+
+/// The workloads that hold GPUs or wait for them, as jobs of allot cluster `cluster`, each
+/// in the budget `budget_of` its ClusterQueue (none: the work no budget covers).
+pub fn demand<'a>(
+    kueue: &Kueue,
+    cluster: &str,
+    budget_of: impl Fn(&str) -> Option<&'a str>,
+    now: i64,
+) -> Vec<Job> {
+    kueue
+        .workloads
+        .iter()
+        .filter(|w| w.reserved_at.is_some() || kueue.waits_for_gpus(w, now))
+        .map(|w| w.job(cluster, w.cluster_queue.as_deref().and_then(&budget_of).unwrap_or("")))
+        .collect()
+}
+
+/// Kueue's reason for a pending workload, said in budget language, with Kueue's words beside
+/// it (one it does not know is quoted).
+pub fn reason(kueue: &Kueue, workload: &Workload, now: i64) -> String {
+    if !workload.active {
+        return "it is deactivated (`spec.active: false`): Kueue admits it only once it is active again"
+            .into();
+    }
+    if let Some(at) = workload.requeue_at.filter(|t| *t > now) {
+        return format!(
+            "it was evicted and backs off: it re-enters the queue at {}",
+            crate::render::time(at)
+        );
+    }
+    let evicted =
+        workload.holds("Evicted").map(|e| format!("it was evicted ({}: {}); ", e.reason, e.message));
+    let evicted = evicted.unwrap_or_default();
+    let Some(held) = kueue.held(workload) else {
+        return if evicted.is_empty() {
+            "Kueue has not looked at it yet".into()
+        } else {
+            format!("{evicted}it waits to be admitted again")
+        };
+    };
+    let kueue_says = workload
+        .pending_condition()
+        .map(|c| format!("Kueue: {}: {}", c.reason, c.message))
+        .unwrap_or_else(|| "Kueue: its ClusterQueue is not active".into());
+    match held {
+        Held::Other => format!("{evicted}{kueue_says}"),
+        held => format!("{evicted}{} ({kueue_says})", held.said()),
+    }
+}
+
+/// Kueue's order of a queue: higher priority first, then the earlier queue time, then the
+/// workload's UID (as Kueue's `BestEffortFIFO` and `StrictFIFO` heads take them).
+fn order(w: &Workload) -> (Reverse<i32>, i64, &str) {
+    (Reverse(w.priority), w.queued_at, w.uid.as_str())
+}
+
+/// The pending workloads of `workload`'s ClusterQueue that wait for GPUs and that Kueue
+/// orders before it, the closest to it last. (`BestEffortFIFO` lets a later workload pass
+/// one that does not fit; this list is the order, not a promise that they go first.)
+pub fn ahead<'k>(kueue: &'k Kueue, workload: &Workload, now: i64) -> Vec<&'k Workload> {
+    let mut ahead: Vec<&Workload> = kueue
+        .workloads
+        .iter()
+        .filter(|w| w.cluster_queue == workload.cluster_queue && kueue.waits_for_gpus(w, now))
+        .filter(|w| w.id() != workload.id() && order(w) < order(workload))
+        .collect();
+    ahead.sort_by(|a, b| order(a).cmp(&order(b)));
+    ahead
+}
+
+/// Why an admitted workload may be preempted for a pending one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Preemption {
+    /// It has a lower priority in the same ClusterQueue (`withinClusterQueue`).
+    LowerPriority,
+    /// Its ClusterQueue, in the same cohort tree, borrows (`reclaimWithinCohort`): with
+    /// Fair Sharing, more for its weight than the pending one's ClusterQueue.
+    Reclaim,
+}
+
+/// The admitted workloads Kueue may preempt for `workload`, by the preemption its
+/// ClusterQueue sets: with `withinClusterQueue` (not `Never`), those of its ClusterQueue of
+/// lower priority; with `reclaimWithinCohort` (`Any`; `LowerPriority`: of lower priority
+/// only), those of ClusterQueues of its cohort tree that borrow (with Fair Sharing: whose
+/// weighted share is above its own ClusterQueue's; without: while its own stays within its
+/// quota). Other ClusterQueues' first, then the lowest priority, then the latest admitted.
+/// An approximation: Kueue's Fair Sharing compares shares at the cohort where the two
+/// ClusterQueues meet, after the admission, and picks a minimal set.
+pub fn preemptible<'k>(kueue: &'k Kueue, workload: &Workload) -> Vec<(&'k Workload, Preemption)> {
+    let Some(own) = kueue.queue_of(workload) else { return Vec::new() };
+    let root = kueue.root(own);
+    let reclaims = |other: &ClusterQueue, w: &Workload| {
+        let by_priority = match own.reclaim_within_cohort.as_str() {
+            "Any" => true,
+            "LowerPriority" => w.priority < workload.priority,
+            _ => false,
+        };
+        let borrowing = match (other.weighted_share, own.weighted_share) {
+            (Some(theirs), Some(ours)) => theirs > ours,
+            _ => {
+                other.borrowed_gpus > 0
+                    && own.reserved_gpus.saturating_add(u64::from(workload.gpus)) <= own.nominal_gpus
+            }
+        };
+        by_priority && borrowing && root.is_some() && kueue.root(other) == root
+    };
+    let mut out: Vec<(&Workload, Preemption)> = kueue
+        .workloads
+        .iter()
+        .filter(|w| w.reserved_at.is_some() && !w.finished && w.gpus > 0)
+        .filter_map(|w| {
+            let theirs = kueue.queue_of(w)?;
+            if theirs.name == own.name {
+                let lower = own.within_cluster_queue != "Never" && w.priority < workload.priority;
+                lower.then_some((w, Preemption::LowerPriority))
+            } else {
+                reclaims(theirs, w).then_some((w, Preemption::Reclaim))
+            }
+        })
+        .collect();
+    out.sort_by_key(|(w, why)| (*why == Preemption::LowerPriority, w.priority, Reverse(w.reserved_at)));
+    out
+}
+
+/// When `workload` would be admitted if every workload holding quota ran to its maximum
+/// execution time and the workloads ahead of it in its ClusterQueue were admitted first, in
+/// order, each as soon as enough of the cluster's `gpus` are free (no preemption; the other
+/// ClusterQueues' pending workloads and borrowing limits not counted). `None` when it waits
+/// for something else than GPUs, when a workload it must wait for has no maximum execution
+/// time, or when it asks for more GPUs than the cluster has.
+pub fn estimated_start(kueue: &Kueue, workload: &Workload, gpus: u64, now: i64) -> Option<i64> {
+    if !kueue.waits_for_gpus(workload, now) {
+        return None;
+    }
+    let holding = kueue
+        .workloads
+        .iter()
+        .filter(|w| w.reserved_at.is_some() && !w.finished)
+        .map(|w| (w.ends_at(), u64::from(w.gpus)))
+        .collect();
+    let line: Vec<(u64, Option<i64>)> = ahead(kueue, workload, now)
+        .into_iter()
+        .chain([workload])
+        .map(|w| (u64::from(w.gpus), w.max_execution))
+        .collect();
+    crate::explain::start_in_line(holding, &line, gpus, now)
+}
+
+/// The positions in a `PendingWorkloadsSummary` of Kueue's visibility API:
+/// `namespace/name` and `positionInClusterQueue` (the first 0) of each item that has them.
+pub fn positions(summary: &Value) -> Vec<(String, u64)> {
+    array(&summary["items"])
+        .iter()
+        .filter_map(|i| {
+            let metadata = &i["metadata"];
+            let id = format!("{}/{}", metadata["namespace"].as_str()?, metadata["name"].as_str()?);
+            Some((id, i["positionInClusterQueue"].as_u64()?))
+        })
+        .collect()
+}
+
+/// A reader's way to say what is wrong with the object it reads.
+type Fail<'a> = &'a dyn Fn(&str) -> ObjectError;
 
 /// Each object read by `read`, at most [`MAX_OBJECTS`]; an error names the object.
 fn each<T>(
     items: &[Value],
     kind: &str,
-    read: impl Fn(&Value, &dyn Fn(&str) -> ObjectError) -> Result<T, ObjectError>,
+    read: impl Fn(&Value, Fail<'_>) -> Result<T, ObjectError>,
 ) -> Result<Vec<T>, ObjectError> {
     if items.len() > MAX_OBJECTS {
         return Err(ObjectError { object: format!("{kind}s"), problem: format!("more than {MAX_OBJECTS}") });
@@ -370,46 +533,53 @@ fn array(v: &Value) -> &[Value] {
     v.as_array().map_or(&[], Vec::as_slice)
 }
 
-/// A count of GPUs as Kubernetes writes quantities: `8`, `"8"`, `"8000m"`; absent: 0.
-fn gpus(v: &Value, f: &dyn Fn(&str) -> ObjectError) -> Result<u64, ObjectError> {
+/// A whole number at `field` of `v`, of type `T`, when there is one.
+fn integer<T: TryFrom<i64>>(v: &Value, field: &str, f: Fail<'_>) -> Result<Option<T>, ObjectError> {
+    match &v[field] {
+        Value::Null => Ok(None),
+        n => n
+            .as_i64()
+            .and_then(|n| T::try_from(n).ok())
+            .map(Some)
+            .ok_or_else(|| f(&format!("{field} {n} is not a whole number in range"))),
+    }
+}
+
+/// A count of GPUs as Kubernetes writes quantities: `8`, `"8"`, `"8000m"`, `"2k"`;
+/// absent: 0.
+fn gpus(v: &Value, f: Fail<'_>) -> Result<u64, ObjectError> {
     let bad = || f(&format!("GPU quantity {v} is not a whole number"));
     match v {
         Value::Null => Ok(0),
         Value::Number(n) => n.as_u64().ok_or_else(bad),
-        Value::String(s) => match s.strip_suffix('m') {
-            Some(milli) => {
-                milli.parse::<u64>().ok().filter(|m| m % 1000 == 0).map(|m| m / 1000).ok_or_else(bad)
-            }
-            None => s.parse().map_err(|_| bad()),
-        },
+        Value::String(s) => whole_quantity(s).ok_or_else(bad),
         _ => Err(bad()),
     }
 }
 
+/// A sum of GPUs that a job can hold (at most `u32::MAX`).
+fn job_gpus(sum: u64, f: Fail<'_>) -> Result<u32, ObjectError> {
+    u32::try_from(sum).map_err(|_| f(&format!("{sum} GPUs: more than a job can hold")))
+}
+
 /// A time as the API server writes it (RFC 3339), in epoch seconds.
-fn time(v: &Value, f: &dyn Fn(&str) -> ObjectError) -> Result<Option<i64>, ObjectError> {
-    match v.as_str() {
-        None => Ok(None),
-        Some(t) => t
+fn time(v: &Value, f: Fail<'_>) -> Result<Option<i64>, ObjectError> {
+    match v {
+        Value::Null => Ok(None),
+        Value::String(t) => t
             .parse::<jiff::Timestamp>()
             .map(|t| Some(t.as_second()))
             .map_err(|_| f(&format!("time {t:?} is not RFC 3339"))),
+        other => Err(f(&format!("time {other} is not RFC 3339"))),
     }
 }
 
-fn share(status: &Value, f: &dyn Fn(&str) -> ObjectError) -> Result<Option<i64>, ObjectError> {
-    match &status["fairSharing"]["weightedShare"] {
-        Value::Null => Ok(None),
-        v => v.as_i64().map(Some).ok_or_else(|| f(&format!("weightedShare {v} is not a whole number"))),
-    }
+fn share(status: &Value, f: Fail<'_>) -> Result<Option<i64>, ObjectError> {
+    integer(&status["fairSharing"], "weightedShare", f)
 }
 
 /// The GPUs of `resource` over the flavors of a `flavorsReservation`, and of them borrowed.
-fn flavors_usage(
-    flavors: &Value,
-    resource: &str,
-    f: &dyn Fn(&str) -> ObjectError,
-) -> Result<(u64, u64), ObjectError> {
+fn flavors_usage(flavors: &Value, resource: &str, f: Fail<'_>) -> Result<(u64, u64), ObjectError> {
     let (mut total, mut borrowed) = (0u64, 0u64);
     for flavor in array(flavors) {
         for r in array(&flavor["resources"]).iter().filter(|r| r["name"] == resource) {
@@ -420,18 +590,16 @@ fn flavors_usage(
     Ok((total, borrowed))
 }
 
-fn cluster_queue(
-    o: &Value,
-    f: &dyn Fn(&str) -> ObjectError,
-    resource: &str,
-) -> Result<ClusterQueue, ObjectError> {
-    let (mut nominal, mut limit) = (0u64, None::<u64>);
-    for group in array(&o["spec"]["resourceGroups"]) {
+fn cluster_queue(o: &Value, f: Fail<'_>, resource: &str) -> Result<ClusterQueue, ObjectError> {
+    let spec = &o["spec"];
+    let (mut nominal, mut limits, mut unlimited) = (0u64, 0u64, false);
+    for group in array(&spec["resourceGroups"]) {
         for flavor in array(&group["flavors"]) {
             for r in array(&flavor["resources"]).iter().filter(|r| r["name"] == resource) {
                 nominal = nominal.saturating_add(gpus(&r["nominalQuota"], f)?);
-                if !r["borrowingLimit"].is_null() {
-                    limit = Some(limit.unwrap_or(0).saturating_add(gpus(&r["borrowingLimit"], f)?));
+                match &r["borrowingLimit"] {
+                    Value::Null => unlimited = true,
+                    limit => limits = limits.saturating_add(gpus(limit, f)?),
                 }
             }
         }
@@ -442,19 +610,22 @@ fn cluster_queue(
         .iter()
         .find(|c| c["type"] == "Active")
         .is_none_or(|c| c["status"] == "True");
+    let preemption = |field: &str| string(&spec["preemption"][field]).unwrap_or_else(|| "Never".into());
     Ok(ClusterQueue {
         name: name(o),
-        cohort: string(&o["spec"]["cohortName"]),
+        cohort: string(&spec["cohortName"]),
         nominal_gpus: nominal,
-        borrowing_limit: limit,
+        borrowing_limit: (!unlimited).then_some(limits),
         reserved_gpus: reserved,
         borrowed_gpus: borrowed,
         weighted_share: share(status, f)?,
         active,
+        reclaim_within_cohort: preemption("reclaimWithinCohort"),
+        within_cluster_queue: preemption("withinClusterQueue"),
     })
 }
 
-fn workload(o: &Value, f: &dyn Fn(&str) -> ObjectError, resource: &str) -> Result<Workload, ObjectError> {
+fn workload(o: &Value, f: Fail<'_>, resource: &str) -> Result<Workload, ObjectError> {
     let (spec, status) = (&o["spec"], &o["status"]);
     let conditions = array(&status["conditions"])
         .iter()
@@ -468,21 +639,31 @@ fn workload(o: &Value, f: &dyn Fn(&str) -> ObjectError, resource: &str) -> Resul
             })
         })
         .collect::<Result<Vec<_>, ObjectError>>()?;
-    let holds = |kind: &str| conditions.iter().any(|c| c.kind == kind && c.status);
-    let reserved = conditions.iter().find(|c| c.kind == "QuotaReserved" && c.status);
-    let finished = holds("Finished");
+    let since = |kind: &str| -> Result<Option<i64>, ObjectError> {
+        match conditions.iter().find(|c| c.kind == kind && c.status) {
+            None => Ok(None),
+            Some(c) => {
+                c.at.map(Some).ok_or_else(|| f(&format!("condition {kind} has no lastTransitionTime")))
+            }
+        }
+    };
+    let finished = conditions.iter().any(|c| c.kind == "Finished" && c.status);
+    let reserved_at = if finished { None } else { since("QuotaReserved")? };
     let admission = &status["admission"];
-    // What it holds, once admitted; else what its pod sets ask for: count × each pod's request.
-    let gpus = if reserved.is_some() && !admission.is_null() {
-        let mut sum = 0u64;
+    // What it holds, once admitted; before, what Kueue last counted it to need
+    // (`resourceRequests`), else what its pod sets ask for: count × each pod's request.
+    let mut sum = 0u64;
+    if reserved_at.is_some() && !admission.is_null() {
         for a in array(&admission["podSetAssignments"]) {
             sum = sum.saturating_add(gpus(&a["resourceUsage"][resource], f)?);
         }
-        sum
+    } else if !array(&status["resourceRequests"]).is_empty() {
+        for r in array(&status["resourceRequests"]) {
+            sum = sum.saturating_add(gpus(&r["resources"][resource], f)?);
+        }
     } else {
-        let mut sum = 0u64;
         for set in array(&spec["podSets"]) {
-            let count = set["count"].as_u64().unwrap_or(1);
+            let count: u64 = integer(set, "count", f)?.unwrap_or(1);
             let mut per_pod = 0u64;
             for c in array(&set["template"]["spec"]["containers"]) {
                 let resources = &c["resources"];
@@ -494,26 +675,43 @@ fn workload(o: &Value, f: &dyn Fn(&str) -> ObjectError, resource: &str) -> Resul
             }
             sum = sum.saturating_add(count.saturating_mul(per_pod));
         }
-        sum
-    };
+    }
+    let created = time(&o["metadata"]["creationTimestamp"], f)?.ok_or_else(|| f("no creationTimestamp"))?;
+    // Kueue queues a workload evicted by a timeout or an admission check from its eviction,
+    // and one preempted while its queue borrowed from its preemption.
+    let evicted = conditions.iter().find(|c| {
+        c.kind == "Evicted" && c.status && matches!(c.reason.as_str(), "PodsReadyTimeout" | "AdmissionCheck")
+    });
+    let preempted = conditions
+        .iter()
+        .find(|c| c.kind == "Preempted" && c.status && c.reason == "InCohortReclaimWhileBorrowing");
+    let queued_at = evicted.or(preempted).and_then(|c| c.at).unwrap_or(created);
     let class = &spec["priorityClassRef"];
     Ok(Workload {
         namespace: text(&o["metadata"]["namespace"]),
         name: name(o),
+        uid: text(&o["metadata"]["uid"]),
         queue: text(&spec["queueName"]),
-        cluster_queue: string(&admission["clusterQueue"]).filter(|_| reserved.is_some()),
-        gpus,
-        priority: spec["priority"].as_i64().unwrap_or(0),
+        cluster_queue: string(&admission["clusterQueue"]).filter(|_| reserved_at.is_some()),
+        gpus: job_gpus(sum, f)?,
+        priority: integer(spec, "priority", f)?.unwrap_or(0),
         priority_class: if class["kind"] == "WorkloadPriorityClass" {
             text(&class["name"])
         } else {
             String::new()
         },
-        created: time(&o["metadata"]["creationTimestamp"], f)?.ok_or_else(|| f("no creationTimestamp"))?,
-        reserved_at: if finished { None } else { reserved.map(|c| c.at.unwrap_or(0)) },
+        created,
+        queued_at,
+        reserved_at,
+        admitted_at: reserved_at.and(since("Admitted")?),
+        past_execution: integer(status, "accumulatedPastExecutionTimeSeconds", f)?.unwrap_or(0),
         finished,
-        active: spec["active"].as_bool().unwrap_or(true),
-        max_execution: spec["maximumExecutionTimeSeconds"].as_i64(),
+        active: match &spec["active"] {
+            Value::Null => true,
+            Value::Bool(b) => *b,
+            other => return Err(f(&format!("active {other} is not true or false"))),
+        },
+        max_execution: integer(spec, "maximumExecutionTimeSeconds", f)?,
         requeue_at: time(&status["requeueState"]["requeueAt"], f)?,
         conditions,
     })
@@ -527,7 +725,7 @@ mod tests {
 
     fn workload(name: &str, gpus: u32, priority: i64, created: &str, reserved: Option<&str>) -> Value {
         let mut w = json!({
-            "metadata": { "namespace": "team-a", "name": name, "creationTimestamp": created },
+            "metadata": { "namespace": "team-a", "name": name, "uid": format!("uid-{name}"), "creationTimestamp": created },
             "spec": {
                 "queueName": "lq",
                 "priority": priority,
@@ -541,7 +739,7 @@ mod tests {
             Some(at) => {
                 w["status"] = json!({
                     "admission": { "clusterQueue": "a", "podSetAssignments": [
-                        { "name": "main", "count": 2, "resourceUsage": { "nvidia.com/gpu": (2 * gpus).to_string() } },
+                        { "name": "main", "count": 2, "resourceUsage": { "nvidia.com/gpu": 2 * gpus } },
                     ] },
                     "conditions": [{ "type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "Quota reserved in ClusterQueue a", "lastTransitionTime": at }],
                 })
@@ -555,33 +753,48 @@ mod tests {
         w
     }
 
-    #[test]
-    fn workloads_read_as_kueue_writes_them() {
-        let cq = json!({
-            "metadata": { "name": "a" },
-            "spec": { "cohortName": "root", "resourceGroups": [{ "coveredResources": ["nvidia.com/gpu"], "flavors": [
-                { "name": "default", "resources": [{ "name": "nvidia.com/gpu", "nominalQuota": "4", "borrowingLimit": "2" }] },
+    fn queue(name: &str, nominal: &str, share: i64) -> Value {
+        json!({
+            "metadata": { "name": name },
+            "spec": { "cohortName": "root",
+                "preemption": { "reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority" },
+                "resourceGroups": [{ "coveredResources": ["nvidia.com/gpu"], "flavors": [
+                { "name": "default", "resources": [{ "name": "nvidia.com/gpu", "nominalQuota": nominal, "borrowingLimit": "2" }] },
             ] }] },
             "status": {
                 "flavorsReservation": [{ "name": "default", "resources": [{ "name": "nvidia.com/gpu", "total": "6", "borrowed": "2" }] }],
-                "fairSharing": { "weightedShare": 333 },
+                "fairSharing": { "weightedShare": share },
             },
-        });
+        })
+    }
+
+    fn read(queues: &[Value], workloads: &[Value]) -> Kueue {
         let lq =
             json!({ "metadata": { "namespace": "team-a", "name": "lq" }, "spec": { "clusterQueue": "a" } });
+        let lists = Lists { cluster_queues: queues, cohorts: &[], local_queues: &[lq] };
+        let workloads = workloads.iter().map(|w| Workload::read(w, "nvidia.com/gpu").unwrap()).collect();
+        Kueue::read(&lists, workloads, "nvidia.com/gpu").unwrap()
+    }
+
+    #[test]
+    fn workloads_read_as_kueue_writes_them() {
         let items = [
             workload("running", 3, 100, "2026-12-01T10:00:00Z", Some("2026-12-01T10:00:30Z")),
             workload("old", 2, 100, "2026-12-01T10:01:00Z", None),
             workload("urgent", 1, 500, "2026-12-01T10:02:00Z", None),
             workload("new", 2, 100, "2026-12-01T10:03:00Z", None),
         ];
-        let lists = Lists { cluster_queues: &[cq], cohorts: &[], local_queues: &[lq], workloads: &items };
-        let kueue = Kueue::read(&lists, "nvidia.com/gpu").unwrap();
+        // Quotas as Kueue may write them back: "4", "2k"-style forms are the same numbers.
+        let kueue = read(&[queue("a", "4000m", 333)], &items);
         let q = kueue.cluster_queue("a").unwrap();
         assert_eq!((q.nominal_gpus, q.borrowing_limit, q.reserved_gpus, q.borrowed_gpus), (4, Some(2), 6, 2));
         assert_eq!((q.weighted_share, q.active, q.cohort.as_deref()), (Some(333), true, Some("root")));
-        let [running, old, urgent, new] = &kueue.workloads[..] else { unreachable!() };
-        // Admitted: the admission's usage (6); pending: 2 pods × 2 GPUs.
+        assert_eq!(
+            (q.reclaim_within_cohort.as_str(), q.within_cluster_queue.as_str()),
+            ("Any", "LowerPriority")
+        );
+        let [running, old, _, new] = &kueue.workloads[..] else { unreachable!() };
+        // Admitted: the admission's usage (6, a JSON number); pending: 2 pods × 2 GPUs.
         assert_eq!((running.gpus, running.reserved_at), (6, Some(1_796_119_230)));
         assert_eq!((old.gpus, old.reserved_at, old.cluster_queue.as_deref()), (4, None, Some("a")));
         assert_eq!((running.priority_class.as_str(), running.created), ("batch", 1_796_119_200));
@@ -591,55 +804,131 @@ mod tests {
             ("team-a/old", 4, None, "batch")
         );
         // Ahead of `new`: `urgent` (priority 500), then `old` (older); the running one is not.
-        let names: Vec<&str> = ahead(&kueue.workloads, new, 0).iter().map(|w| w.name.as_str()).collect();
+        let names: Vec<&str> = ahead(&kueue, new, 0).iter().map(|w| w.name.as_str()).collect();
         assert_eq!(names, ["urgent", "old"]);
-        assert!(reason(new, 0).starts_with("its ClusterQueue's quota"), "{}", reason(new, 0));
+        assert!(reason(&kueue, new, 0).starts_with("its ClusterQueue's quota"), "{}", reason(&kueue, new, 0));
+        // The demand: the running one and the three waiting, in budget `a`.
+        let jobs = demand(&kueue, "c", |q| (q == "a").then_some("a"), 0);
+        assert_eq!(jobs.len(), 4);
+        assert!(jobs.iter().all(|j| j.project == "a"));
+    }
+
+    #[test]
+    fn pending_requests_come_from_kueues_count_first() {
+        // Kueue's `resourceRequests` (which counts init containers and overheads) over the
+        // pod sets' containers.
+        let mut w = workload("w", 1, 0, "2026-12-01T10:00:00Z", None);
+        w["status"]["resourceRequests"] =
+            json!([{ "name": "main", "resources": { "nvidia.com/gpu": "3", "cpu": "2" } }]);
+        assert_eq!(read(&[], &[w]).workloads[0].gpus, 3);
+    }
+
+    #[test]
+    fn an_evicted_workload_is_queued_from_its_eviction_and_says_so() {
+        let mut w = workload("w", 1, 0, "2026-12-01T10:00:00Z", None);
+        w["status"]["conditions"] = json!([
+            { "type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor default, 2 more needed", "lastTransitionTime": "2026-12-01T10:05:00Z" },
+            { "type": "Evicted", "status": "True", "reason": "PodsReadyTimeout", "message": "Exceeded the PodsReady timeout", "lastTransitionTime": "2026-12-01T10:05:00Z" },
+        ]);
+        let kueue = read(&[queue("a", "4", 0)], &[w]);
+        let w = &kueue.workloads[0];
+        assert_eq!(w.queued_at - w.created, 300);
+        let said = reason(&kueue, w, 0);
+        assert!(
+            said.starts_with(
+                "it was evicted (PodsReadyTimeout: Exceeded the PodsReady timeout); its ClusterQueue's quota"
+            ),
+            "{said}"
+        );
+    }
+
+    #[test]
+    fn preemption_follows_the_queues_settings() {
+        // Queue a (share 0, LowerPriority within) holds `low` (priority 0) and `same` (100);
+        // b (share 500) holds `borrowed`; c is of another cohort tree; `none` holds 0 GPUs.
+        let mut c = queue("c", "4", 900);
+        c["spec"]["cohortName"] = json!("elsewhere");
+        let mut at_b = workload("borrowed", 2, 100, "2026-12-01T10:00:00Z", Some("2026-12-01T10:00:10Z"));
+        at_b["status"]["admission"]["clusterQueue"] = json!("b");
+        let mut at_c = workload("theirs", 2, 0, "2026-12-01T10:00:00Z", Some("2026-12-01T10:00:10Z"));
+        at_c["status"]["admission"]["clusterQueue"] = json!("c");
+        let mut none = workload("none", 0, 0, "2026-12-01T10:00:00Z", Some("2026-12-01T10:00:10Z"));
+        none["status"]["admission"]["podSetAssignments"][0]["resourceUsage"] = json!({});
+        let items = [
+            workload("low", 1, 0, "2026-12-01T10:00:00Z", Some("2026-12-01T10:00:10Z")),
+            workload("same", 1, 100, "2026-12-01T10:00:00Z", Some("2026-12-01T10:00:10Z")),
+            at_b,
+            at_c,
+            none,
+            workload("pending", 2, 100, "2026-12-01T10:01:00Z", None),
+        ];
+        let kueue = read(&[queue("a", "4", 0), queue("b", "4", 500), c], &items);
+        let pending = &kueue.workloads[5];
+        let found: Vec<(&str, Preemption)> =
+            preemptible(&kueue, pending).iter().map(|(w, why)| (w.name.as_str(), *why)).collect();
+        assert_eq!(found, [("borrowed", Preemption::Reclaim), ("low", Preemption::LowerPriority)]);
+        // A queue that never reclaims, nor preempts within, finds none.
+        let mut never = queue("a", "4", 0);
+        never["spec"]["preemption"] = json!({});
+        let kueue = read(&[never, queue("b", "4", 500)], &items);
+        assert!(preemptible(&kueue, &kueue.workloads[5]).is_empty());
     }
 
     #[test]
     fn an_admission_is_estimated_from_the_maximum_execution_times() {
         let w = |name: &str,
-                 gpus: u64,
-                 priority: i64,
+                 gpus: u32,
+                 priority: i32,
                  created: i64,
                  reserved_at: Option<i64>,
-                 max: Option<i64>| Workload {
-            namespace: "ns".into(),
-            name: name.into(),
-            cluster_queue: Some("a".into()),
-            gpus,
-            priority,
-            created,
-            reserved_at,
-            active: true,
-            max_execution: max,
-            ..Workload::default()
+                 max: Option<i64>| {
+            Workload {
+                namespace: "ns".into(),
+                name: name.into(),
+                cluster_queue: Some("a".into()),
+                gpus,
+                priority,
+                created,
+                queued_at: created,
+                reserved_at,
+                active: true,
+                max_execution: max,
+                ..Workload::default()
+            }
         };
-        // 8 GPUs. Admitted: r1 (6 GPUs from 0 for 100 s), r2 (2 GPUs from 50 for 200 s).
+        // 8 GPUs. Holding quota: r1 (6 GPUs from 0 for 100 s), r2 (2 GPUs admitted at 50 for
+        // 200 s, of which it ran 30 s before an eviction: it ends at 220).
         // Pending in order: p (4 GPUs, priority 10, 60 s), then q (6 GPUs, priority 0).
         // At now = 10 nothing is free. p waits for r1's end at 100 (6 free >= 4) and runs
-        // to 160. q needs 6: at 160 p frees its 4 and r2 still holds 2 until 250: 6 free at
+        // to 160. q needs 6: at 160 p frees its 4 and r2 still holds 2 until 220: 6 free at
         // 160. So p is admitted at 100 and q at 160.
-        let workloads = [
-            w("r1", 6, 0, 0, Some(0), Some(100)),
-            w("r2", 2, 0, 0, Some(50), Some(200)),
-            w("p", 4, 10, 5, None, Some(60)),
-            w("q", 6, 0, 1, None, None),
-        ];
-        assert_eq!(estimated_start(&workloads, &workloads[2], 8, 10), Some(100));
-        assert_eq!(estimated_start(&workloads, &workloads[3], 8, 10), Some(160));
-        // An admitted workload with no maximum execution time: no estimate behind it.
-        let mut unbounded = workloads.clone();
-        unbounded[0].max_execution = None;
-        assert_eq!(estimated_start(&unbounded, &unbounded[2], 8, 10), None);
+        let mut r2 = w("r2", 2, 0, 0, Some(40), Some(200));
+        (r2.admitted_at, r2.past_execution) = (Some(50), 30);
+        assert_eq!(r2.ends_at(), Some(220));
+        let kueue = Kueue {
+            workloads: vec![
+                w("r1", 6, 0, 0, Some(0), Some(100)),
+                r2,
+                w("p", 4, 10, 5, None, Some(60)),
+                w("q", 6, 0, 1, None, None),
+            ],
+            ..Kueue::default()
+        };
+        let at = |i: usize, gpus: u64| estimated_start(&kueue, &kueue.workloads[i], gpus, 10);
+        assert_eq!((at(2, 8), at(3, 8)), (Some(100), Some(160)));
         // More GPUs than the cluster has.
-        assert_eq!(estimated_start(&workloads, &workloads[3], 4, 10), None);
+        assert_eq!(at(3, 4), None);
+        // A workload holding quota with no maximum execution time: no estimate behind it.
+        let mut unbounded = kueue.clone();
+        unbounded.workloads[0].max_execution = None;
+        assert_eq!(estimated_start(&unbounded, &unbounded.workloads[2], 8, 10), None);
     }
 
     #[test]
     fn workloads_that_cannot_be_admitted_ask_for_no_gpus() {
+        let kueue = Kueue::default();
         let mut w = Workload { active: true, ..Workload::default() };
-        assert!(w.waits_for_gpus(0));
+        assert!(kueue.waits_for_gpus(&w, 0));
         w.conditions.push(Condition {
             kind: "QuotaReserved".into(),
             status: false,
@@ -647,12 +936,25 @@ mod tests {
             message: "couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor default, previously considered podsets requests (0) + current podset request (16) > maximum capacity (8)".into(),
             at: None,
         });
-        assert!(!w.waits_for_gpus(0));
-        assert!(reason(&w, 0).contains("will not start as it is"));
+        assert!(!kueue.waits_for_gpus(&w, 0));
+        assert!(reason(&kueue, &w, 0).contains("will not start as it is"));
+        // One flavor full, another too small: it may fit once GPUs free up.
+        w.conditions[0]
+            .message
+            .push_str(", insufficient unused quota for nvidia.com/gpu in flavor b, 2 more needed");
+        assert!(kueue.waits_for_gpus(&w, 0));
         let backing_off = Workload { active: true, requeue_at: Some(100), ..Workload::default() };
-        assert!(!backing_off.waits_for_gpus(50) && backing_off.waits_for_gpus(100));
+        assert!(!kueue.waits_for_gpus(&backing_off, 50) && kueue.waits_for_gpus(&backing_off, 100));
         let inactive = Workload { active: false, ..Workload::default() };
-        assert!(!inactive.waits_for_gpus(0));
+        assert!(!kueue.waits_for_gpus(&inactive, 0));
+        // A ClusterQueue that is not active admits nothing.
+        let stopped = Kueue {
+            cluster_queues: vec![ClusterQueue { name: "a".into(), active: false, ..ClusterQueue::default() }],
+            ..Kueue::default()
+        };
+        let queued = Workload { active: true, cluster_queue: Some("a".into()), ..Workload::default() };
+        assert!(!stopped.waits_for_gpus(&queued, 0));
+        assert!(reason(&stopped, &queued, 0).starts_with("Kueue cannot queue it"));
     }
 
     #[test]
@@ -668,12 +970,38 @@ mod tests {
     }
 
     #[test]
-    fn a_quantity_that_is_no_whole_gpu_count_names_its_object() {
-        let mut w = workload("x", 1, 0, "2026-12-01T10:00:00Z", None);
-        w["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] =
-            json!("1500m");
-        let lists = Lists { cluster_queues: &[], cohorts: &[], local_queues: &[], workloads: &[w] };
-        let error = Kueue::read(&lists, "nvidia.com/gpu").unwrap_err().to_string();
-        assert_eq!(error, "Workload team-a/x: GPU quantity \"1500m\" is not a whole number");
+    fn an_object_kueue_could_not_have_written_is_refused_with_its_name() {
+        let bad = |edit: &dyn Fn(&mut Value)| {
+            let mut w = workload("x", 1, 0, "2026-12-01T10:00:00Z", None);
+            edit(&mut w);
+            Workload::read(&w, "nvidia.com/gpu").unwrap_err().to_string()
+        };
+        let gpu = |q: Value| {
+            move |w: &mut Value| {
+                w["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] =
+                    q.clone()
+            }
+        };
+        assert_eq!(
+            bad(&gpu(json!("1500m"))),
+            "Workload team-a/x: GPU quantity \"1500m\" is not a whole number"
+        );
+        assert_eq!(bad(&gpu(json!(-1))), "Workload team-a/x: GPU quantity -1 is not a whole number");
+        assert_eq!(
+            bad(&gpu(json!("5000000000"))),
+            "Workload team-a/x: 10000000000 GPUs: more than a job can hold"
+        );
+        assert_eq!(
+            bad(&|w| w["spec"]["priority"] = json!(i64::MIN)),
+            "Workload team-a/x: priority -9223372036854775808 is not a whole number in range"
+        );
+        assert_eq!(
+            bad(&|w| w["spec"]["active"] = json!("no")),
+            "Workload team-a/x: active \"no\" is not true or false"
+        );
+        assert_eq!(
+            bad(&|w| w["metadata"]["creationTimestamp"] = json!("yesterday")),
+            "Workload team-a/x: time \"yesterday\" is not RFC 3339"
+        );
     }
 }

@@ -5,7 +5,9 @@
 //! (allot's estimate; Kueue gives none). An admitted or finished workload gets a short
 //! account. Nothing is written to the live system.
 
+use allot_compiler::escape::controls;
 use allot_compiler::ir::Model;
+use allot_targets::kubernetes::kueue::queue_names;
 use allot_verify::live::{self, BudgetNow};
 use allot_verify::render;
 use allot_verify::workloads::{self, Kueue, Preemption, Workload};
@@ -31,17 +33,17 @@ pub fn run(
     };
     let (cluster, binding) = kueue::live_cluster(model, cluster)?;
     let connection = kueue::Connection::open(context)?;
-    let live_kueue = kueue::Objects::read(&connection, false)?.kueue(&binding.resource)?;
+    let live_kueue = kueue::Reading::read(&connection, &binding.resource, false)?.kueue;
     let now = status::now();
     let Some(workload) = live_kueue.workloads.iter().find(|w| w.namespace == namespace && w.name == name)
     else {
         eprintln!("error: Kueue holds no workload {id} on cluster {}", cluster.name);
         return Ok(Exit::Problems);
     };
-    let jobs = status::workload_jobs(model, &cluster.name, &live_kueue, now);
+    let jobs = status::kueue_demand(model, &cluster.name, &live_kueue, now);
     let status = live::status(model, &jobs, now).map_err(|e| Error::failed(e.to_string()))?;
     let path = workload.cluster_queue.as_ref().and_then(|q| {
-        kueue::queue_names(model, &cluster.name).into_iter().find(|(n, _)| n == q).map(|(_, path)| path)
+        queue_names(model, &cluster.name).into_iter().find(|(n, _)| n == q).map(|(_, path)| path)
     });
     let budget = path.as_ref().and_then(|p| {
         status
@@ -69,10 +71,14 @@ pub fn run(
     };
     print(&match format {
         ExplainFormat::Json => crate::output::json(&facts.json())?,
-        // What the API server says is shown with its control characters visible.
-        ExplainFormat::Human => allot_compiler::escape::controls(&facts.text(), true).into_owned(),
+        ExplainFormat::Human => facts.text(),
     })?;
     Ok(Exit::Success)
+}
+
+/// What the API server says, shown on its line with its control characters visible.
+fn shown(text: &str) -> String {
+    controls(text, false).into_owned()
 }
 
 /// A Kubernetes object name or namespace (a DNS subdomain).
@@ -102,25 +108,27 @@ impl Facts<'_> {
         let w = self.workload;
         if w.finished {
             "finished"
-        } else if w.reserved_at.is_some() {
+        } else if w.admitted_at.is_some() {
             "admitted"
+        } else if w.reserved_at.is_some() {
+            "quota reserved"
         } else {
             "pending"
         }
     }
 
     fn estimate(&self) -> Option<i64> {
-        workloads::estimated_start(&self.kueue.workloads, self.workload, self.gpus, self.now)
+        workloads::estimated_start(self.kueue, self.workload, self.gpus, self.now)
     }
 
     fn text(&self) -> String {
         let w = self.workload;
         let time = render::time;
-        let contract = if w.priority_class.is_empty() { "-" } else { w.priority_class.as_str() };
-        let queue = w.cluster_queue.as_deref().unwrap_or("-");
+        let contract = if w.priority_class.is_empty() { "-".to_string() } else { shown(&w.priority_class) };
+        let queue = shown(w.cluster_queue.as_deref().unwrap_or("-"));
         let mut out = format!(
             "Workload {} on cluster {} (Kueue): {} GPUs for budget {} (ClusterQueue {queue}) under contract {contract}, {}\n",
-            w.id(),
+            shown(&w.id()),
             self.cluster,
             w.gpus,
             self.path.unwrap_or("none"),
@@ -132,21 +140,30 @@ impl Facts<'_> {
                 "  submitted {}, finished {} ({})\n",
                 time(w.created),
                 finished.and_then(|c| c.at).map_or("-".to_string(), time),
-                finished.map_or("-", |c| c.reason.as_str())
+                finished.map_or("-".to_string(), |c| shown(&c.reason))
             ));
             return out;
         }
-        if let Some(at) = w.reserved_at {
-            out.push_str(&format!("  admitted at {} (waited {})\n", time(at), span(at - w.created)));
+        if let Some(reserved) = w.reserved_at {
+            match w.admitted_at {
+                Some(at) => {
+                    out.push_str(&format!("  admitted at {} (waited {})\n", time(at), span(at - w.created)))
+                }
+                None => out.push_str(&format!(
+                    "  quota reserved at {} (waited {}); its admission checks have not passed yet\n",
+                    time(reserved),
+                    span(reserved - w.created)
+                )),
+            }
             out.push_str("  Kueue has no minimum runtime: its contract's priority protects it only from lower-priority workloads of its ClusterQueue\n");
-            if let Some(max) = w.max_execution {
-                out.push_str(&format!("  its maximum execution time ends it at {}\n", time(at + max)));
+            if let Some(end) = w.admitted_at.and(w.ends_at()) {
+                out.push_str(&format!("  its maximum execution time ends it at {}\n", time(end)));
             }
             out.push_str(&budget_lines(self.budget));
             return out;
         }
         out.push_str(&format!("  waiting since {} ({})\n", time(w.created), span(self.now - w.created)));
-        out.push_str(&format!("\nWhy: {}\n", workloads::reason(w, self.now)));
+        out.push_str(&format!("\nWhy: {}\n", shown(&workloads::reason(self.kueue, w, self.now))));
         out.push_str(&budget_lines(self.budget));
         if let Some(q) = w.cluster_queue.as_deref().and_then(|q| self.kueue.cluster_queue(q)) {
             let borrowing = match q.borrowing_limit {
@@ -155,35 +172,40 @@ impl Facts<'_> {
             };
             out.push_str(&format!(
                 "Its ClusterQueue {}: quota {} GPUs ({borrowing}), {} reserved now, {} of them borrowed; weighted share {}.\n",
-                q.name,
+                shown(&q.name),
                 q.nominal_gpus,
                 q.reserved_gpus,
                 q.borrowed_gpus,
                 q.weighted_share.map_or("- (Fair Sharing off)".to_string(), |s| s.to_string()),
             ));
         }
-        let ahead = workloads::ahead(&self.kueue.workloads, w, self.now);
-        let ahead_gpus: u64 = ahead.iter().map(|a| a.gpus).sum();
+        let ahead = workloads::ahead(self.kueue, w, self.now);
+        let ahead_gpus: u64 = ahead.iter().map(|a| u64::from(a.gpus)).sum();
         out.push_str(&format!(
             "\nAhead of it in ClusterQueue {queue}: {} workloads waiting for {ahead_gpus} GPUs (higher priority first, then older){}\n",
             ahead.len(),
             self.position.map_or(String::new(), |p| format!("; Kueue's position: {p}"))
         ));
         for a in ahead.iter().take(AHEAD_SHOWN) {
-            out.push_str(&format!("  workload {} ({} GPUs, priority {})\n", a.id(), a.gpus, a.priority));
+            out.push_str(&format!(
+                "  workload {} ({} GPUs, priority {})\n",
+                shown(&a.id()),
+                a.gpus,
+                a.priority
+            ));
         }
         let preemptible = workloads::preemptible(self.kueue, w);
         out.push_str(&format!("\nAdmitted workloads Kueue may preempt for it: {}\n", preemptible.len()));
         for (p, why) in preemptible.iter().take(AHEAD_SHOWN) {
             out.push_str(&format!(
                 "  workload {} ({}, {} GPUs, priority {}): {}\n",
-                p.id(),
-                p.cluster_queue.as_deref().unwrap_or("-"),
+                shown(&p.id()),
+                shown(p.cluster_queue.as_deref().unwrap_or("-")),
                 p.gpus,
                 p.priority,
                 match why {
                     Preemption::LowerPriority => "lower priority in its ClusterQueue",
-                    Preemption::Reclaim => "its ClusterQueue borrows more for its weight",
+                    Preemption::Reclaim => "its ClusterQueue borrows from the cohort",
                 }
             ));
         }
@@ -199,11 +221,16 @@ impl Facts<'_> {
     fn json(&self) -> Value {
         let w = self.workload;
         let pending = w.is_pending();
-        let ahead: Vec<Value> = workloads::ahead(&self.kueue.workloads, w, self.now)
-            .iter()
-            .map(|a| json!({ "workload": a.id(), "gpus": a.gpus, "priority": a.priority }))
-            .collect();
-        let preemptible: Vec<Value> = workloads::preemptible(self.kueue, w)
+        let ahead: Vec<Value> = if !pending {
+            Vec::new()
+        } else {
+            workloads::ahead(self.kueue, w, self.now)
+                .iter()
+                .map(|a| json!({ "workload": a.id(), "gpus": a.gpus, "priority": a.priority }))
+                .collect()
+        };
+        let candidates = if pending { workloads::preemptible(self.kueue, w) } else { Vec::new() };
+        let preemptible: Vec<Value> = candidates
             .iter()
             .map(|(p, why)| {
                 json!({
@@ -227,16 +254,18 @@ impl Facts<'_> {
             "priority": w.priority,
             "gpus": w.gpus,
             "created": w.created,
-            "admitted": w.reserved_at,
+            "quota_reserved": w.reserved_at,
+            "admitted": w.admitted_at,
+            "ends": w.admitted_at.and(w.ends_at()),
             "conditions": conditions,
-            "reason_explained": pending.then(|| workloads::reason(w, self.now)),
+            "reason_explained": pending.then(|| workloads::reason(self.kueue, w, self.now)),
             "budget_now": self.budget.map(|b| json!({
                 "running_gpus": b.running_gpus, "pending_gpus": b.pending_gpus,
                 "entitled_gpus": b.entitled_gpus, "standing": b.standing.word(),
             })),
-            "ahead": if pending { ahead } else { Vec::new() },
+            "ahead": ahead,
             "position": self.position,
-            "preemptible": if pending { preemptible } else { Vec::new() },
+            "preemptible": preemptible,
             "estimated_start": pending.then(|| self.estimate()).flatten(),
         })
     }

@@ -2,8 +2,10 @@
 //! would write that is missing, each whose fields differ, and each that carries allot's
 //! label but that the budgets no longer have. Fields the API server or a controller adds
 //! (defaults, `status`, metadata of its own) are not differences: only the fields allot
-//! writes are compared.
+//! writes are compared, quantities by their value (`"2000"` is `"2k"`). A field a webhook
+//! rewrote to another value is a difference.
 
+use allot_compiler::units::parse_quantity;
 use serde_json::{Value, json};
 
 /// What differs of one object.
@@ -32,6 +34,15 @@ impl Drift {
         match &self.namespace {
             Some(namespace) => format!("{} {namespace}/{}", self.kind, self.name),
             None => format!("{} {}", self.kind, self.name),
+        }
+    }
+
+    /// What differs, in words: `differs in spec.fairSharing.weight`.
+    pub fn change(&self) -> String {
+        match &self.change {
+            Change::Missing => "missing".into(),
+            Change::Differs(fields) => format!("differs in {}", fields.join(", ")),
+            Change::Extra => "no longer in the budgets".into(),
         }
     }
 }
@@ -101,6 +112,8 @@ fn differences(wanted: &Value, live: &Value, path: &str, out: &mut Vec<String>) 
             }
         }
         _ if wanted == live => {}
+        (Value::String(w), Value::String(l))
+            if parse_quantity(w).is_some_and(|q| parse_quantity(l) == Some(q)) => {}
         _ => out.push(path.to_string()),
     }
 }
@@ -156,6 +169,8 @@ mod tests {
         a["status"] = json!({ "pendingWorkloads": 3 });
         // b: its weight changed by hand, and its covered resources.
         let mut b = queue("b", "50");
+        // The weight of a, written back as another form of the same quantity.
+        a["spec"]["fairSharing"]["weight"] = json!("60000m");
         b["spec"]["resourceGroups"][0]["coveredResources"] = json!(["nvidia.com/gpu", "cpu"]);
         // old: allot wrote it once; unlabelled: someone else's.
         let old = queue("old", "1");
@@ -175,6 +190,7 @@ mod tests {
             ]
         );
         assert_eq!(summary(&drift), "objects 1 missing, 1 different, 1 no longer in the budgets");
+        assert_eq!(drift[0].change(), "differs in spec.fairSharing.weight, spec.resourceGroups");
         assert_eq!(json(&drift)[0]["fields"][0], "spec.fairSharing.weight");
         assert_eq!(summary(&[]), "");
     }

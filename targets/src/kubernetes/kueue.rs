@@ -78,6 +78,13 @@ pub fn objects(model: &Model, cluster: &str) -> Vec<Value> {
     out
 }
 
+/// The budget each ClusterQueue and Cohort allot writes for allot cluster `cluster` stands
+/// for: the object's name, and the project's path.
+pub fn queue_names(model: &Model, cluster: &str) -> Vec<(String, String)> {
+    let nodes = tree(model, cluster);
+    nodes.iter().flat_map(|n| n.flatten()).map(|n| (n.name.clone(), n.project.path.clone())).collect()
+}
+
 /// Adds the file of `objects`, with the `problems` found on them; no objects, no file.
 fn add<T: Serialize>(emitted: &mut Emitted, path: String, objects: &[T], problems: Vec<String>) {
     if !objects.is_empty() {

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::table::{Cell, Column, Table};
-use crate::live::{BudgetNow, ClusterNow, Standing, Status};
+use crate::live::{BudgetNow, ClusterNow, Ranking, Standing, Status};
 
 /// The columns of every scheduler's budgets.
 const BUDGETS: [Column<'static>; 12] = [
@@ -34,11 +34,6 @@ const KUEUE: [Column<'static>; 3] = [
     Column::right().fitted(" ", "BORROWED").heading("borrowed GPUs").key("borrowed_gpus"),
     Column::right().fitted(" ", "WEIGHTED SHARE").heading("weighted share").key("weighted_share"),
 ];
-
-/// Whether a cluster's figures are Kueue's.
-fn is_kueue(cluster: &ClusterNow) -> bool {
-    cluster.budgets.iter().any(|b| b.queue.is_some())
-}
 
 /// The width of a bar, in characters.
 const BAR: usize = 12;
@@ -99,8 +94,8 @@ fn leaf(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-fn table(cluster: &ClusterNow, indent: bool) -> Table<'_> {
-    let kueue = is_kueue(cluster);
+fn table(cluster: &ClusterNow, ranking: Ranking, indent: bool) -> Table<'_> {
+    let kueue = ranking == Ranking::Kueue;
     let mut columns = BUDGETS.to_vec();
     columns.extend_from_slice(if kueue { &KUEUE[..] } else { &FAIR_TREE[..] });
     Table::new(columns, cluster.budgets.iter().map(|b| row(b, indent, kueue)).collect()).titled()
@@ -126,10 +121,10 @@ pub fn text(status: &Status) -> String {
     let mut out = format!("Budgets at {}\n", Cell::Time(status.now));
     for cluster in &status.clusters {
         out.push_str(&format!("\n{}\n", headline(cluster)));
-        out.push_str(&table(cluster, true).text());
+        out.push_str(&table(cluster, status.ranking, true).text());
     }
     out.push_str(LEGEND);
-    if status.clusters.iter().any(is_kueue) {
+    if status.ranking == Ranking::Kueue {
         out.push_str(LEGEND_KUEUE);
     } else {
         out.push_str(LEGEND_FAIR_TREE);
@@ -157,7 +152,7 @@ pub fn markdown(status: &Status) -> String {
     let mut out = format!("### allot: budgets at {}\n", Cell::Time(status.now));
     for cluster in &status.clusters {
         out.push_str(&format!("\n**{}**\n\n", allot_compiler::escape::markdown(&headline(cluster))));
-        out.push_str(&table(cluster, false).markdown());
+        out.push_str(&table(cluster, status.ranking, false).markdown());
     }
     out
 }
@@ -169,7 +164,7 @@ pub fn json(status: &Status) -> Value {
         .clusters
         .iter()
         .map(|c| {
-            let mut budgets = table(c, false).json();
+            let mut budgets = table(c, status.ranking, false).json();
             if let Value::Array(rows) = &mut budgets {
                 for (value, b) in rows.iter_mut().zip(&c.budgets) {
                     value["depth"] = json!(b.depth);
