@@ -60,13 +60,20 @@ pub struct TraceInput {
     /// Read the trace from the live scheduler instead (`slurm`: `sacct`, every job of the
     /// budgets' Slurm clusters since --since).
     #[arg(long, value_enum, conflicts_with = "trace_format")]
-    pub live: Option<crate::commands::status::Scheduler>,
+    pub live: Option<LiveTrace>,
     /// With --live: how far back, e.g. `7d`, `36h` [default: the policy window].
     #[arg(long, requires = "live")]
     pub since: Option<String>,
     /// What errors call a fetched live trace.
     #[arg(skip)]
     label: Option<String>,
+}
+
+/// The schedulers a trace can be read from live: those that keep an account of finished
+/// jobs (Kueue does not: a finished Workload is deleted with its job).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LiveTrace {
+    Slurm,
 }
 
 /// A live trace, in a temporary file of its own while it is read (removed after).

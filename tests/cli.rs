@@ -228,3 +228,11 @@ fn the_readme_example_is_true() {
     assert_eq!(status, 0, "{stderr}");
     assert_eq!(tree, block("$ allot tree\n"));
 }
+
+#[test]
+fn a_trace_is_read_live_only_from_slurm() {
+    // Kueue deletes a finished Workload with its job: there is no trace to read from it.
+    let (code, _, err) = allot(&["replay", "audit", "examples/university-hpc", "--live", "kueue"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("invalid value 'kueue' for '--live <LIVE>'"), "{err}");
+}
