@@ -39,6 +39,11 @@
 #   ALLOT_SLURM_CPUS      [8] CPUs advertised by the node (SlurmdParameters=config_overrides)
 #   ALLOT_SLURM_GPUS      [8] fake GPUs of the node
 #   ALLOT_SLURM_TIMEOUT   [60] seconds to wait for each daemon
+#   ALLOT_SLURM_BILLING   [CPU=1.0,GRES/gpu=4.0] the partition's TRESBillingWeights
+#   ALLOT_SLURM_CONF_EXTRA  [none] a file of scheduling settings (Key=Value lines; blank lines
+#                         and # comments skipped) that replace this script's: Priority* (but
+#                         PriorityType), SchedulerParameters, AuthInfo, KillWait; any other key
+#                         is refused (exit 2). For replays of allot's emitted configuration.
 #
 # "$STATE/env" (KEY='value' lines, sourceable): SLURM_CLUSTER, SLURM_CONF, ALLOT_SLURM_PARTITION,
 # ALLOT_SLURM_NODE, ALLOT_SLURM_CPUS, ALLOT_SLURM_GPUS, ALLOT_SLURM_BILLING, ALLOT_SLURM_HALFLIFE,
@@ -68,7 +73,8 @@ NGPU="${ALLOT_SLURM_GPUS:-8}"
 TIMEOUT="${ALLOT_SLURM_TIMEOUT:-60}"
 
 PARTITION=gpu
-BILLING="CPU=1.0,GRES/gpu=4.0"
+BILLING="${ALLOT_SLURM_BILLING:-CPU=1.0,GRES/gpu=4.0}"
+EXTRA="${ALLOT_SLURM_CONF_EXTRA:-}"
 ETC=/etc/slurm
 DB=allot_slurm_acct_db
 DBUSER=allot_slurm
@@ -429,6 +435,19 @@ NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$NCPU Boards=1 SocketsPerBoard=1 CoresPer
 # Usage (RawUsage) is billing x seconds: a CPU costs 1, a GPU 4.
 PartitionName=$PARTITION Nodes=ALL Default=YES MaxTime=INFINITE State=UP TRESBillingWeights="$BILLING"
 EOF
+    # The extra settings replace this script's lines of the same keys, before the node lines.
+    extra_settings >"$ETC/slurm.conf.extra"
+    if [ -s "$ETC/slurm.conf.extra" ]; then
+        local keys
+        keys=$(sed 's/=.*//' "$ETC/slurm.conf.extra" | sort -u | paste -sd'|')
+        awk -v keys="^($keys)=" '
+            NR == FNR { extra = extra $0 "\n"; next }
+            $0 ~ keys { next }
+            /^NodeName=/ && !done { printf "# Settings of ALLOT_SLURM_CONF_EXTRA\n%s", extra; done = 1 }
+            { print }' "$ETC/slurm.conf.extra" "$ETC/slurm.conf" >"$ETC/slurm.conf.tmp"
+        mv "$ETC/slurm.conf.tmp" "$ETC/slurm.conf"
+    fi
+    rm -f "$ETC/slurm.conf.extra"
 
     # slurmdbd refuses a slurmdbd.conf that is not mode 600 and owned by SlurmUser.
     (
@@ -454,6 +473,39 @@ EOF
     chmod 644 "$ETC/slurm.conf" "$ETC/gres.conf"
 }
 
+# The settings of ALLOT_SLURM_CONF_EXTRA, checked: one Key=Value per line, on stdout.
+extra_settings() {
+    [ -n "$EXTRA" ] || return 0
+    [ -f "$EXTRA" ] || {
+        log "ALLOT_SLURM_CONF_EXTRA: $EXTRA is not a file"
+        exit 2
+    }
+    local line key value
+    while IFS= read -r line || [ -n "$line" ]; do
+        case "$line" in '' | '#'*) continue ;; esac
+        key=${line%%=*}
+        value=${line#*=}
+        case "$key" in
+            PriorityType) ;;
+            Priority[A-Za-z]* | SchedulerParameters | AuthInfo | KillWait)
+                if [[ "$key" =~ ^[A-Za-z]+$ && "$value" =~ ^[A-Za-z0-9_=,.:/+-]+$ ]]; then
+                    printf '%s=%s\n' "$key" "$value"
+                    continue
+                fi
+                ;;
+        esac
+        log "ALLOT_SLURM_CONF_EXTRA: refused line: $line (only Priority* but PriorityType, SchedulerParameters, AuthInfo, KillWait; values of letters, digits and _=,.:/+-)"
+        exit 2
+    done <"$EXTRA"
+}
+
+# PriorityCalcPeriod in minutes, as configured.
+calc_period() {
+    local period
+    period=$(extra_settings | sed -n 's/^PriorityCalcPeriod=//p' | tail -1)
+    echo "${period:-1}"
+}
+
 write_env() {
     local version
     version=$(dpkg-query -W -f='${Version}' slurmctld 2>/dev/null || echo unknown)
@@ -466,7 +518,7 @@ ALLOT_SLURM_CPUS='$NCPU'
 ALLOT_SLURM_GPUS='$NGPU'
 ALLOT_SLURM_BILLING='$BILLING'
 ALLOT_SLURM_HALFLIFE='$HALFLIFE'
-ALLOT_SLURM_CALC_PERIOD_MIN='1'
+ALLOT_SLURM_CALC_PERIOD_MIN='$(calc_period)'
 ALLOT_SLURM_VERSION='$version'
 ALLOT_SLURM_STATE='$STATE'
 ALLOT_SLURM_LOGS='$LOGS'
@@ -488,6 +540,8 @@ check_env_values() {
     [[ "$HALFLIFE" =~ ^[0-9:-]+$ ]] || die "ALLOT_SLURM_HALFLIFE='$HALFLIFE' is not a Slurm duration" 2
     case "$STATE" in /*) ;; *) die "ALLOT_SLURM_STATE='$STATE' is not an absolute path" 2 ;; esac
     [ "$STATE" != / ] || die "ALLOT_SLURM_STATE must not be /" 2
+    [[ "$BILLING" =~ ^[A-Za-z0-9/=.,]+$ ]] || die "ALLOT_SLURM_BILLING='$BILLING' is not a TRESBillingWeights list" 2
+    extra_settings >/dev/null
 }
 
 # Refuse a non-empty state folder this script did not create (it is partly wiped at each start).
