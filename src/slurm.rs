@@ -7,8 +7,11 @@
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 
+use allot_targets::slurm::fair_tree::{FairTree, SiblingOrder};
 use allot_targets::slurm::qos::SHOW_FORMAT;
 use allot_targets::slurm::tree::MAX_DUMP_BYTES;
+use allot_targets::slurm::tree::Tree;
+use allot_targets::slurm::usage::Usage;
 
 use crate::exit::Error;
 
@@ -87,6 +90,14 @@ pub fn sshare_usage(cluster: &str) -> Result<String, Error> {
         .filter(|l| !l.starts_with("CLUSTER: "))
         .map(|l| format!("{}\n", l.replace('|', ",")))
         .collect())
+}
+
+/// The live Fair Tree of `cluster`: its associations (`live_tree`) with their raw usage
+/// ([`sshare_usage`]), ranked by allot's Fair Tree as Slurm 22.05 ranks them.
+pub fn fair_tree(cluster: &str, live_tree: &Tree) -> Result<FairTree, Error> {
+    let usage = Usage::parse(&sshare_usage(cluster)?).map_err(|e| Error::failed(format!("sshare: {e}")))?;
+    FairTree::compute_in(&usage.associations(live_tree), SiblingOrder::Slurm22)
+        .map_err(|e| Error::failed(format!("the live Fair Tree of {cluster}: {e}")))
 }
 
 /// What `sacct` recorded of job `id` on `cluster`, as one line

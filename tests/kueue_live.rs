@@ -290,12 +290,22 @@ fn status_and_explain_read_a_live_kueue() {
     // beta's 8 GPUs free at their maximum execution time; z-first takes 4, a-second the rest.
     assert_eq!(explain["estimated_start"].as_i64(), Some(admitted + 600));
     assert_eq!(explain["position"], Value::Null, "the test server serves no visibility API");
+    // Its place in its cohort: alpha borrows nothing, beta's Cohort the most.
+    let members: Vec<(&str, &Value)> = explain["cohort"]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["name"].as_str().unwrap(), &m["weighted_share"]))
+        .collect();
+    assert_eq!(explain["cohort"]["name"], "root");
+    assert_eq!(members[..2], [("alpha", &json!(0)), ("cohort beta", &json!(1042))], "{explain}");
     let (code, text, err) = allot(kubeconfig, &["explain", "team-alpha/a-second", "--live", "kueue", repo]);
     assert_eq!(code, 0, "{err}");
     for needed in [
         "Why: its ClusterQueue's quota",
         "Ahead of it in ClusterQueue alpha: 1 workloads waiting for 4 GPUs",
         "Admitted workloads Kueue may preempt for it: 2",
+        "In cohort root, by weighted share: alpha 0, cohort beta 1042, ",
         "Kueue: gives no estimate",
     ] {
         assert!(text.contains(needed), "{needed:?} not in:\n{text}");

@@ -164,6 +164,17 @@ fn check_status_and_explain(budgets: &str) {
         );
         assert_eq!(explained["budget"], "alpha");
         assert_eq!(explained["budget_now"]["standing"], "under");
+        // Its account in the Fair Tree beside beta's; alpha has used nothing yet.
+        let tree = &explained["fair_tree"];
+        assert_eq!(
+            (tree["account"].as_str(), tree["level_fs"].as_f64()),
+            (Some("alpha"), None),
+            "{explained}"
+        );
+        let siblings: Vec<&str> =
+            tree["siblings"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+        assert!(siblings.contains(&"alpha") && siblings.contains(&"beta"), "{explained}");
+        assert!(tree["fair_share"].as_f64().is_some_and(|f| f > 0.0 && f <= 1.0), "{explained}");
         // Beta's batch jobs are not in batch's Preempt list: nothing to preempt.
         assert_eq!(explained["preemptible"].as_array().map(Vec::len), Some(0), "{explained}");
         // allot: when a beta job's 10-minute limit ends.
@@ -179,6 +190,7 @@ fn check_status_and_explain(budgets: &str) {
         .into_owned();
     eprintln!("{text}");
     assert!(text.contains("Why: ") && text.contains("Ahead of it in partition gpu"), "{text}");
+    assert!(text.contains("Its account alpha in the Fair Tree: LevelFS inf (no usage)"), "{text}");
     let text = String::from_utf8_lossy(&allot(&["explain", &running[0], "--live", "slurm", budgets]).stdout)
         .into_owned();
     // Beta's batch jobs: batch's Preempt list names only `preemptible`, and no QOS names batch.

@@ -303,9 +303,14 @@ fn a_trace_replayed_through_slurm_and_through_allot() {
     let applied = allot(&["apply", "slurm", saved, "--auto-approve"]);
     assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
 
-    // Submit each job at its time.
+    // Submit each job at its time, while Slurm's own start estimates are sampled.
     let t0 = now() + 2;
     let started = Instant::now();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let done = done.clone();
+        std::thread::spawn(move || slurm_estimates(&done))
+    };
     let mut ids = Vec::new();
     for job in &jobs {
         let due = Duration::from_secs((job.at + 2) as u64);
@@ -328,6 +333,8 @@ fn a_trace_replayed_through_slurm_and_through_allot() {
         assert!(Instant::now() < deadline, "the replay did not end within an hour");
         std::thread::sleep(Duration::from_secs(2));
     }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let estimates = sampler.join().unwrap();
     let real = real_runs(&ids, t0);
 
     // The real schedule holds what Slurm promises.
@@ -384,8 +391,52 @@ fn a_trace_replayed_through_slurm_and_through_allot() {
         }
         assert!((0.0..=1.0).contains(&a.order) && a.share_max <= 1.0, "{a:?}");
     }
+    // Slurm's own estimates (its backfill's plan, as `squeue --start` shows it), the first
+    // one of each job, against its real wait.
+    println!("Slurm's estimates (`squeue --start`, sampled every 5 s), the first of each job:");
+    let first_start = |runs: &Runs| runs.first().map_or(i64::MAX, |&(start, _)| start);
+    for qos in ["batch", "short", "preemptible"] {
+        let mut ratios: Vec<f64> = Vec::new();
+        let (mut estimated, mut waited) = (0, 0);
+        for ((job, runs), id) in jobs.iter().zip(&real).zip(&ids).filter(|((j, _), _)| j.qos == qos) {
+            let real_wait = (first_start(runs) - job.at) as f64;
+            if real_wait < 10.0 {
+                continue;
+            }
+            waited += 1;
+            if let Some(&(_, at)) = estimates.get(id) {
+                estimated += 1;
+                ratios.push(((at - t0 - job.at) as f64).max(1.0) / real_wait);
+            }
+        }
+        println!(
+            "  {qos}: {estimated} of the {waited} jobs that waited 10 s or more got an estimate; predicted / real wait p50 {:.2}, p90 {:.2}",
+            percentile(&mut ratios.clone(), 50.0),
+            percentile(&mut ratios, 90.0)
+        );
+    }
     println!(
         "{} jobs, {preempted} preempted at least once, the last ended {end} s after the first submission; submissions were {submitted_late:.1} s late at the end",
         jobs.len()
     );
+}
+
+/// Slurm's expected start of each pending job, the first time `squeue` shows one: job id to
+/// (when sampled, expected start), in epoch seconds; sampled every 5 s until `done`.
+fn slurm_estimates(done: &std::sync::atomic::AtomicBool) -> BTreeMap<String, (i64, i64)> {
+    let mut first = BTreeMap::new();
+    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+        let args = ["-h", "--clusters=replay", "-t", "PD", "-O", "JobID:|,StartTime:"];
+        let output = run("squeue", &args, &[("SLURM_TIME_FORMAT", "%s")]);
+        let sampled = now();
+        for line in String::from_utf8_lossy(&output.stdout).lines() {
+            if let Some((id, start)) = line.split_once('|')
+                && let Ok(start) = start.trim().parse::<i64>()
+            {
+                first.entry(id.trim().to_string()).or_insert((sampled, start));
+            }
+        }
+        std::thread::sleep(Duration::from_secs(5));
+    }
+    first
 }

@@ -8,6 +8,7 @@
 
 mod kueue;
 
+use allot_targets::slurm::fair_tree::{FairTree, ShareRow};
 use allot_targets::slurm::qos::{self, Qos};
 use allot_targets::slurm::tree;
 use allot_verify::explain::{self, Preemptible};
@@ -21,6 +22,7 @@ use crate::commands::status;
 use crate::diagnostics::Format;
 use crate::exit::{Error, Exit, Outcome};
 use crate::output::print;
+use crate::saved_plan::Live;
 use crate::slurm;
 
 #[derive(clap::Args)]
@@ -102,7 +104,20 @@ pub fn run(args: Args, format: Format) -> Outcome {
         0 => bound(false),
         gpus => gpus,
     };
-    let facts = Facts { job, path: &path, budget: budget.as_ref(), queue: &queue, qos: &qos, gpus, now };
+    let live_tree = Live::read(&cluster, false)?
+        .tree()
+        .map_err(|e| Error::failed(format!("the live state of {cluster}: {e}")))?;
+    let fair_tree = slurm::fair_tree(&cluster, &live_tree)?;
+    let facts = Facts {
+        job,
+        path: &path,
+        budget: budget.as_ref(),
+        queue: &queue,
+        qos: &qos,
+        fair_tree: &fair_tree,
+        gpus,
+        now,
+    };
     print(&match args.format {
         ExplainFormat::Json => crate::output::json(&facts.json())?,
         // What squeue says is shown, its control characters made visible.
@@ -118,6 +133,8 @@ struct Facts<'a> {
     budget: Option<&'a BudgetNow>,
     queue: &'a [QueuedJob],
     qos: &'a [Qos],
+    /// The live associations ranked, with their usage.
+    fair_tree: &'a FairTree,
     /// The GPUs of the partition's clusters.
     gpus: u64,
     now: i64,
@@ -177,6 +194,7 @@ impl Facts<'_> {
         out.push_str(&format!("  waiting since {} ({})\n", time(j.submit), span(self.now - j.submit)));
         out.push_str(&format!("\nWhy: {}\n", explain::reason(&self.job.reason)));
         out.push_str(&budget_lines(self.budget));
+        out.push_str(&self.fair_tree_lines());
         let ahead = explain::ahead(self.queue, self.job);
         let ahead_gpus: u64 = ahead.iter().map(|q| u64::from(q.job.gpus)).sum();
         out.push_str(&format!(
@@ -218,8 +236,59 @@ impl Facts<'_> {
         out
     }
 
+    /// The job's account in the Fair Tree beside its siblings, the highest LevelFS first,
+    /// and the fair-share factor of its user's association: where its priority comes from.
+    fn siblings(&self) -> Vec<&ShareRow> {
+        let mut siblings = self.fair_tree.siblings(&self.job.job.project);
+        // Fairshare=parent (no LevelFS) last; no usage (an infinite LevelFS) first.
+        siblings.sort_by(|a, b| b.level_fs.unwrap_or(f64::MIN).total_cmp(&a.level_fs.unwrap_or(f64::MIN)));
+        siblings
+    }
+
+    fn fair_tree_lines(&self) -> String {
+        let j = &self.job.job;
+        let Some(row) = self.fair_tree.row(&j.project, None) else { return String::new() };
+        let siblings = self.siblings();
+        let place =
+            siblings.iter().position(|r| r.user.is_none() && r.account == row.account).map_or(0, |p| p + 1);
+        let listed: Vec<String> =
+            siblings.iter().map(|r| format!("{} {}", sibling_name(r), level_fs(r.level_fs))).collect();
+        let mut out = format!(
+            "Its account {} in the Fair Tree: LevelFS {} ({:.1}% of its parent's usage over the window, for {:.1}% of its shares), {place} of {} beside it by LevelFS: {}. The highest goes first.\n",
+            row.account,
+            level_fs(row.level_fs),
+            row.effective_usage * 100.0,
+            row.norm_shares * 100.0,
+            siblings.len(),
+            listed.join(", ")
+        );
+        if let Some(fair_share) = self.fair_tree.row(&j.project, Some(&j.user)).and_then(|r| r.fair_share) {
+            out.push_str(&format!(
+                "The fair-share factor of {} under {}: {fair_share:.3}, the fair-share part of its priority.\n",
+                j.user, row.account
+            ));
+        }
+        out
+    }
+
     fn json(&self) -> Value {
         let j = &self.job.job;
+        let fair_tree = self.fair_tree.row(&j.project, None).map(|row| {
+            let finite = |l: Option<f64>| l.filter(|l| l.is_finite());
+            let siblings: Vec<Value> = self
+                .siblings()
+                .iter()
+                .map(|r| json!({ "name": sibling_name(r), "level_fs": finite(r.level_fs), "used": r.raw_usage > 0.0 }))
+                .collect();
+            json!({
+                "account": row.account,
+                "level_fs": finite(row.level_fs),
+                "effective_usage": row.effective_usage,
+                "norm_shares": row.norm_shares,
+                "siblings": siblings,
+                "fair_share": self.fair_tree.row(&j.project, Some(&j.user)).and_then(|r| r.fair_share),
+            })
+        });
         let preemptible: Vec<Value> = self
             .preemptible()
             .iter()
@@ -245,6 +314,7 @@ impl Facts<'_> {
                 "running_gpus": b.running_gpus, "pending_gpus": b.pending_gpus,
                 "entitled_gpus": b.entitled_gpus, "standing": b.standing.word(),
             })),
+            "fair_tree": fair_tree,
             "ahead": ahead,
             "preemptible": preemptible,
             "estimated_start": j.start.is_none().then(|| self.estimate()).flatten(),
@@ -270,6 +340,23 @@ fn budget_lines(budget: Option<&BudgetNow>) -> String {
             live::Standing::Idle => "idle",
         }
     )
+}
+
+/// A sibling in the Fair Tree: an account, or a user's association.
+fn sibling_name(row: &ShareRow) -> String {
+    match &row.user {
+        Some(user) => format!("user {user}"),
+        None => row.account.clone(),
+    }
+}
+
+/// A LevelFS as `sshare` reads: two decimals, `inf` without usage, `-` for Fairshare=parent.
+fn level_fs(level_fs: Option<f64>) -> String {
+    match level_fs {
+        None => "-".into(),
+        Some(l) if l.is_infinite() => "inf (no usage)".into(),
+        Some(l) => format!("{l:.2}"),
+    }
 }
 
 /// A span of seconds, briefly.

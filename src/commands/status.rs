@@ -14,10 +14,9 @@ use std::collections::HashMap;
 use allot_compiler::escape::controls;
 use allot_compiler::ir::Model;
 use allot_targets::kubernetes::{drift, kueue as objects};
-use allot_targets::slurm::fair_tree::{FairTree, SiblingOrder};
+use allot_targets::slurm::fair_tree::FairTree;
 use allot_targets::slurm::plan;
-use allot_targets::slurm::tree::{self, Tree};
-use allot_targets::slurm::usage::Usage;
+use allot_targets::slurm::tree;
 use allot_verify::live::{self, QueueNow, Ranking, Status, WindowUsage};
 use allot_verify::trace::Job;
 use allot_verify::workloads::{self, Kueue};
@@ -104,12 +103,10 @@ fn read_slurm(model: &Model, cluster: Option<&str>) -> Result<Reading, Error> {
     let jobs = slurm::queue(&cluster)?;
     let state = Live::read(&cluster, true)?;
     let live_tree = state.tree().map_err(|e| Error::failed(format!("the live state of {cluster}: {e}")))?;
-    let usage = slurm::sshare_usage(&cluster)?;
-    let usage = Usage::parse(&usage).map_err(|e| Error::failed(format!("sshare: {e}")))?;
     let mut status = live::status(model, squeue::demand(&jobs), now())
         .map_err(|e| Error::failed(format!("the queue of Slurm cluster {cluster}: {e}")))?;
     keep_bound(&mut status, model, &cluster);
-    add_fair_tree(&mut status, &live_tree, &usage)?;
+    add_fair_tree(&mut status, &slurm::fair_tree(&cluster, &live_tree)?);
     let drift = plan::plan(&tree::desired(model, &cluster), &live_tree);
     let drift_line = if drift.is_empty() {
         format!("The live associations and QOS of Slurm cluster {cluster} match the budgets.")
@@ -211,9 +208,7 @@ fn keep_bound(status: &mut Status, model: &Model, cluster: &str) {
 /// Each budget's Fair Tree figures, from the live associations and their raw usage: the
 /// account named like its project (an inner project's own jobs and the unbudgeted work have
 /// none).
-fn add_fair_tree(status: &mut Status, live_tree: &Tree, usage: &Usage) -> Result<(), Error> {
-    let fair_tree = FairTree::compute_in(&usage.associations(live_tree), SiblingOrder::Slurm22)
-        .map_err(|e| Error::failed(format!("the live Fair Tree: {e}")))?;
+fn add_fair_tree(status: &mut Status, fair_tree: &FairTree) {
     for budget in status.clusters.iter_mut().flat_map(|c| c.budgets.iter_mut()) {
         let account = budget.path.rsplit('/').next().unwrap_or(&budget.path);
         if let Some(row) = fair_tree.row(account, None) {
@@ -224,5 +219,4 @@ fn add_fair_tree(status: &mut Status, live_tree: &Tree, usage: &Usage) -> Result
             });
         }
     }
-    Ok(())
 }

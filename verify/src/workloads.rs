@@ -298,7 +298,8 @@ impl Kueue {
         self.cluster_queues.iter().find(|q| q.name == name)
     }
 
-    fn queue_of(&self, workload: &Workload) -> Option<&ClusterQueue> {
+    /// The ClusterQueue `workload` holds quota in, or waits in.
+    pub fn queue_of(&self, workload: &Workload) -> Option<&ClusterQueue> {
         workload.cluster_queue.as_deref().and_then(|q| self.cluster_queue(q))
     }
 

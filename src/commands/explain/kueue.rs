@@ -178,6 +178,9 @@ impl Facts<'_> {
                 q.borrowed_gpus,
                 q.weighted_share.map_or("- (Fair Sharing off)".to_string(), |s| s.to_string()),
             ));
+            if let Some(cohort) = &q.cohort {
+                out.push_str(&self.cohort_line(cohort));
+            }
         }
         let ahead = workloads::ahead(self.kueue, w, self.now);
         let ahead_gpus: u64 = ahead.iter().map(|a| u64::from(a.gpus)).sum();
@@ -216,6 +219,34 @@ impl Facts<'_> {
         });
         out.push_str("  Kueue: gives no estimate\n");
         out
+    }
+
+    /// The ClusterQueues and Cohorts of `cohort` by Fair Sharing's weighted share, the
+    /// lowest first: Kueue admits from the lowest first and reclaims from the highest.
+    fn members(&self, cohort: &str) -> Vec<(String, Option<i64>)> {
+        let queues = self.kueue.cluster_queues.iter().filter(|q| q.cohort.as_deref() == Some(cohort));
+        let cohorts = self.kueue.cohorts.iter().filter(|c| c.parent.as_deref() == Some(cohort));
+        let mut members: Vec<(String, Option<i64>)> = queues
+            .map(|q| (q.name.clone(), q.weighted_share))
+            .chain(cohorts.map(|c| (format!("cohort {}", c.name), c.weighted_share)))
+            .collect();
+        members.sort_by_key(|(name, share)| (share.unwrap_or(i64::MAX), name.clone()));
+        members
+    }
+
+    fn cohort_line(&self, cohort: &str) -> String {
+        let members: Vec<String> = self
+            .members(cohort)
+            .iter()
+            .map(|(name, share)| {
+                format!("{} {}", shown(name), share.map_or("-".to_string(), |s| s.to_string()))
+            })
+            .collect();
+        format!(
+            "In cohort {}, by weighted share: {}. Kueue admits from the lowest first, and reclaims from the highest.\n",
+            shown(cohort),
+            members.join(", ")
+        )
     }
 
     fn json(&self) -> Value {
@@ -265,6 +296,10 @@ impl Facts<'_> {
             })),
             "ahead": ahead,
             "position": self.position,
+            "cohort": self.kueue.queue_of(w).and_then(|q| q.cohort.clone()).map(|c| {
+                let members: Vec<Value> = self.members(&c).into_iter().map(|(name, share)| json!({ "name": name, "weighted_share": share })).collect();
+                json!({ "name": c, "members": members })
+            }),
             "preemptible": preemptible,
             "estimated_start": pending.then(|| self.estimate()).flatten(),
         })

@@ -295,6 +295,20 @@ impl FairTree {
         self.rows.iter().find(|r| r.account == account && r.user == user)
     }
 
+    /// The associations beside account `account` under its parent (itself included), in
+    /// `sshare`'s order: the accounts and users Fair Tree compares it with.
+    pub fn siblings(&self, account: &str) -> Vec<&ShareRow> {
+        let account = account.to_lowercase();
+        let Some(at) = self.rows.iter().position(|r| r.account == account && r.user.is_none()) else {
+            return Vec::new();
+        };
+        let depth = self.rows[at].depth;
+        // The parent's row is the nearest row above one level up; the siblings follow it
+        // until a row above their level.
+        let start = self.rows[..at].iter().rposition(|r| r.depth < depth).map_or(0, |p| p + 1);
+        self.rows[start..].iter().take_while(|r| r.depth >= depth).filter(|r| r.depth == depth).collect()
+    }
+
     /// `sshare -a -l -P` with the [`Column::FAIR_TREE`] columns.
     pub fn to_sshare_parsable(&self) -> String {
         self.to_parsable(&Column::FAIR_TREE)
@@ -1045,6 +1059,31 @@ mod extended {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn siblings_are_the_associations_under_the_same_parent() {
+        let associations = [
+            Association::account("eng", ROOT, Shares::Count(60)),
+            Association::account("ml", "eng", Shares::Count(70)),
+            Association::user("bob", "ml", Shares::Count(1)).with_usage(10.0),
+            Association::account("web", "eng", Shares::Count(30)),
+            Association::user("carol", "eng", Shares::Count(1)),
+            Association::account("sci", ROOT, Shares::Count(40)),
+        ];
+        let tree = FairTree::compute(&associations).unwrap();
+        let names = |account: &str| -> Vec<String> {
+            tree.siblings(account)
+                .iter()
+                .map(|r| r.user.clone().unwrap_or_else(|| r.account.clone()))
+                .collect()
+        };
+        // ml's siblings are eng's children: accounts and users alike, not bob below ml.
+        let mut under_eng = names("ml");
+        under_eng.sort();
+        assert_eq!(under_eng, ["carol", "ml", "web"]);
+        assert_eq!(names("sci").len(), 2, "eng and sci under root");
+        assert!(names("nowhere").is_empty());
+    }
 
     #[test]
     fn a_chain_100_000_deep_is_ranked_without_recursion_or_walks_to_root() {
