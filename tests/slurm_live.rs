@@ -14,7 +14,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::slurm::{Slurm, allot, ok, run, sbatch};
+use common::slurm::{Slurm, allot, apply_budgets, budgets_in, ok, run, sbatch};
 
 const BUDGETS: &str = r#"
 cluster live gpus=8 gpu-type=h100 gpus-per-node=8 {
@@ -85,16 +85,9 @@ fn live_commands_against_a_real_slurm() {
     }
     let Some(_slurm) = Slurm::start("live") else { return };
     let work = tempfile::tempdir().unwrap();
-    let budgets = work.path().join("budgets");
-    std::fs::create_dir_all(&budgets).unwrap();
-    std::fs::write(budgets.join("allot.kdl"), BUDGETS).unwrap();
-    let budgets = budgets.to_str().unwrap();
-    let saved = work.path().join("live.plan");
-    let saved = saved.to_str().unwrap();
-    let planned = allot(&["plan", "slurm", budgets, "--live", "--out", saved]);
-    assert!(planned.status.success(), "{}", String::from_utf8_lossy(&planned.stderr));
-    let applied = allot(&["apply", "slurm", saved, "--auto-approve"]);
-    assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
+    let budgets = budgets_in(work.path(), BUDGETS);
+    let budgets = budgets.as_str();
+    apply_budgets(work.path(), budgets);
 
     check_status_and_explain(budgets);
     ok("scancel", &["--user=priya"]);

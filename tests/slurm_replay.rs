@@ -18,7 +18,7 @@ use allot_verify::trace::Job;
 
 mod common;
 
-use common::slurm::{Slurm, allot, ok, run, sbatch};
+use common::slurm::{Slurm, allot, apply_budgets, budgets_in, ok, run, sbatch};
 
 const BUDGETS: &str = r#"
 cluster replay gpus=8 gpu-type=h100 gpus-per-node=8 {
@@ -263,10 +263,8 @@ fn a_trace_replayed_through_slurm_and_through_allot() {
     let count: usize = std::env::var("ALLOT_REPLAY_JOBS").ok().and_then(|n| n.parse().ok()).unwrap_or(200);
     let jobs = trace(count);
     let work = tempfile::tempdir().unwrap();
-    let budgets = work.path().join("budgets");
-    std::fs::create_dir_all(&budgets).unwrap();
-    std::fs::write(budgets.join("allot.kdl"), BUDGETS).unwrap();
-    let budgets = budgets.to_str().unwrap();
+    let budgets = budgets_in(work.path(), BUDGETS);
+    let budgets = budgets.as_str();
     // The scheduling lines of the configuration allot emits, time-scaled where Slurm allows:
     // priority recomputed every minute (its least), backfill every 5 s, a preempted job
     // eligible again after 11 s (credentials of 10 s).
@@ -296,12 +294,7 @@ fn a_trace_replayed_through_slurm_and_through_allot() {
     ) else {
         return;
     };
-    let saved = work.path().join("replay.plan");
-    let saved = saved.to_str().unwrap();
-    let planned = allot(&["plan", "slurm", budgets, "--live", "--out", saved]);
-    assert!(planned.status.success(), "{}", String::from_utf8_lossy(&planned.stderr));
-    let applied = allot(&["apply", "slurm", saved, "--auto-approve"]);
-    assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
+    apply_budgets(work.path(), budgets);
 
     // Submit each job at its time, while Slurm's own start estimates are sampled.
     let t0 = now() + 2;

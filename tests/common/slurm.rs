@@ -1,6 +1,7 @@
 //! A real Slurm for the tests that need one (`scripts/slurm.sh`), and running programs
 //! beside it: one Slurm at a time, stopped when its guard is dropped.
 
+use std::path::Path;
 use std::process::{Command, Output};
 
 use super::root;
@@ -27,6 +28,25 @@ pub fn ok(program: &str, args: &[&str]) -> String {
 
 pub fn allot(args: &[&str]) -> Output {
     run(env!("CARGO_BIN_EXE_allot"), args, &[("NO_COLOR", "1")])
+}
+
+/// Writes `text` as the budget repository `budgets/` in `work`: its path.
+pub fn budgets_in(work: &Path, text: &str) -> String {
+    let budgets = work.join("budgets");
+    std::fs::create_dir_all(&budgets).unwrap();
+    std::fs::write(budgets.join("allot.kdl"), text).unwrap();
+    budgets.to_str().unwrap().to_string()
+}
+
+/// Brings the live Slurm to `budgets` as a user would: `allot plan slurm --live --out`
+/// (the plan saved in `work`), then `allot apply slurm --auto-approve`.
+pub fn apply_budgets(work: &Path, budgets: &str) {
+    let saved = work.join("budgets.plan");
+    let saved = saved.to_str().unwrap();
+    let planned = allot(&["plan", "slurm", budgets, "--live", "--out", saved]);
+    assert!(planned.status.success(), "{}", String::from_utf8_lossy(&planned.stderr));
+    let applied = allot(&["apply", "slurm", saved, "--auto-approve"]);
+    assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
 }
 
 /// Stops the Slurm it started when the test ends, passed or not.
