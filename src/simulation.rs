@@ -7,7 +7,7 @@ use allot_compiler::ir::Model;
 use allot_verify::figures::Audit;
 use allot_verify::render::simulation::{self, Outcome};
 use allot_verify::report;
-use allot_verify::simulate::{Policy, Simulation, simulate};
+use allot_verify::simulate::{Policy, Simulation, SlurmSettings, simulate};
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
@@ -17,6 +17,8 @@ use crate::traces::TraceInput;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum PolicyName {
+    /// The Slurm configuration `allot build` writes, scheduled as Slurm schedules it.
+    Slurm,
     /// Budgets by hierarchical fair share with the scheduling contracts.
     Budget,
     /// The old way: static priorities, not preemptible up to each team's guaranteed GPUs.
@@ -24,15 +26,23 @@ pub enum PolicyName {
 }
 
 impl PolicyName {
-    fn policy(self) -> Policy {
+    /// The policy; a Slurm one follows `slurm`.
+    pub fn policy(self, slurm: SlurmSettings) -> Policy {
         match self {
+            PolicyName::Slurm => Policy::Slurm(slurm),
             PolicyName::Budget => Policy::Budget,
             PolicyName::Priority => Policy::Priority,
         }
     }
 
-    pub fn label(self) -> &'static str {
-        self.policy().label()
+    /// The policy run when none is named: Slurm's when every cluster of the budgets is
+    /// bound to Slurm, else the budget policy (which models Kueue's and KAI's reclaim).
+    pub fn default_for(model: &Model) -> PolicyName {
+        if model.clusters.iter().all(|c| c.bindings.slurm.is_some()) {
+            PolicyName::Slurm
+        } else {
+            PolicyName::Budget
+        }
     }
 }
 
@@ -40,7 +50,7 @@ impl PolicyName {
 pub struct Scenario<'m> {
     pub label: String,
     pub model: &'m Model,
-    pub policy: PolicyName,
+    pub policy: Policy,
 }
 
 pub type Runs<'s, 'm> = Vec<(&'s Scenario<'m>, Simulation)>;
@@ -63,7 +73,7 @@ fn outcomes<'r>(runs: &'r Runs<'_, '_>) -> Vec<Outcome<'r>> {
     runs.iter()
         .map(|(scenario, simulation)| Outcome {
             label: &scenario.label,
-            policy: scenario.policy.policy(),
+            policy: scenario.policy,
             simulation,
             model: scenario.model,
         })
@@ -92,7 +102,7 @@ fn simulated(scenario: &Scenario<'_>, input: &TraceInput) -> Result<Simulation, 
             .expect("a valid template"),
     );
     let result = input.replay(|jobs| {
-        simulate(scenario.model, jobs, scenario.policy.policy(), input.skip_bad_rows, &mut |read| {
+        simulate(scenario.model, jobs, scenario.policy, input.skip_bad_rows, &mut |read| {
             bar.set_position(read as u64)
         })
     });

@@ -112,3 +112,38 @@ fn a_missing_trace_is_an_error() {
     assert_eq!(status, 1);
     assert!(stderr.contains("nowhere.csv"), "{stderr}");
 }
+
+#[test]
+fn slurm_bound_budgets_are_simulated_as_slurm_schedules_them_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let bound = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8 {\n    slurm cluster=c partition=gpu\n}\n\
+        contract batch min-runtime=\"0s\" default=#true\nproject a share=1\n";
+    std::fs::write(dir.path().join("allot.kdl"), bound).unwrap();
+    // Job 2 (8 GPUs) blocks the queue until job 1 ends; job 3 (2 GPUs, 100 s, asking for
+    // 300) is started by the backfill scheduler at its first run after its submission at 20:
+    // at 30 by Slurm's default bf_interval, at 21 with bf_interval=7.
+    let trace = "id,project,gpus,submit,duration,time_limit\n1,a,6,0,1000,1200\n2,a,8,10,1000,1200\n3,a,2,20,100,300\n";
+    std::fs::write(dir.path().join("trace.csv"), trace).unwrap();
+    std::fs::write(dir.path().join("slurm.conf"), "SchedulerParameters=bf_interval=7\n").unwrap();
+    let args = ["replay", "simulate", ".", "--trace", "trace.csv", "--format", "json"];
+    let short_p50 = |extra: &[&str]| {
+        let (status, stdout, stderr) = allot(dir.path(), &[&args[..], extra].concat());
+        assert_eq!(status, 0, "{stderr}");
+        let report: Value = serde_json::from_str(&stdout).unwrap();
+        let runs = report["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 1);
+        (runs[0]["policy"].as_str().unwrap().to_string(), runs[0]["short_jobs"]["wait_p50_s"].clone())
+    };
+    // Waits 0, 990 and 10 s: the median is job 3's.
+    assert_eq!(short_p50(&[]), ("Slurm as configured".to_string(), Value::from(10)));
+    assert_eq!(short_p50(&["--slurm-conf", "slurm.conf"]).1, Value::from(1));
+    assert_eq!(short_p50(&["--policy", "budget"]).0, "budget policy");
+    // A value Slurm would refuse is refused with its line.
+    std::fs::write(dir.path().join("bad.conf"), "# scaled\nSchedulerParameters=bf_interval=0\n").unwrap();
+    let (status, _, stderr) = allot(dir.path(), &[&args[..], &["--slurm-conf", "bad.conf"]].concat());
+    assert_ne!(status, 0);
+    assert!(stderr.contains("line 2: bf_interval=0"), "{stderr}");
+    // Budgets on a cluster Slurm does not run are simulated under the budget policy.
+    std::fs::write(dir.path().join("allot.kdl"), BASE).unwrap();
+    assert_eq!(short_p50(&[]).0, "budget policy");
+}

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use allot_verify::simulate::{Policy, simulate_with_runs};
+use allot_verify::simulate::{Policy, SlurmSettings, simulate_with_runs};
 use allot_verify::trace::Job;
 
 mod common;
@@ -350,7 +350,15 @@ fn a_trace_replayed_through_slurm_and_through_allot() {
 
     // The same submissions through allot's simulator.
     let model = allot_compiler::test_support::model(BUDGETS);
-    for policy in [Policy::Budget, Policy::Priority] {
+    // The Slurm policy with the settings this Slurm ran with.
+    let slurm = SlurmSettings {
+        calc_period: 60,
+        backfill_interval: 5,
+        backfill_resolution: 5,
+        requeue_delay: 11,
+        ..SlurmSettings::default()
+    };
+    for policy in [Policy::Slurm(slurm), Policy::Budget, Policy::Priority] {
         let trace = jobs.iter().enumerate().map(|(i, j)| {
             Ok(Job {
                 id: i.to_string().into(),
@@ -359,6 +367,7 @@ fn a_trace_replayed_through_slurm_and_through_allot() {
                 gpus: j.gpus,
                 submit: j.at,
                 duration: Some(j.seconds),
+                time_limit: Some(j.limit_minutes * 60),
                 contract: j.qos.into(),
                 ..Job::default()
             })
@@ -382,7 +391,19 @@ fn a_trace_replayed_through_slurm_and_through_allot() {
                 "  {qos}: wait p50 {r50:.0} s real, {s50:.0} s simulated; p90 {r90:.0} s real, {s90:.0} s simulated; predicted / real wait p50 {p50:.2}, p90 {p90:.2}"
             );
         }
-        assert!((0.0..=1.0).contains(&a.order) && a.share_max <= 1.0, "{a:?}");
+        if let Policy::Slurm(_) = policy {
+            // Bounds the real runs support (docs/verifier.md has their figures): each
+            // budget's share per window within 0.1 on average, nine pairs in ten or so
+            // started in the same order, and per contract the simulated p50 and p90 waits,
+            // and the median of each job's predicted over real wait, within 2x of the real.
+            assert!(a.share_mean <= 0.1, "shares off by {} on average", a.share_mean);
+            assert!(a.order >= 0.85, "start order agrees for {} of pairs", a.order);
+            let within_2x = |ratio: f64| (0.5..=2.0).contains(&ratio);
+            for (qos, [r50, r90, s50, s90, p50, _]) in &a.waits {
+                assert!(within_2x(s50 / r50) && within_2x(s90 / r90), "{qos}: waits {a:?}");
+                assert!(within_2x(*p50), "{qos}: predicted / real wait p50 {p50}");
+            }
+        }
     }
     // Slurm's own estimates (its backfill's plan, as `squeue --start` shows it), the first
     // one of each job, against its real wait.

@@ -13,6 +13,9 @@
 //! of a script, a comment or a configuration file.
 
 pub const MAX_NAME_LEN: usize = 63;
+/// The Slurm QOS that work beyond a budget, and unbudgeted work, runs under: the one QOS
+/// every contract's QOS may preempt (no contract may take its name).
+pub const PREEMPTIBLE_QOS: &str = "preemptible";
 /// The longest Kubernetes DNS subdomain (an object name, a label key's prefix).
 pub const MAX_SUBDOMAIN_LEN: usize = 253;
 /// The longest Slurm cluster name allot writes (Slurm keeps it in a database table name).

@@ -14,6 +14,7 @@ use crate::git_loader::GitRepo;
 use crate::output::{json, print};
 use crate::simulation::{self, PolicyName, Scenario};
 use crate::traces::TraceInput;
+use allot_verify::simulate::SlurmSettings;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -52,7 +53,8 @@ pub fn run(args: Args, format: Format) -> Outcome {
     let scenarios = [(args.against.as_str(), &old), (head, &new)].map(|(label, model)| Scenario {
         label: label.into(),
         model,
-        policy: PolicyName::Budget,
+        // The policy the new budgets' clusters call for, Slurm's with its defaults.
+        policy: PolicyName::default_for(&new).policy(SlurmSettings::default()),
     });
     let runs = match &args.replay {
         None => None,

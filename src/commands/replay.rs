@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use allot_verify::audit;
+use allot_verify::simulate::{Policy, SlurmSettings};
 use allot_verify::{expectations, render};
 
 use crate::budgets;
@@ -14,6 +15,9 @@ use crate::git_loader::GitRepo;
 use crate::output::{self, json, plural, print};
 use crate::simulation::{self, PolicyName, Scenario};
 use crate::traces::TraceInput;
+
+/// The largest `slurm.conf` read (real ones are a few kilobytes).
+const MAX_SLURM_CONF_BYTES: u64 = 1 << 20;
 
 #[derive(clap::Subcommand)]
 pub enum Command {
@@ -55,9 +59,15 @@ pub struct SimulateArgs {
     repository: budgets::Repository,
     #[command(flatten)]
     input: TraceInput,
-    /// The policies to run, side by side (e.g. `budget,priority`).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "budget")]
+    /// The policies to run, side by side (e.g. `slurm,budget,priority`); by default `slurm`
+    /// when every cluster is bound to Slurm, else `budget`.
+    #[arg(long, value_enum, value_delimiter = ',')]
     policy: Vec<PolicyName>,
+    /// The Slurm's `slurm.conf`, for the `slurm` policy's scheduler settings
+    /// (`PriorityCalcPeriod`, `SchedulerParameters` bf_interval, bf_resolution and
+    /// bf_max_job_test, `AuthInfo` cred_expire); Slurm's defaults without it.
+    #[arg(long, value_name = "FILE")]
+    slurm_conf: Option<PathBuf>,
     /// Also run the budgets as of this git revision, beside the working tree's.
     #[arg(long)]
     against: Option<String>,
@@ -118,11 +128,22 @@ fn simulate(args: SimulateArgs, format: Format) -> Outcome {
             Some((rev.as_str(), base))
         }
     };
-    let named = |name: &str, p: PolicyName| {
-        if args.policy.len() > 1 { format!("{name} ({})", p.label()) } else { name.to_string() }
+    let slurm = match &args.slurm_conf {
+        None => SlurmSettings::default(),
+        Some(path) => {
+            let text = crate::read::read_text(path, MAX_SLURM_CONF_BYTES)
+                .map_err(|e| Error::failed(format!("--slurm-conf {}: {e}", path.display())))?;
+            SlurmSettings::read(&text)
+                .map_err(|e| Error::failed(format!("--slurm-conf {}: {e}", path.display())))?
+        }
+    };
+    let names = if args.policy.is_empty() { vec![PolicyName::default_for(&model)] } else { args.policy };
+    let policies: Vec<Policy> = names.iter().map(|p| p.policy(slurm)).collect();
+    let named = |name: &str, p: Policy| {
+        if policies.len() > 1 { format!("{name} ({})", p.label()) } else { name.to_string() }
     };
     let mut scenarios = Vec::new();
-    for &p in &args.policy {
+    for &p in &policies {
         match &base {
             Some((rev, base)) => {
                 scenarios.push(Scenario { label: named(rev, p), model: base, policy: p });

@@ -30,6 +30,7 @@ pub mod live;
 pub mod render;
 pub mod report;
 pub mod simulate;
+pub mod slurm_settings;
 pub mod squeue;
 pub mod trace;
 pub mod workloads;

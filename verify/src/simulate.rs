@@ -62,6 +62,7 @@ use std::sync::Arc;
 use std::sync::mpsc::sync_channel;
 
 use allot_compiler::ir::Model;
+use allot_compiler::names::PREEMPTIBLE_QOS;
 use allot_compiler::units::{DECAY_PERIOD, decay_half_life};
 
 use crate::audit::{AuditError, audit};
@@ -71,12 +72,16 @@ use crate::entitlement::{Division, NodeId};
 use crate::figures::{Audit, Waits};
 use crate::trace::{CompactString, Job, TraceError, WaitCount};
 
+pub use crate::slurm_settings::SlurmSettings;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policy {
     /// Budgets by hierarchical fair share, with the scheduling contracts.
     Budget,
     /// Static priorities, not preemptible up to a per-team cap.
     Priority,
+    /// The Slurm configuration `allot build` writes, scheduled as Slurm schedules it.
+    Slurm(SlurmSettings),
 }
 
 impl Policy {
@@ -85,6 +90,14 @@ impl Policy {
         match self {
             Policy::Budget => "budget policy",
             Policy::Priority => "priority baseline",
+            Policy::Slurm(_) => "Slurm as configured",
+        }
+    }
+
+    fn slurm(self) -> Option<SlurmSettings> {
+        match self {
+            Policy::Slurm(settings) => Some(settings),
+            _ => None,
         }
     }
 }
@@ -173,13 +186,15 @@ fn simulated(
     keep_runs: bool,
 ) -> Result<(Simulation, Vec<Run>), AuditError> {
     let budgets = Budgets::new(model)?;
-    // The decay allot's Slurm output sets: a half-life of window × ln 2, every 5 minutes.
-    let decay = Decay::new(decay_half_life(model.policy.window_seconds) as f64, DECAY_PERIOD as i64);
+    // The decay allot's Slurm output sets: a half-life of window × ln 2, every 5 minutes
+    // (or the Slurm's own calculation period).
+    let period = policy.slurm().map_or(DECAY_PERIOD as i64, |s| s.calc_period);
+    let decay = Decay::new(decay_half_life(model.policy.window_seconds) as f64, period);
     let clusters = budgets
         .clusters
         .iter()
         .zip(&model.clusters)
-        .map(|(budgets, c)| ClusterState::new(budgets, c.gpus_per_node, decay))
+        .map(|(budgets, c)| ClusterState::new(budgets, c.gpus_per_node, decay, policy))
         .collect();
     let contracts = model
         .contracts
@@ -214,6 +229,7 @@ fn simulated(
             short_jobs: Waits::default(),
             runs: keep_runs.then(Vec::new),
             buffers: Default::default(),
+            last_instant: None,
         },
         done: false,
         error: None,
@@ -374,15 +390,12 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, I> {
             }
         };
         let next_event = self.sim.events.peek().map(|Reverse(e)| e.at);
-        let now = match (next_submit, next_event) {
-            (None, None) => {
-                (self.progress)(self.counts.read);
-                self.sim.horizon = i64::MAX;
-                self.done = true;
-                return Ok(());
-            }
-            (Some(s), Some(e)) => s.min(e),
-            (Some(t), None) | (None, Some(t)) => t,
+        let backfill = self.sim.next_backfill(&self.clusters);
+        let Some(now) = [next_submit, next_event, backfill].into_iter().flatten().min() else {
+            (self.progress)(self.counts.read);
+            self.sim.horizon = i64::MAX;
+            self.done = true;
+            return Ok(());
         };
         while let Some(Reverse(event)) = self.sim.events.peek().copied()
             && event.at <= now
@@ -401,7 +414,15 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, I> {
                 self.sim.schedule(cluster, now);
                 cluster.dirty = false;
             }
+            if backfill == Some(now)
+                && let Some(settings) = self.sim.policy.slurm()
+                && cluster.queued > 0
+                && cluster.backfill_due
+            {
+                self.sim.backfill(cluster, now, settings);
+            }
         }
+        self.sim.last_instant = Some(now);
         // Every run still to end is of a job not finished, or not yet read (which enters its
         // queue after now).
         self.sim.horizon = self.sim.unfinished.first().map_or(now, |&(entered, _)| entered.min(now));
@@ -443,7 +464,15 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, I> {
         let sim = &mut self.sim;
         let contract = self.budgets.contract(&job);
         let terms = sim.contracts.iter().position(|c| *c.name == *contract);
-        let max = terms.and_then(|t| sim.contracts[t].max_runtime).unwrap_or(i64::MAX);
+        let mut max = terms.and_then(|t| sim.contracts[t].max_runtime).unwrap_or(i64::MAX);
+        // Slurm ends a job at its time limit, and serves jobs of the QOS every contract's
+        // QOS may preempt after all others.
+        let slurm = sim.policy.slurm().is_some();
+        let requested = job.time_limit.unwrap_or(max);
+        if slurm {
+            max = max.min(requested);
+        }
+        let tier = u8::from(slurm && job.contract == PREEMPTIBLE_QOS);
         // It enters its queue when it becomes eligible.
         let entered = job.eligible.map_or(job.submit, |e| e.max(job.submit));
         let id = sim.jobs.add(|number| SimJob {
@@ -453,9 +482,12 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, I> {
             leaf: leaf.0 as u32,
             terms: terms.map(|t| t as u16),
             gpus: job.gpus,
+            tier,
+            requested,
             submit: job.submit,
             entered,
             queued_at: entered,
+            place: entered,
             waited: 0,
             work: work.min(max),
             remaining: work.min(max),
@@ -579,12 +611,20 @@ struct SimJob {
     leaf: u32,
     terms: Option<u16>,
     gpus: u32,
+    /// Its place among the queue's tiers, served in order: 1 for a job of the QOS every
+    /// contract's may preempt under the Slurm policy, else 0.
+    tier: u8,
+    /// The time limit it asked for (else its contract's maximum runtime; `i64::MAX`: none).
+    requested: i64,
     submit: i64,
     /// When it first entered its queue (its eligibility, else its submission): its place in
     /// the queue, kept when it requeues.
     entered: i64,
     /// When it last entered its queue: when it entered, or its last preemption.
     queued_at: i64,
+    /// Its place in its queue: when it first entered, kept when it requeues, except under
+    /// the Slurm policy (Slurm sets a requeued job's submit time to its requeue).
+    place: i64,
     /// Seconds spent queued so far, over all its runs.
     waited: i64,
     /// Seconds of work it does (the trace's runtime, cut at the contract's maximum).
@@ -661,6 +701,8 @@ struct Simulator {
     runs: Option<Vec<Run>>,
     /// A pass's buffers: which budgets have tried a preemption, the cursor's heads.
     buffers: (Vec<bool>, BinaryHeap<Reverse<Head>>),
+    /// The last instant simulated.
+    last_instant: Option<i64>,
 }
 
 /// A reservation (EASY backfill): when the job that holds it can start at the latest, and
@@ -670,15 +712,177 @@ struct Reservation {
     spare: Vec<u32>,
 }
 
+/// The plan of a run of Slurm's backfill scheduler, per node: when the running jobs give
+/// their GPUs back (by their time limits, rounded down to the plan's resolution), and the
+/// stretches of time held whole for waiting jobs, [from, to), in order (they never overlap
+/// on a node).
+struct Plan {
+    resolution: i64,
+    releases: Vec<Vec<(i64, u32)>>,
+    held: Vec<Vec<(i64, i64)>>,
+    /// The first release, and whether any node is held.
+    first_release: i64,
+    holds: bool,
+}
+
+impl Plan {
+    /// The plan before any job is looked at: the running jobs of `cluster`.
+    fn new(cluster: &ClusterState, jobs: &Slots, resolution: i64) -> Plan {
+        let nodes = cluster.pool.capacity.len();
+        let mut plan = Plan {
+            resolution,
+            releases: vec![Vec::new(); nodes],
+            held: vec![Vec::new(); nodes],
+            first_release: i64::MAX,
+            holds: false,
+        };
+        plan.first_release = cluster.ends.first().map_or(i64::MAX, |&(end, _)| plan.floor(end));
+        // By expected end: each node's releases come in order.
+        for &(end, id) in &cluster.ends {
+            let end = plan.floor(end);
+            for &(node, gpus) in &jobs[id].placement {
+                plan.releases[node as usize].push((end, gpus));
+            }
+        }
+        plan
+    }
+
+    /// `t` rounded down to the plan's resolution, as Slurm's backfill rounds times.
+    fn floor(&self, t: i64) -> i64 {
+        t - t.rem_euclid(self.resolution)
+    }
+
+    /// The end of a stretch of `limit` seconds from `at`: rounded down, one unit at least.
+    fn until(&self, at: i64, limit: i64) -> i64 {
+        self.floor(at.saturating_add(limit)).max(self.floor(at).saturating_add(self.resolution))
+    }
+
+    /// Whether a running job gives GPUs back before `t`, or a node is held at all: else a
+    /// job that does not fit now fits nowhere before `t`.
+    fn changes_before(&self, t: i64) -> bool {
+        self.holds || self.first_release < t
+    }
+
+    /// A job started on `placement`, to run until `end` by its limit.
+    fn started(&mut self, placement: &[(u32, u32)], end: i64) {
+        let end = self.floor(end);
+        self.first_release = self.first_release.min(end);
+        for &(node, gpus) in placement {
+            let releases = &mut self.releases[node as usize];
+            let at = releases.partition_point(|&(e, _)| e <= end);
+            releases.insert(at, (end, gpus));
+        }
+    }
+
+    /// The first time from `from` at which `node` is held by no job for `limit` seconds.
+    fn gap(&self, node: usize, from: i64, limit: i64) -> i64 {
+        let held = &self.held[node];
+        let mut at = from;
+        for &(start, end) in &held[held.partition_point(|&(_, end)| end <= from)..] {
+            if self.until(at, limit) <= start {
+                break;
+            }
+            at = at.max(end);
+        }
+        at
+    }
+
+    /// Per node, all its GPUs (`capacity`) when no job holds it from `at` for `limit`
+    /// seconds, else none.
+    fn open(&self, capacity: &[u32], at: i64, limit: i64) -> Vec<u32> {
+        (0..capacity.len()).map(|n| if self.gap(n, at, limit) == at { capacity[n] } else { 0 }).collect()
+    }
+
+    /// When `node`, with `free` GPUs free now, has `gpus` free, by its releases (`None`:
+    /// never; `idle` asks for all of them).
+    fn free_at(&self, node: usize, free: u32, gpus: u32, now: i64) -> Option<i64> {
+        let mut free = free;
+        if free >= gpus {
+            return Some(now);
+        }
+        self.releases[node].iter().find_map(|&(end, given)| {
+            free += given;
+            (free >= gpus).then_some(end.max(now))
+        })
+    }
+
+    /// The earliest time from `now` at which `gpus` fit on `pool` for `limit` seconds:
+    /// on one node, the first that has them free and is not held meanwhile; across nodes,
+    /// whole nodes idle and not held. With the nodes it would take; `None`: never.
+    fn earliest(&self, pool: &Pool, gpus: u32, limit: i64, now: i64) -> Option<(i64, Vec<(u32, u32)>)> {
+        let nodes = 0..pool.capacity.len();
+        if gpus <= pool.per_node {
+            return nodes
+                .filter_map(|n| {
+                    let free = self.free_at(n, pool.free[n], gpus, now)?;
+                    Some((self.gap(n, free, limit), n))
+                })
+                .min()
+                .map(|(at, n)| (at, vec![(n as u32, gpus)]));
+        }
+        // Each node idle from when its last running job ends; a start can only come then, or
+        // when a stretch held ends.
+        let idle: Vec<Option<i64>> =
+            nodes.clone().map(|n| self.free_at(n, pool.free[n], pool.capacity[n], now)).collect();
+        let mut times: Vec<i64> = idle.iter().flatten().copied().collect();
+        times.extend(self.held.iter().flatten().map(|&(_, end)| end).filter(|&end| end > now));
+        times.sort_unstable();
+        times.dedup();
+        times.into_iter().find_map(|at| {
+            let mut chosen = Vec::new();
+            let mut room = 0;
+            for n in nodes.clone() {
+                if room >= gpus {
+                    break;
+                }
+                if idle[n].is_some_and(|idle| idle <= at) && self.gap(n, at, limit) == at {
+                    room += pool.capacity[n];
+                    chosen.push((n as u32, pool.capacity[n]));
+                }
+            }
+            (room >= gpus).then_some((at, chosen))
+        })
+    }
+
+    /// Holds `nodes` whole from `at` for `limit` seconds.
+    fn hold(&mut self, nodes: &[(u32, u32)], at: i64, limit: i64) {
+        let until = self.until(at, limit);
+        let at = self.floor(at);
+        self.holds = true;
+        for &(node, _) in nodes {
+            let held = &mut self.held[node as usize];
+            let place = held.partition_point(|&(start, _)| start < at);
+            held.insert(place, (at, until));
+        }
+    }
+}
+
 impl Simulator {
     fn terms(&self, job: &SimJob) -> Option<&Terms> {
         job.terms.map(|t| &self.contracts[usize::from(t)])
     }
 
-    /// A run's time limit from its start: its contract's maximum runtime, else its remaining
-    /// work (the simulator knows it exactly).
+    /// A run's time limit from its start: under the Slurm policy the limit it asked for (a
+    /// requeued job starts over with it); else its contract's maximum runtime, else its
+    /// remaining work (the simulator knows it exactly).
     fn limit(&self, job: &SimJob) -> i64 {
+        if self.policy.slurm().is_some() {
+            return job.requested;
+        }
         self.terms(job).and_then(|t| t.max_runtime).unwrap_or(job.remaining)
+    }
+
+    /// The next run of Slurm's backfill scheduler after the last instant simulated (every
+    /// `bf_interval` seconds of the trace's clock), under the Slurm policy when a cluster
+    /// has jobs waiting and has changed since its last run (else a run would change
+    /// nothing).
+    fn next_backfill(&self, clusters: &[ClusterState]) -> Option<i64> {
+        let interval = self.policy.slurm()?.backfill_interval.max(1);
+        let last = self.last_instant?;
+        clusters
+            .iter()
+            .any(|c| c.queued > 0 && c.backfill_due)
+            .then(|| (last.div_euclid(interval) + 1).saturating_mul(interval))
     }
 
     /// The next run for the audit, if no run still to end can come before it.
@@ -711,7 +915,8 @@ impl Simulator {
     fn stop(&mut self, cluster: &mut ClusterState, id: JobId, now: i64, preempted: bool) {
         let job = &self.jobs[id];
         let start = job.started.expect("a running job");
-        let resumable = self.terms(job).is_some_and(|t| t.resumable);
+        // A job of the preemptible QOS has no contract of its own: requeued, it starts over.
+        let resumable = self.terms(job).is_some_and(|t| t.resumable) && job.tier == 0;
         let elapsed = now - start;
         let contract =
             || job.terms.map_or_else(|| Arc::from(""), |t| self.contracts[usize::from(t)].name.clone());
@@ -757,13 +962,26 @@ impl Simulator {
             return;
         }
         self.preemptions += 1;
+        if self.policy.slurm().is_some() {
+            job.place = now;
+        }
         if resumable {
             job.remaining -= elapsed;
         } else {
             self.lost_gpu_seconds += elapsed as f64 * f64::from(job.gpus);
         }
         job.queued_at = now;
-        cluster.enqueue(&self.jobs, id);
+        match self.policy.slurm() {
+            // Slurm holds a requeued job until its credentials have expired, its place in
+            // the queue lost.
+            Some(settings) => self.events.push(Reverse(Due {
+                at: now + settings.requeue_delay,
+                kind: ENTER,
+                job: id,
+                run: job.run,
+            })),
+            None => cluster.enqueue(&self.jobs, id),
+        }
     }
 
     /// Takes a job that has done its work out of the simulation: its first run, with the
@@ -792,12 +1010,15 @@ impl Simulator {
         job.waited += now - job.queued_at;
         job.placement = placement;
         job.high = high;
-        job.expected_end = now + limit;
+        job.expected_end = now.saturating_add(limit);
         self.events.push(Reverse(Due { at: now + job.remaining, kind: END, job: id, run: job.run }));
         // Only the budget policy protects runs; one whose protection outlasts its work is
-        // protected to its end.
+        // protected to its end. Under the Slurm policy only the preemptible QOS is.
         let protected = self.policy == Policy::Budget && min_runtime > 0;
-        job.preemptible = !protected;
+        job.preemptible = match self.policy {
+            Policy::Slurm(_) => job.tier == 1,
+            _ => !protected,
+        };
         if protected && min_runtime < job.remaining {
             self.events.push(Reverse(Due {
                 at: now + min_runtime,
@@ -814,6 +1035,10 @@ impl Simulator {
     /// (each budget's running and waiting GPUs) stays as it is through starts and
     /// preemptions, and so do the entitlements.
     fn schedule(&mut self, cluster: &mut ClusterState, now: i64) {
+        if self.policy.slurm().is_some() {
+            self.main_scheduler(cluster, now);
+            return;
+        }
         let mut entitled = std::mem::take(&mut cluster.entitled);
         entitled.clear();
         if self.policy == Policy::Budget {
@@ -852,8 +1077,8 @@ impl Simulator {
     ) -> bool {
         // The priority policy serves the jobs that would run high first, then the others.
         let phases: &[Option<bool>] = match self.policy {
-            Policy::Budget => &[None],
             Policy::Priority => &[Some(true), Some(false)],
+            _ => &[None],
         };
         let mut holder: Option<JobId> = None;
         let mut reservation: Option<Reservation> = None;
@@ -867,7 +1092,7 @@ impl Simulator {
                     break;
                 }
                 // The job itself is read only if it may start: most heads are dropped.
-                let Head(_, _, id, leaf, gpus) = head;
+                let Head(_, _, _, id, leaf, gpus) = head;
                 // Dropping a group (not following it) skips the rest of its jobs, all of the
                 // same budget and size, for this pass; each condition only grows stricter as
                 // the pass goes on (jobs start, none ends), so none of them could start:
@@ -892,7 +1117,7 @@ impl Simulator {
                         Some(holder) => {
                             let reserved =
                                 reservation.get_or_insert_with(|| cluster.reserve(&self.jobs, holder));
-                            if now + limit <= reserved.at {
+                            if now.saturating_add(limit) <= reserved.at {
                                 cluster.pool.place(gpus)
                             } else {
                                 cluster.pool.place_within(gpus, &mut reserved.spare)
@@ -932,6 +1157,8 @@ impl Simulator {
                 .leaves
                 .iter()
                 .any(|&l| !tried[l] && !cluster.by_size[l].is_empty() && cluster.running[l] < entitled[l]),
+            // Its schedulers walk the queue on their own.
+            Policy::Slurm(_) => false,
             Policy::Priority => {
                 phase == Some(true)
                     && cluster.leaves.iter().any(|&l| !tried[l] && !cluster.by_size[l].is_empty())
@@ -952,6 +1179,7 @@ impl Simulator {
             Policy::Priority => {
                 self.enough(&cluster.pool, gpus, self.priority_victims(cluster, id).into_iter())
             }
+            Policy::Slurm(_) => self.enough(&cluster.pool, gpus, self.slurm_victims(cluster)),
         };
         let Some(victims) = victims else { return false };
         let victims = self.spare(&cluster.pool, gpus, victims);
@@ -1059,14 +1287,123 @@ impl Simulator {
         if !cluster.has_high_room(job.leaf as usize, job.gpus) {
             return Vec::new();
         }
-        let mut low: Vec<(i64, JobId)> = cluster
+        self.newest_preemptible(cluster, |j| !j.high)
+    }
+
+    /// The preemptible running jobs that `keep` keeps, of every budget, newest first.
+    fn newest_preemptible(&self, cluster: &ClusterState, keep: impl Fn(&SimJob) -> bool) -> Vec<JobId> {
+        let mut jobs: Vec<(i64, JobId)> = cluster
             .leaves
             .iter()
             .flat_map(|&l| cluster.preemptible[l].iter().copied())
-            .filter(|&(_, j)| !self.jobs[j].high)
+            .filter(|&(_, j)| keep(&self.jobs[j]))
             .collect();
-        low.sort_unstable_by(|a, b| b.cmp(a));
-        low.into_iter().map(|(_, j)| j).collect()
+        jobs.sort_unstable_by(|a, b| b.cmp(a));
+        jobs.into_iter().map(|(_, j)| j).collect()
+    }
+
+    /// The running jobs of the preemptible QOS in the order Slurm's preempt/qos offers them:
+    /// (all of one QOS priority) the fewest nodes first, then the oldest job.
+    fn slurm_victims(&self, cluster: &ClusterState) -> std::vec::IntoIter<JobId> {
+        let mut jobs: Vec<JobId> =
+            cluster.leaves.iter().flat_map(|&l| cluster.preemptible[l].iter().map(|&(_, j)| j)).collect();
+        jobs.sort_unstable_by_key(|&j| (self.jobs[j].placement.len(), j));
+        jobs.into_iter()
+    }
+
+    /// Slurm's main scheduler: the waiting jobs in priority order, each started if it fits,
+    /// or, when its QOS may preempt, by preempting jobs of the preemptible QOS. A job that
+    /// its budgets' `max-gpus` hold back is passed over (Slurm passes over a job that an
+    /// association limit holds); the first job that cannot start blocks every job after it,
+    /// which wait for the backfill scheduler.
+    fn main_scheduler(&mut self, cluster: &mut ClusterState, now: i64) {
+        cluster.rank(self.policy, now);
+        let (tried, mut heads) = std::mem::take(&mut self.buffers);
+        let mut cursor = Cursor::new(&mut heads);
+        while let Some(head) = cursor.next(cluster) {
+            let Head(tier, _, _, id, leaf, gpus) = head;
+            if !cluster.within_limits(leaf, gpus) {
+                continue;
+            }
+            cursor.follow(cluster, head);
+            if let Some(placement) = cluster.pool.place(gpus) {
+                self.start(cluster, id, placement, now);
+            } else if tier > 0 || !self.preempt_for(cluster, id, &[], now) {
+                break;
+            }
+        }
+        self.buffers = (tried, heads);
+    }
+
+    /// A run of Slurm's backfill scheduler: the waiting jobs in priority order (the first
+    /// `bf_max_job_test` of them), each started now if it fits on nodes that no job before
+    /// it holds before it would end (by its time limit), else given the earliest time it
+    /// fits, by the time limits of the jobs running, on nodes free of the plan so far; the
+    /// nodes it would take are held whole for it from then to its time limit (Slurm plans
+    /// whole nodes). Times are rounded down to `bf_resolution`, as Slurm rounds them. A job
+    /// whose QOS may preempt preempts when no job before it holds any node before it would
+    /// end (Slurm's backfill preempts on the nodes free of the plan).
+    fn backfill(&mut self, cluster: &mut ClusterState, now: i64, settings: SlurmSettings) {
+        cluster.rank(self.policy, now);
+        cluster.backfill_due = false;
+        let mut plan = Plan::new(cluster, &self.jobs, settings.backfill_resolution.max(1));
+        let (tried, mut heads) = std::mem::take(&mut self.buffers);
+        let mut cursor = Cursor::new(&mut heads);
+        let mut tested = 0;
+        // Jobs of the preemptible QOS run: a job may start by preempting them.
+        let victims =
+            |cluster: &ClusterState| cluster.leaves.iter().any(|&l| !cluster.preemptible[l].is_empty());
+        let mut preemptible = victims(cluster);
+        while let Some(head) = cursor.next(cluster)
+            && tested < settings.backfill_max_jobs
+        {
+            // Nothing free and nothing to preempt: no job after this one can start now, and
+            // what the plan holds for them changes nothing else.
+            if cluster.pool.free_gpus == 0 && !preemptible {
+                break;
+            }
+            let Head(tier, _, _, id, leaf, gpus) = head;
+            if !cluster.within_limits(leaf, gpus) {
+                continue;
+            }
+            cursor.follow(cluster, head);
+            tested += 1;
+            let limit = self.limit(&self.jobs[id]);
+            // The nodes open to it are looked up only when it could use them.
+            let placement = if cluster.pool.fits(gpus) {
+                let mut open = plan.open(&cluster.pool.capacity, now, limit);
+                cluster.pool.place_within(gpus, &mut open)
+            } else {
+                None
+            };
+            if let Some(placement) = placement {
+                plan.started(&placement, now.saturating_add(limit));
+                self.start(cluster, id, placement, now);
+            } else if tier > 0
+                || !preemptible
+                || plan.open(&cluster.pool.capacity, now, limit) != cluster.pool.capacity
+                || !self.preempt_for(cluster, id, &[], now)
+            {
+                // Slurm reserves nothing for a job that cannot start within its window (nor
+                // can any job that does not fit now, when nothing is held and no running job
+                // gives GPUs back within it).
+                let horizon = now.saturating_add(settings.backfill_window);
+                if plan.changes_before(horizon)
+                    && let Some((at, nodes)) = plan.earliest(&cluster.pool, gpus, limit, now)
+                    && at < horizon
+                {
+                    plan.hold(&nodes, at, limit);
+                }
+            } else {
+                // The preemption changed the running jobs: the plan starts again from them.
+                let (held, holds) = (std::mem::take(&mut plan.held), plan.holds);
+                plan = Plan { held, holds, ..Plan::new(cluster, &self.jobs, plan.resolution) };
+                preemptible = victims(cluster);
+            }
+        }
+        self.buffers = (tried, heads);
+        // Its own starts need no second run.
+        cluster.backfill_due = false;
     }
 }
 
@@ -1082,9 +1419,9 @@ struct Cursor<'h> {
     joined: usize,
 }
 
-/// The next job of one group: (rank, time entered, job, leaf, GPUs).
+/// The next job of one group: (tier, rank, time entered, job, leaf, GPUs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Head(u32, i64, JobId, usize, u32);
+struct Head(u8, u32, i64, JobId, usize, u32);
 
 impl<'h> Cursor<'h> {
     /// A cursor over a cluster's queues by the ranks [`ClusterState::rank`] brought up to
@@ -1096,14 +1433,14 @@ impl<'h> Cursor<'h> {
 
     /// The next job; its group goes on only when [`Cursor::follow`] says so.
     fn next(&mut self, cluster: &ClusterState) -> Option<Head> {
-        // Every budget ranked no later than the next job joins before it is taken (tied
-        // budgets merge their jobs).
+        // Every budget that could have a job before the next one joins before it is taken
+        // (tied budgets merge their jobs): its jobs of the first tier are ranked no later.
         while let Some(&(rank, leaf)) = cluster.ranked.get(self.joined)
-            && self.heads.peek().is_none_or(|Reverse(head)| rank <= head.0)
+            && self.heads.peek().is_none_or(|Reverse(head)| (0, rank) <= (head.0, head.1))
         {
             for group in &cluster.by_size[leaf] {
                 let (entered, id) = group.first;
-                self.heads.push(Reverse(Head(rank, entered, id, leaf, group.gpus)));
+                self.heads.push(Reverse(Head(group.tier, rank, entered, id, leaf, group.gpus)));
             }
             self.joined += 1;
         }
@@ -1112,18 +1449,22 @@ impl<'h> Cursor<'h> {
 
     /// Goes on with the group of `head` after it.
     fn follow(&mut self, cluster: &ClusterState, head: Head) {
-        let Head(rank, entered, id, leaf, gpus) = head;
-        let Some(group) = cluster.by_size[leaf].iter().find(|group| group.gpus == gpus) else { return };
+        let Head(tier, rank, entered, id, leaf, gpus) = head;
+        let Some(group) = cluster.by_size[leaf].iter().find(|group| (group.tier, group.gpus) == (tier, gpus))
+        else {
+            return;
+        };
         let after = (Bound::Excluded((entered, id)), Bound::Unbounded);
         if let Some(&(entered, id)) = group.jobs.range(after).next() {
-            self.heads.push(Reverse(Head(rank, entered, id, leaf, gpus)));
+            self.heads.push(Reverse(Head(tier, rank, entered, id, leaf, gpus)));
         }
     }
 }
 
-/// The waiting jobs of one budget that ask for the same GPUs, by (time entered, job), and
-/// the first of them (read at every pass).
+/// The waiting jobs of one budget and tier that ask for the same GPUs, by (time entered,
+/// job), and the first of them (read at every pass).
 struct Group {
+    tier: u8,
     gpus: u32,
     first: (i64, JobId),
     jobs: BTreeSet<(i64, JobId)>,
@@ -1173,6 +1514,14 @@ struct ClusterState<'b> {
     /// name.
     ties: Vec<(bool, usize)>,
     dirty: bool,
+    /// Jobs in its queues.
+    queued: usize,
+    /// Something started, stopped or entered a queue since the last backfill run (the
+    /// Slurm policy's): a run now could start a job.
+    backfill_due: bool,
+    /// Ranks are computed again when a run stops, not only at the decay's passes (Slurm
+    /// computes fair-share factors only at its passes).
+    rank_at_stops: bool,
     /// The best standing since demand last changed (the budget policy's preemption rule).
     best: Best,
     /// The standing when last observed: the standing now while `standing_seen`.
@@ -1209,7 +1558,12 @@ struct Best {
 }
 
 impl<'b> ClusterState<'b> {
-    fn new(budgets: &'b ClusterBudgets, gpus_per_node: u64, decay: Decay) -> ClusterState<'b> {
+    fn new(
+        budgets: &'b ClusterBudgets,
+        gpus_per_node: u64,
+        decay: Decay,
+        policy: Policy,
+    ) -> ClusterState<'b> {
         let hierarchy = &budgets.hierarchy;
         let n = hierarchy.len();
         let leaves: Vec<usize> = (0..n).filter(|&i| hierarchy.is_leaf(NodeId(i))).collect();
@@ -1254,6 +1608,9 @@ impl<'b> ClusterState<'b> {
                 .collect(),
             ties,
             dirty: false,
+            queued: 0,
+            backfill_due: false,
+            rank_at_stops: policy.slurm().is_none(),
             best: Best::default(),
             current: Standing::default(),
             over: Vec::new(),
@@ -1331,31 +1688,38 @@ impl<'b> ClusterState<'b> {
     /// job goes back to its place).
     fn enqueue(&mut self, jobs: &Slots, id: JobId) {
         let job = &jobs[id];
-        let (groups, queued) = (&mut self.by_size[job.leaf as usize], (job.entered, id));
-        match groups.binary_search_by_key(&job.gpus, |group| group.gpus) {
+        let (groups, queued) = (&mut self.by_size[job.leaf as usize], (job.place, id));
+        match groups.binary_search_by_key(&(job.tier, job.gpus), |group| (group.tier, group.gpus)) {
             Ok(i) => {
                 groups[i].jobs.insert(queued);
                 groups[i].first = groups[i].first.min(queued);
             }
-            Err(i) => {
-                groups.insert(i, Group { gpus: job.gpus, first: queued, jobs: BTreeSet::from([queued]) })
-            }
+            Err(i) => groups.insert(
+                i,
+                Group { tier: job.tier, gpus: job.gpus, first: queued, jobs: BTreeSet::from([queued]) },
+            ),
         }
+        self.queued += 1;
         self.waiting[job.leaf as usize] += f64::from(job.gpus);
         self.change_demand(job.leaf as usize, f64::from(job.gpus));
         self.standing_seen = false;
+        self.backfill_due = true;
         self.dirty = true;
     }
 
     /// Takes a job out of its queue (nothing when it is not there).
     fn dequeue(&mut self, jobs: &Slots, id: JobId) {
         let job = &jobs[id];
-        let (leaf, queued) = (job.leaf as usize, (job.entered, id));
+        let (leaf, queued) = (job.leaf as usize, (job.place, id));
         let groups = &mut self.by_size[leaf];
-        let Ok(i) = groups.binary_search_by_key(&job.gpus, |group| group.gpus) else { return };
+        let Ok(i) = groups.binary_search_by_key(&(job.tier, job.gpus), |group| (group.tier, group.gpus))
+        else {
+            return;
+        };
         if !groups[i].jobs.remove(&queued) {
             return;
         }
+        self.queued -= 1;
         if groups[i].jobs.is_empty() {
             groups.remove(i);
         } else if groups[i].first == queued {
@@ -1419,6 +1783,7 @@ impl<'b> ClusterState<'b> {
     /// ancestors, in their counts and their usage.
     fn add_running(&mut self, leaf: usize, gpus: f64, now: i64, started: Option<i64>) {
         self.standing_seen = false;
+        self.backfill_due = true;
         self.change_demand(leaf, gpus);
         let mut node = Some(NodeId(leaf));
         while let Some(id) = node {
@@ -1428,7 +1793,9 @@ impl<'b> ClusterState<'b> {
                 Some(started) => {
                     self.usage.stop(id.0, now, -gpus, started);
                     self.per_share[id.0] = None;
-                    self.ranked_in = None;
+                    if self.rank_at_stops {
+                        self.ranked_in = None;
+                    }
                 }
             }
             node = self.budgets.hierarchy.node(id).and_then(|n| n.parent);
@@ -1481,7 +1848,7 @@ impl<'b> ClusterState<'b> {
         let mut ranked = std::mem::take(&mut self.ranked);
         ranked.clear();
         match policy {
-            Policy::Budget => {
+            Policy::Budget | Policy::Slurm(_) => {
                 // Only the nodes a run stopped on are read again within a pass.
                 let budgets = self.budgets;
                 for (i, read) in self.per_share.iter_mut().enumerate() {
@@ -1508,6 +1875,7 @@ impl<'b> ClusterState<'b> {
         }
         self.ranked = ranked;
         self.ranked_in = Some(pass);
+        self.backfill_due = true;
     }
 
     /// Fair Tree's ranking, as Slurm's (`_calc_tree_fs`): depth first, siblings by Level FS

@@ -44,6 +44,9 @@ pub struct Job {
     /// Seconds of work, when the trace gives a `duration`: with a start and no end it gives
     /// the end; without a start it is the work a simulation runs.
     pub duration: Option<i64>,
+    /// The time limit the job asked for, in seconds (`time_limit`, sacct's `Timelimit`);
+    /// `None`: none given (or unlimited). What Slurm's backfill plans with.
+    pub time_limit: Option<i64>,
     /// A contract, or a QOS named like one; empty: the default contract.
     pub contract: CompactString,
     /// How the audit counts the job's wait.
@@ -84,6 +87,8 @@ pub enum RowError {
     NotATime(String),
     #[error("`{0}` is not a number of seconds")]
     NotSeconds(String),
+    #[error("`{0}` is not a Slurm time limit ([D-]HH:MM:SS, MM:SS, minutes or UNLIMITED)")]
+    NotATimeLimit(String),
     #[error("`{0}` is not a GPU count")]
     NotAGpuCount(String),
     #[error("starts ({start}) before it is submitted ({submit})")]
@@ -211,6 +216,7 @@ enum Column {
     Start,
     End,
     Duration,
+    TimeLimit,
     Contract,
     JobId,
     Account,
@@ -220,10 +226,11 @@ enum Column {
     SubmissionTime,
     ItpJobId,
     NumGpu,
+    Timelimit,
 }
 
 impl Column {
-    const ALL: [Column; 20] = [
+    const ALL: [Column; 22] = [
         Column::Id,
         Column::Project,
         Column::User,
@@ -235,6 +242,7 @@ impl Column {
         Column::Start,
         Column::End,
         Column::Duration,
+        Column::TimeLimit,
         Column::Contract,
         Column::JobId,
         Column::Account,
@@ -244,6 +252,7 @@ impl Column {
         Column::SubmissionTime,
         Column::ItpJobId,
         Column::NumGpu,
+        Column::Timelimit,
     ];
 
     /// The column's header, lower case (headers are read without case).
@@ -260,6 +269,7 @@ impl Column {
             Column::Start => "start",
             Column::End => "end",
             Column::Duration => "duration",
+            Column::TimeLimit => "time_limit",
             Column::Contract => "contract",
             Column::JobId => "jobid",
             Column::Account => "account",
@@ -269,6 +279,7 @@ impl Column {
             Column::SubmissionTime => "submission_time",
             Column::ItpJobId => "job_id",
             Column::NumGpu => "num_gpu",
+            Column::Timelimit => "timelimit",
         }
     }
 }
@@ -403,6 +414,7 @@ impl<R: BufRead> Reader<R> {
             start: optional_time(self.field(Column::Start))?,
             end: optional_time(self.field(Column::End))?,
             duration: optional_seconds(self.field(Column::Duration))?,
+            time_limit: optional_seconds(self.field(Column::TimeLimit))?,
             contract: self.field(Column::Contract),
         })
     }
@@ -428,6 +440,7 @@ impl<R: BufRead> Reader<R> {
             start: optional_time(&text("start"))?,
             end: optional_time(&text("end"))?,
             duration: optional_seconds(&text("duration"))?,
+            time_limit: optional_seconds(&text("time_limit"))?,
             contract: &text("contract"),
         })
     }
@@ -456,6 +469,7 @@ impl<R: BufRead> Reader<R> {
             start: optional_time(self.field(Column::Start))?,
             end: optional_time(self.field(Column::End))?,
             duration: None,
+            time_limit: slurm_time_limit(self.field(Column::Timelimit))?,
             contract: self.field(Column::Qos),
         })
         .map(Some)
@@ -476,6 +490,7 @@ impl<R: BufRead> Reader<R> {
             start: Some(submit),
             end: None,
             duration: Some(parse_seconds(self.field(Column::Duration))?),
+            time_limit: None,
             contract: "",
         })
     }
@@ -486,6 +501,38 @@ fn optional_seconds(text: &str) -> Result<Option<i64>, RowError> {
         "" | "null" => Ok(None),
         t => parse_seconds(t).map(Some),
     }
+}
+
+/// A time limit as `sacct` shows it: `[D-]HH:MM:SS`, `MM:SS` or minutes; `UNLIMITED`,
+/// `Partition_Limit` or nothing: none.
+fn slurm_time_limit(text: &str) -> Result<Option<i64>, RowError> {
+    let text = text.trim();
+    if text.is_empty()
+        || text.eq_ignore_ascii_case("unlimited")
+        || text.eq_ignore_ascii_case("partition_limit")
+    {
+        return Ok(None);
+    }
+    let bad = || RowError::NotATimeLimit(text.to_owned());
+    let (days, clock) = match text.split_once('-') {
+        Some((days, clock)) => (days.parse::<u32>().map_err(|_| bad())?, clock),
+        None => (0, text),
+    };
+    let parts: Vec<u32> =
+        clock.split(':').map(|p| p.parse::<u32>().map_err(|_| bad())).collect::<Result<_, _>>()?;
+    let [hours, minutes, seconds] = match parts[..] {
+        [minutes] => [0, minutes, 0],
+        [minutes, seconds] => [0, minutes, seconds],
+        [hours, minutes, seconds] => [hours, minutes, seconds],
+        _ => return Err(bad()),
+    }
+    .map(i64::from);
+    let total = i64::from(days) * 86_400 + hours * 3600 + minutes * 60 + seconds;
+    // Slurm keeps limits in 32 bits of minutes: anything longer is not Slurm's.
+    if total > i64::from(u32::MAX) * 60 {
+        return Err(bad());
+    }
+    Ok(Some(total))
 }
 
 fn parse_seconds(text: &str) -> Result<i64, RowError> {
@@ -521,6 +568,7 @@ struct Row<'a> {
     start: Option<i64>,
     end: Option<i64>,
     duration: Option<i64>,
+    time_limit: Option<i64>,
     contract: &'a str,
 }
 
@@ -568,6 +616,7 @@ fn job(row: Row<'_>) -> Result<Job, RowError> {
         start,
         end,
         duration: row.duration,
+        time_limit: row.time_limit,
         contract: row.contract.trim().into(),
         wait: WaitCount::Measured,
     })
@@ -665,6 +714,25 @@ mod tests {
         let itp = "job_id,submission_time,duration,num_gpu\nx,5,100,8\n";
         let job = jobs(itp, "cluster01")[0].clone().unwrap();
         assert_eq!((job.project.as_str(), job.start, job.end), ("cluster01", Some(5), Some(105)));
+    }
+
+    #[test]
+    fn time_limits_in_seconds_or_as_sacct_shows_them() {
+        let csv = "id,gpus,submit,duration,time_limit\n1,1,0,10,120\n2,1,0,10,\n";
+        let read: Vec<Option<i64>> = jobs(csv, "").into_iter().map(|j| j.unwrap().time_limit).collect();
+        assert_eq!(read, [Some(120), None]);
+        let limits = ["1-02:03:04", "02:03:04", "05:06", "90", "UNLIMITED", "Partition_Limit", ""];
+        let mut sacct = "JobID|Account|Submit|Start|End|Timelimit\n".to_string();
+        for (i, limit) in limits.iter().enumerate() {
+            sacct.push_str(&format!("{i}|a|0|0|10|{limit}\n"));
+        }
+        let read: Vec<Option<i64>> = jobs(&sacct, "").into_iter().map(|j| j.unwrap().time_limit).collect();
+        assert_eq!(read, [Some(93_784), Some(7384), Some(306), Some(5400), None, None, None]);
+        for bad in ["1:2:3:4", "x", "-5", "99999999-00:00:00", "1-"] {
+            let row = format!("JobID|Account|Submit|Start|End|Timelimit\n1|a|0|0|10|{bad}\n");
+            let problem = jobs(&row, "")[0].clone().unwrap_err().problem;
+            assert!(matches!(problem, RowError::NotATimeLimit(_)), "{bad}: {problem}");
+        }
     }
 
     #[test]

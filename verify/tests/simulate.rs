@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use allot_compiler::ir::Model;
 use allot_verify::audit::AuditError;
-use allot_verify::simulate::{Policy, Run, Simulation, simulate, simulate_with_runs};
+use allot_verify::simulate::{Policy, Run, Simulation, SlurmSettings, simulate, simulate_with_runs};
 use allot_verify::trace::Job;
 use proptest::prelude::*;
 
@@ -219,6 +219,77 @@ fn backfill_starts_small_jobs_that_do_not_delay_the_head() {
         assert_eq!(starts, expected, "{policy:?}");
         assert_eq!(sim.preemptions, 0);
     }
+}
+
+/// A job that asked for `limit` seconds.
+fn limited(job: Job, limit: i64) -> Job {
+    Job { time_limit: Some(limit), ..job }
+}
+
+/// Each run of `id` as (start, end), in order.
+fn runs_of(runs: &[Run], id: &str) -> Vec<(i64, i64)> {
+    let mut of: Vec<(i64, i64)> = runs.iter().filter(|r| &*r.id == id).map(|r| (r.start, r.end)).collect();
+    of.sort_unstable();
+    of
+}
+
+#[test]
+fn slurm_blocks_behind_the_first_job_and_backfills_by_time_limits() {
+    // One 8-GPU node, one budget, Slurm's defaults (backfill every 30 s, plans in minutes).
+    // Job 1 (6 GPUs, 1000 s of work, asked for 1200) starts at 0. Job 2 (8 GPUs, at 10)
+    // cannot start: the main scheduler stops there. Job 3 (2 GPUs, 100 s, asked for 300, at
+    // 20) waits for the backfill run at 30: job 2 is planned when job 1's limit ends (1200,
+    // holding the node to 2400); job 3 would end by 330 (300 in whole minutes, rounded down
+    // as Slurm rounds), before 1200: it starts at 30. Job 4 (2 GPUs, 100 s of work but asked for 1200, at 40) would
+    // hold GPUs past 1200 by its limit: it waits (planned after job 2, from 2400), though it
+    // would end by 160. Job 1 ends at 1000 and job 2 starts; job 4 when job 2 ends, at 2000.
+    // A job that asks for less than its work is ended at its limit (job 5, at 3000).
+    let text = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8\n\
+        contract batch min-runtime=\"0s\" default=#true\nproject a share=1\n";
+    let jobs = [
+        limited(job(1, "a", 6, 0, 1000, "batch"), 1200),
+        limited(job(2, "a", 8, 10, 1000, "batch"), 1200),
+        limited(job(3, "a", 2, 20, 100, "batch"), 300),
+        limited(job(4, "a", 2, 40, 100, "batch"), 1200),
+        limited(job(5, "a", 1, 3000, 500, "batch"), 300),
+    ];
+    let (sim, runs) = run(&model(text), &jobs, Policy::Slurm(SlurmSettings::default()));
+    let starts: Vec<i64> = ["1", "2", "3", "4", "5"].iter().map(|id| start_of(&runs, id)).collect();
+    assert_eq!(starts, [0, 1000, 30, 2000, 3000]);
+    assert_eq!(runs_of(&runs, "5"), [(3000, 3300)]);
+    assert_eq!(sim.preemptions, 0);
+    // The budget policy's backfill knows the work: job 4 starts as soon as GPUs are free,
+    // when job 3 (started at 20) ends at 120.
+    let (_, runs) = run(&model(text), &jobs, Policy::Budget);
+    assert_eq!(start_of(&runs, "4"), 120);
+}
+
+#[test]
+fn slurm_serves_the_preemptible_qos_last_and_preempts_only_it() {
+    // One 8-GPU node. Job 1 (a, QOS preemptible, 8 GPUs, 1000 s) starts at 0. Job 2 (b,
+    // batch, 4 GPUs, 500 s, asked for 600) at 100 does not fit: batch may preempt the
+    // preemptible QOS, so job 1 is requeued (held 121 s, to 221) and job 2 starts. Job 3
+    // (a, preemptible, 4 GPUs, 100 s, asked for 200) at 110 fits beside job 2 and starts;
+    // job 4 (a, batch, 4 GPUs, 100 s) at 120 preempts it (held to 241) and runs to 220.
+    // From 221 job 1 heads the queue and does not fit (job 2 holds 4 GPUs): it is planned
+    // from job 2's limit (700, 660 in whole minutes) and the main scheduler stops at it.
+    // Job 3, back at 241, is backfilled at 270: it would end by 470, before 660; it starts
+    // over (no contract of its own: not resumable). Job 2 ends at 600 and job 1 starts over
+    // then. Protection is the contract QOS's PreemptExemptTime: it never matters here,
+    // since no QOS may preempt a contract's.
+    let jobs = [
+        job(1, "a", 8, 0, 1000, "preemptible"),
+        limited(job(2, "b", 4, 100, 500, "batch"), 600),
+        limited(job(3, "a", 4, 110, 100, "preemptible"), 200),
+        limited(job(4, "a", 4, 120, 100, "batch"), 200),
+    ];
+    let (sim, runs) = run(&model(PAIR), &jobs, Policy::Slurm(SlurmSettings::default()));
+    assert_eq!(runs_of(&runs, "1"), [(0, 100), (600, 1600)]);
+    assert_eq!(runs_of(&runs, "2"), [(100, 600)]);
+    assert_eq!(runs_of(&runs, "3"), [(110, 120), (270, 370)]);
+    assert_eq!(runs_of(&runs, "4"), [(120, 220)]);
+    assert_eq!(sim.preemptions, 2);
+    assert!((sim.lost_gpu_hours - (8.0 * 100.0 + 4.0 * 10.0) / 3600.0).abs() < 1e-9);
 }
 
 #[test]
@@ -635,6 +706,24 @@ proptest! {
         let model = model(TREE);
         let (sim, runs) = run(&model, &jobs, Policy::Budget);
         check_invariants(&model, &jobs, &sim, &runs, Policy::Budget, &[])?;
+    }
+
+    #[test]
+    fn the_slurm_policy_keeps_the_invariants(jobs in trace()) {
+        let model = model(TREE);
+        let policy = Policy::Slurm(SlurmSettings::default());
+        let (sim, runs) = run(&model, &jobs, policy);
+        check_invariants(&model, &jobs, &sim, &runs, policy, &[])?;
+    }
+
+    #[test]
+    fn caps_hold_under_the_slurm_policy(jobs in traces(12)) {
+        let model = model(CAPPED_TREE);
+        let jobs: Vec<Job> = jobs.into_iter().filter(|j| j.project != "nlp" || j.gpus <= 10).collect();
+        prop_assume!(!jobs.is_empty());
+        let policy = Policy::Slurm(SlurmSettings::default());
+        let (sim, runs) = run(&model, &jobs, policy);
+        check_invariants(&model, &jobs, &sim, &runs, policy, &CAPS)?;
     }
 
     #[test]

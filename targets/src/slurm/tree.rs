@@ -8,8 +8,7 @@ use allot_compiler::ir::{Location, Model, Project, ShareSpec, WorkRule};
 
 /// `Fairshare=parent` as the dump writes it.
 pub const PARENT_FAIRSHARE: u64 = 2_147_483_647;
-/// The QOS that work beyond a budget, and unbudgeted work, runs under.
-pub const PREEMPTIBLE_QOS: &str = "preemptible";
+pub use allot_compiler::names::PREEMPTIBLE_QOS;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tree {

@@ -1,0 +1,129 @@
+//! The settings of a Slurm's scheduler that the simulator's Slurm policy follows, read from
+//! a `slurm.conf` (the lines of it that set them; every other line is passed over).
+
+use allot_compiler::units::DECAY_PERIOD;
+
+/// The settings of a Slurm's scheduler that the [`Policy::Slurm`](crate::simulate::Policy::Slurm) follows, in seconds. The
+/// defaults are Slurm's own and the `PriorityCalcPeriod` allot writes; a test that scales
+/// time down sets them as it set its Slurm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlurmSettings {
+    /// `PriorityCalcPeriod`: how often usage is decayed and priorities are computed again.
+    pub calc_period: i64,
+    /// `bf_interval`: how often the backfill scheduler runs.
+    pub backfill_interval: i64,
+    /// `bf_resolution`: the backfill plan's unit of time.
+    pub backfill_resolution: i64,
+    /// `bf_max_job_test`: the most pending jobs one backfill run looks at.
+    pub backfill_max_jobs: usize,
+    /// `bf_window`: how far ahead the backfill scheduler plans (a job that cannot start
+    /// within it is given no reservation).
+    pub backfill_window: i64,
+    /// How long a preempted job waits before it may start again (requeued, it is held until
+    /// its credentials expire: `cred_expire` + 1).
+    pub requeue_delay: i64,
+}
+
+impl Default for SlurmSettings {
+    fn default() -> SlurmSettings {
+        SlurmSettings {
+            calc_period: DECAY_PERIOD as i64,
+            backfill_interval: 30,
+            backfill_resolution: 60,
+            backfill_max_jobs: 500,
+            backfill_window: 86_400,
+            requeue_delay: 121,
+        }
+    }
+}
+
+/// Bounds of the settings read, in their units (Slurm's own, where it has them).
+const BOUNDS: [(&str, i64, i64); 6] = [
+    ("PriorityCalcPeriod", 1, 1440),
+    ("bf_interval", 1, 10_800),
+    ("bf_resolution", 1, 3600),
+    ("bf_max_job_test", 1, 1_000_000),
+    ("bf_window", 1, 43_200),
+    ("cred_expire", 5, 86_400),
+];
+
+impl SlurmSettings {
+    /// The settings a `slurm.conf` gives, Slurm's defaults for those it leaves out:
+    /// `PriorityCalcPeriod` (minutes), `SchedulerParameters`' `bf_interval`,
+    /// `bf_resolution`, `bf_max_job_test` and `bf_window` (minutes), and `AuthInfo`'s
+    /// `cred_expire` (seconds).
+    /// Keys are read without case, as Slurm reads them; a value out of Slurm's range, or not
+    /// a number, is refused with its line.
+    pub fn read(conf: &str) -> Result<SlurmSettings, String> {
+        let mut settings = SlurmSettings::default();
+        for (number, line) in conf.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            let Some((key, value)) = line.split_once('=') else { continue };
+            let (key, value) = (key.trim(), value.trim());
+            let options: Vec<(&str, &str)> = if key.eq_ignore_ascii_case("PriorityCalcPeriod") {
+                vec![("PriorityCalcPeriod", value)]
+            } else if key.eq_ignore_ascii_case("SchedulerParameters") || key.eq_ignore_ascii_case("AuthInfo")
+            {
+                value.split(',').filter_map(|option| option.split_once('=')).collect()
+            } else {
+                continue;
+            };
+            for (name, text) in options {
+                let Some(&(name, least, most)) =
+                    BOUNDS.iter().find(|(n, _, _)| n.eq_ignore_ascii_case(name.trim()))
+                else {
+                    continue;
+                };
+                let value =
+                    text.trim().parse::<i64>().ok().filter(|v| (least..=most).contains(v)).ok_or_else(
+                        || {
+                            format!(
+                                "line {}: {name}={}: not a number from {least} to {most}",
+                                number + 1,
+                                text.trim().escape_debug()
+                            )
+                        },
+                    )?;
+                match name {
+                    "PriorityCalcPeriod" => settings.calc_period = value * 60,
+                    "bf_interval" => settings.backfill_interval = value,
+                    "bf_resolution" => settings.backfill_resolution = value,
+                    "bf_max_job_test" => settings.backfill_max_jobs = value as usize,
+                    "bf_window" => settings.backfill_window = value * 60,
+                    _ => settings.requeue_delay = value + 1,
+                }
+            }
+        }
+        Ok(settings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lines_that_set_them_are_read_and_the_rest_passed_over() {
+        let conf = "# time-scaled\nPriorityType=priority/multifactor\npriorityCalcPeriod=1\n\
+                    SchedulerParameters=bf_continue,bf_interval=5,bf_resolution=5 # planning\n\
+                    AuthInfo=socket=/run/munge.socket,cred_expire=10\n";
+        let settings = SlurmSettings::read(conf).unwrap();
+        let expected = SlurmSettings {
+            calc_period: 60,
+            backfill_interval: 5,
+            backfill_resolution: 5,
+            requeue_delay: 11,
+            ..SlurmSettings::default()
+        };
+        assert_eq!(settings, expected);
+        assert_eq!(SlurmSettings::read("").unwrap(), SlurmSettings::default());
+        for (bad, why) in [
+            ("SchedulerParameters=bf_interval=0", "line 1: bf_interval=0"),
+            ("\nPriorityCalcPeriod=5m", "line 2: PriorityCalcPeriod=5m"),
+            ("AuthInfo=cred_expire=-1", "line 1: cred_expire=-1"),
+        ] {
+            let error = SlurmSettings::read(bad).unwrap_err();
+            assert!(error.starts_with(why), "{bad}: {error}");
+        }
+    }
+}
