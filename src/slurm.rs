@@ -137,7 +137,7 @@ pub fn sacct_since(clusters: &[String], seconds: u64, out: &mut impl Write) -> R
             &since,
             "--endtime=now",
             &clusters,
-            "--format=JobID,User,Account,Cluster,Partition,QOS,Submit,Eligible,Start,End,AllocTRES,ReqTRES,State",
+            "--format=JobID,User,Account,Cluster,Partition,QOS,Submit,Eligible,Start,End,Timelimit,AllocTRES,ReqTRES,State",
         ],
         out,
         MAX_SACCT_BYTES,

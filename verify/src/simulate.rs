@@ -21,8 +21,9 @@
 //! the jobs queued and running, the runs ended since the earliest of them entered its queue,
 //! and a wait per job for the percentiles (the audit's, the largest jobs', the short jobs').
 //!
-//! A pass takes the waiting jobs in the policy's order. A job that would take a budget (or
-//! any budget above it) beyond its `max-gpus` waits. The first job that cannot start, and
+//! Under the budget and priority policies a pass takes the waiting jobs in the policy's
+//! order. A job that would take a budget (or any budget above it) beyond its `max-gpus`
+//! waits. The first job that cannot start, and
 //! that no allowed preemption starts, holds a reservation (EASY backfill, as Slurm's backfill
 //! scheduler): the earliest time it fits given the running jobs' expected ends, on the nodes
 //! it would take then. Every later job starts now only if it fits without delaying that
@@ -31,7 +32,7 @@
 //! own remaining work: the simulator knows runtimes exactly, which real users' limits do not
 //! give a real scheduler, so backfill here is as good as it can be.
 //!
-//! Two policies:
+//! Three policies:
 //! - [`Policy::Budget`]: jobs in Fair Tree order over usage decayed as Slurm decays it
 //!   ([`decay`](crate::decay): the half-life of window × ln 2 and the 5-minute passes
 //!   allot's Slurm output sets; usage as `sshare` would show it): budgets ranked as Slurm's
@@ -48,8 +49,18 @@
 //!   and a waiting high-priority job preempts low ones at once (a minimal set, newest
 //!   first). Jobs that would run high are served first, then by the time they entered the
 //!   queue.
+//! - [`Policy::Slurm`]: the configuration allot writes for Slurm, as Slurm 22.05 schedules
+//!   it. Jobs of QOS [`PREEMPTIBLE_QOS`] after all others (every contract's QOS may preempt
+//!   it, and Slurm sorts a job that may preempt another first), then by Fair Tree rank
+//!   (computed again only at the decay's passes), submit time and trace order. The main
+//!   scheduler (`Simulator::main_scheduler`) starts jobs in that order until one neither
+//!   fits nor starts by preempting jobs of the preemptible QOS, and that one blocks the
+//!   rest; the backfill scheduler (`Simulator::backfill`) runs every `bf_interval`,
+//!   conservative and by requested time limits, holding whole nodes for the jobs it plans.
+//!   A preempted job is requeued after `cred_expire` + 1, its place lost. What is not
+//!   modelled is in docs/verifier.md.
 //!
-//! Either way a preempted resumable job requeues keeping its progress, a non-resumable one
+//! Under every policy a preempted resumable job keeps its progress, a non-resumable one
 //! restarts (its GPU-hours are lost), and a contract's maximum runtime ends a job. A job's
 //! wait is all the time it spent queued: from its eligibility to its first start, and from
 //! each preemption to its restart.
