@@ -204,14 +204,14 @@ measure "allot replay audit, 1,000,000 jobs" "$allot" replay audit examples/publ
 ratio "allot replay audit, 1,000,000 jobs / csv read" "$best" "$floor_csv" 10
 measure "floor: csv read, 1,000,000 busy jobs" "$floor" csv "$cache/busy-million.csv"
 floor_busy="$best"
-for policy in budget priority; do
+for policy in budget priority slurm; do
     measure "allot replay simulate --policy $policy, 1,000,000 busy jobs" "$allot" replay simulate examples/published-case --trace "$cache/busy-million.csv" --policy "$policy" --format json
     ratio "allot replay simulate --policy $policy / csv read" "$best" "$floor_busy" 60
     ratios+=("$(printf '%-62s %6s MiB  target <= 300 MiB  %s' "  its peak memory" "$peak" "$( [ "${peak:-999999}" -le 300 ] && echo ok || echo OVER)")")
 done
 if [ -d "$shared/traces/itp-2021" ]; then
     measure "allot replay audit, ITP trace (69,351 jobs)" "$allot" replay audit examples/itp-replay --trace "$shared/traces/itp-2021" --format json
-    for policy in budget priority; do
+    for policy in budget priority slurm; do
         measure "allot replay simulate --policy $policy, ITP trace" "$allot" replay simulate examples/itp-simulate --trace "$shared/traces/itp-2021" --policy "$policy" --format json
     done
 else

@@ -240,6 +240,7 @@ fn simulated(
             short_jobs: Waits::default(),
             runs: keep_runs.then(Vec::new),
             buffers: Default::default(),
+            plan: Plan::default(),
             last_instant: None,
         },
         done: false,
@@ -712,6 +713,8 @@ struct Simulator {
     runs: Option<Vec<Run>>,
     /// A pass's buffers: which budgets have tried a preemption, the cursor's heads.
     buffers: (Vec<bool>, BinaryHeap<Reverse<Head>>),
+    /// The backfill scheduler's plan (the Slurm policy's), kept for its buffers.
+    plan: Plan,
     /// The last instant simulated.
     last_instant: Option<i64>,
 }
@@ -726,7 +729,8 @@ struct Reservation {
 /// The plan of a run of Slurm's backfill scheduler, per node: when the running jobs give
 /// their GPUs back (by their time limits, rounded down to the plan's resolution), and the
 /// stretches of time held whole for waiting jobs, [from, to), in order (they never overlap
-/// on a node).
+/// on a node). Kept from run to run, for its buffers.
+#[derive(Default)]
 struct Plan {
     resolution: i64,
     releases: Vec<Vec<(i64, u32)>>,
@@ -737,25 +741,27 @@ struct Plan {
 }
 
 impl Plan {
-    /// The plan before any job is looked at: the running jobs of `cluster`.
-    fn new(cluster: &ClusterState, jobs: &Slots, resolution: i64) -> Plan {
-        let nodes = cluster.pool.capacity.len();
-        let mut plan = Plan {
-            resolution,
-            releases: vec![Vec::new(); nodes],
-            held: vec![Vec::new(); nodes],
-            first_release: i64::MAX,
-            holds: false,
-        };
-        plan.first_release = cluster.ends.first().map_or(i64::MAX, |&(end, _)| plan.floor(end));
+    /// The plan before any job is looked at: the running jobs of `cluster`, nothing held.
+    fn start_over(&mut self, cluster: &ClusterState, jobs: &Slots, resolution: i64) {
+        self.resolution = resolution;
+        self.held.resize_with(cluster.pool.capacity.len(), Vec::new);
+        self.held.iter_mut().for_each(Vec::clear);
+        self.holds = false;
+        self.count_releases(cluster, jobs);
+    }
+
+    /// The running jobs of `cluster` again (a preemption changed them), what is held kept.
+    fn count_releases(&mut self, cluster: &ClusterState, jobs: &Slots) {
+        self.releases.resize_with(cluster.pool.capacity.len(), Vec::new);
+        self.releases.iter_mut().for_each(Vec::clear);
+        self.first_release = cluster.ends.first().map_or(i64::MAX, |&(end, _)| self.floor(end));
         // By expected end: each node's releases come in order.
         for &(end, id) in &cluster.ends {
-            let end = plan.floor(end);
+            let end = self.floor(end);
             for &(node, gpus) in &jobs[id].placement {
-                plan.releases[node as usize].push((end, gpus));
+                self.releases[node as usize].push((end, gpus));
             }
         }
-        plan
     }
 
     /// `t` rounded down to the plan's resolution, as Slurm's backfill rounds times.
@@ -1357,7 +1363,8 @@ impl Simulator {
     fn backfill(&mut self, cluster: &mut ClusterState, now: i64, settings: SlurmSettings) {
         cluster.rank(self.policy, now);
         cluster.backfill_due = false;
-        let mut plan = Plan::new(cluster, &self.jobs, settings.backfill_resolution.max(1));
+        let mut plan = std::mem::take(&mut self.plan);
+        plan.start_over(cluster, &self.jobs, settings.backfill_resolution.max(1));
         let (tried, mut heads) = std::mem::take(&mut self.buffers);
         let mut cursor = Cursor::new(&mut heads);
         let mut tested = 0;
@@ -1365,6 +1372,10 @@ impl Simulator {
         let victims =
             |cluster: &ClusterState| cluster.leaves.iter().any(|&l| !cluster.preemptible[l].is_empty());
         let mut preemptible = victims(cluster);
+        // The jobs looked at since the plan and the running jobs last changed that changed
+        // neither, by (tier, GPUs, time limit): a job like one of them would change nothing
+        // either (its answer depends on nothing else), so it is counted and passed over.
+        let mut unchanged: Vec<(u8, u32, i64)> = Vec::new();
         while let Some(head) = cursor.next(cluster)
             && tested < settings.backfill_max_jobs
         {
@@ -1380,6 +1391,10 @@ impl Simulator {
             cursor.follow(cluster, head);
             tested += 1;
             let limit = self.limit(&self.jobs[id]);
+            let like = (tier, gpus, limit);
+            if unchanged.contains(&like) {
+                continue;
+            }
             // The nodes open to it are looked up only when it could use them.
             let placement = if cluster.pool.fits(gpus) {
                 let mut open = plan.open(&cluster.pool.capacity, now, limit);
@@ -1390,6 +1405,7 @@ impl Simulator {
             if let Some(placement) = placement {
                 plan.started(&placement, now.saturating_add(limit));
                 self.start(cluster, id, placement, now);
+                unchanged.clear();
             } else if tier > 0
                 || !preemptible
                 || plan.open(&cluster.pool.capacity, now, limit) != cluster.pool.capacity
@@ -1404,15 +1420,19 @@ impl Simulator {
                     && at < horizon
                 {
                     plan.hold(&nodes, at, limit);
+                    unchanged.clear();
+                } else {
+                    unchanged.push(like);
                 }
             } else {
                 // The preemption changed the running jobs: the plan starts again from them.
-                let (held, holds) = (std::mem::take(&mut plan.held), plan.holds);
-                plan = Plan { held, holds, ..Plan::new(cluster, &self.jobs, plan.resolution) };
+                plan.count_releases(cluster, &self.jobs);
                 preemptible = victims(cluster);
+                unchanged.clear();
             }
         }
         self.buffers = (tried, heads);
+        self.plan = plan;
         // Its own starts need no second run.
         cluster.backfill_due = false;
     }

@@ -221,6 +221,10 @@ fn backfill_starts_small_jobs_that_do_not_delay_the_head() {
     }
 }
 
+/// One 8-GPU node, one budget, one contract without a maximum runtime.
+const ONE_NODE: &str = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8\n\
+    contract batch min-runtime=\"0s\" default=#true\nproject a share=1\n";
+
 /// A job that asked for `limit` seconds.
 fn limited(job: Job, limit: i64) -> Job {
     Job { time_limit: Some(limit), ..job }
@@ -244,8 +248,6 @@ fn slurm_blocks_behind_the_first_job_and_backfills_by_time_limits() {
     // hold GPUs past 1200 by its limit: it waits (planned after job 2, from 2400), though it
     // would end by 160. Job 1 ends at 1000 and job 2 starts; job 4 when job 2 ends, at 2000.
     // A job that asks for less than its work is ended at its limit (job 5, at 3000).
-    let text = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8\n\
-        contract batch min-runtime=\"0s\" default=#true\nproject a share=1\n";
     let jobs = [
         limited(job(1, "a", 6, 0, 1000, "batch"), 1200),
         limited(job(2, "a", 8, 10, 1000, "batch"), 1200),
@@ -253,15 +255,41 @@ fn slurm_blocks_behind_the_first_job_and_backfills_by_time_limits() {
         limited(job(4, "a", 2, 40, 100, "batch"), 1200),
         limited(job(5, "a", 1, 3000, 500, "batch"), 300),
     ];
-    let (sim, runs) = run(&model(text), &jobs, Policy::Slurm(SlurmSettings::default()));
+    let (sim, runs) = run(&model(ONE_NODE), &jobs, Policy::Slurm(SlurmSettings::default()));
     let starts: Vec<i64> = ["1", "2", "3", "4", "5"].iter().map(|id| start_of(&runs, id)).collect();
     assert_eq!(starts, [0, 1000, 30, 2000, 3000]);
     assert_eq!(runs_of(&runs, "5"), [(3000, 3300)]);
     assert_eq!(sim.preemptions, 0);
     // The budget policy's backfill knows the work: job 4 starts as soon as GPUs are free,
     // when job 3 (started at 20) ends at 120.
-    let (_, runs) = run(&model(text), &jobs, Policy::Budget);
+    let (_, runs) = run(&model(ONE_NODE), &jobs, Policy::Budget);
     assert_eq!(start_of(&runs, "4"), 120);
+}
+
+#[test]
+fn backfill_counts_the_jobs_it_passes_over_against_bf_max_job_test() {
+    // One 8-GPU node, one budget, no time limits (contract batch has no max-runtime): a
+    // running job never ends in the backfill's plan. Job 1 (6 GPUs, 1000 s) starts at 0;
+    // job 2 (8 GPUs, 100 s, at 10) blocks the main scheduler. The backfill run at 30 looks
+    // at job 2 (never fits in the plan: nothing held), job 3 (4 GPUs: the same), and jobs 4
+    // and 5, which are like job 3 and passed over, each counted against bf_max_job_test.
+    // Job 6 (1 GPU, asked for 300 s) fits beside job 1: it is the fifth job looked at, so it
+    // starts at 30 when bf_max_job_test is 5 and waits when it is 4 (until job 2 has run,
+    // 1000..1100, and jobs 3 and 4 after it, 1100..1200: at 1200 beside job 5).
+    let jobs = [
+        job(1, "a", 6, 0, 1000, "batch"),
+        job(2, "a", 8, 10, 100, "batch"),
+        job(3, "a", 4, 11, 100, "batch"),
+        job(4, "a", 4, 12, 100, "batch"),
+        job(5, "a", 4, 13, 100, "batch"),
+        limited(job(6, "a", 1, 14, 100, "batch"), 300),
+    ];
+    for (tested, expected) in [(5, [0, 1000, 1100, 1100, 1200, 30]), (4, [0, 1000, 1100, 1100, 1200, 1200])] {
+        let settings = SlurmSettings { backfill_max_jobs: tested, ..SlurmSettings::default() };
+        let (_, runs) = run(&model(ONE_NODE), &jobs, Policy::Slurm(settings));
+        let starts: Vec<i64> = ["1", "2", "3", "4", "5", "6"].iter().map(|id| start_of(&runs, id)).collect();
+        assert_eq!(starts, expected, "bf_max_job_test={tested}");
+    }
 }
 
 #[test]
