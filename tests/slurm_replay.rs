@@ -10,8 +10,9 @@
 //! about a quarter of an hour. Needs root and apt (CI has both); elsewhere it says so and
 //! skips, unless `ALLOT_REQUIRE_SLURM` is set, when it fails.
 //!
-//! `ALLOT_REPLAY_RECORD=FILE` writes the real runs to FILE (`job,start,end`: the job's index
-//! in the trace, seconds after the first submission); `ALLOT_REPLAY_FROM=FILE` compares with
+//! `ALLOT_REPLAY_RECORD=FILE` writes the real runs to FILE (a line `# slurmctld started at
+//! SECONDS`, then `job,start,end`: the job's index in the trace; times in seconds after the
+//! first submission); `ALLOT_REPLAY_FROM=FILE` compares with
 //! runs recorded so instead of running Slurm, to work on the simulator without a Slurm.
 
 use std::collections::BTreeMap;
@@ -263,15 +264,15 @@ fn real_runs(ids: &[String], t0: i64) -> Vec<Runs> {
 fn a_trace_replayed_through_slurm_and_through_allot() {
     let count: usize = std::env::var("ALLOT_REPLAY_JOBS").ok().and_then(|n| n.parse().ok()).unwrap_or(200);
     let jobs = trace(count);
-    let real = match std::env::var_os("ALLOT_REPLAY_FROM") {
+    let Replayed { runs: real, started } = match std::env::var_os("ALLOT_REPLAY_FROM") {
         Some(path) => read_runs(std::path::Path::new(&path), jobs.len()),
         None => match through_slurm(&jobs) {
-            Some(real) => real,
+            Some(replayed) => replayed,
             None => return,
         },
     };
     if let Some(path) = std::env::var_os("ALLOT_REPLAY_RECORD") {
-        write_runs(std::path::Path::new(&path), &real);
+        write_runs(std::path::Path::new(&path), &real, started);
     }
 
     // The real schedule holds what Slurm promises.
@@ -292,21 +293,29 @@ fn a_trace_replayed_through_slurm_and_through_allot() {
     }
     let preempted = real.iter().filter(|r| r.len() > 1).count();
     println!(
-        "{} jobs, {preempted} preempted at least once, the last ended {end} s after the first submission",
-        jobs.len()
+        "{} jobs, {preempted} preempted at least once, the last ended {end} s after the first submission; \
+         slurmctld started {} s before it",
+        jobs.len(),
+        -started
     );
 
     // The same submissions through allot's simulator.
     let model = allot_compiler::test_support::model(BUDGETS);
-    // The Slurm policy with the settings this Slurm ran with.
+    // The Slurm policy with the settings this Slurm ran with, its decay passes' phase known
+    // and not (as for a trace that does not tell it). Slurm's BOOT_TIME is its start cut to
+    // the second, and the decay thread starts a moment after: its passes fall within the
+    // next second. The simulator applies a pass at a whole second to all that happens in
+    // it, so the first whole second by which a pass has certainly been made is the next.
     let slurm = SlurmSettings {
         calc_period: 60,
         backfill_interval: 5,
         backfill_resolution: 5,
         requeue_delay: 11,
+        started: Some(started + 1),
         ..SlurmSettings::default()
     };
-    for policy in [Policy::Slurm(slurm), Policy::Budget, Policy::Priority] {
+    let unphased = SlurmSettings { started: None, ..slurm };
+    for policy in [Policy::Slurm(slurm), Policy::Slurm(unphased), Policy::Budget, Policy::Priority] {
         let trace = jobs.iter().enumerate().map(|(i, j)| {
             Ok(Job {
                 id: i.to_string().into(),
@@ -327,8 +336,13 @@ fn a_trace_replayed_through_slurm_and_through_allot() {
         }
         simulated.iter_mut().for_each(|r| r.sort());
         let a = agreement(&jobs, &real, &simulated, end);
+        let phase = match policy {
+            Policy::Slurm(SlurmSettings { started: Some(_), .. }) => ", decay passes' phase known",
+            Policy::Slurm(_) => ", decay passes' phase unknown",
+            _ => "",
+        };
         println!(
-            "{}: shares off by {:.3} on average, {:.3} at most (per 2-minute window); start order agrees for {:.1}% of pairs",
+            "{}{phase}: shares off by {:.3} on average, {:.3} at most (per 2-minute window); start order agrees for {:.1}% of pairs",
             policy.label(),
             a.share_mean,
             a.share_max,
@@ -339,15 +353,16 @@ fn a_trace_replayed_through_slurm_and_through_allot() {
                 "  {qos}: wait p50 {r50:.0} s real, {s50:.0} s simulated; p90 {r90:.0} s real, {s90:.0} s simulated; predicted / real wait p50 {p50:.2}, p90 {p90:.2}"
             );
         }
-        if let Policy::Slurm(_) = policy {
+        if let Policy::Slurm(settings) = policy {
             // Bounds the real runs support (docs/verifier.md has their figures): nine pairs
             // in ten or so started in the same order, and per contract the simulated p50
             // and p90 waits, and the median of each job's predicted over real wait, within
-            // 2x of the real. Each budget's share per 2-minute window is off by 0.2 to 0.25
-            // on average: the decay passes' phase, unknown to the simulator, moves the
-            // budgets' ranks for whole minutes (docs/verifier.md), so this bound only
-            // catches a model gone wrong.
-            assert!(a.share_mean <= 0.3, "shares off by {} on average", a.share_mean);
+            // 2x of the real. Each budget's share per 2-minute window is off by about 0.1
+            // on average when the decay passes fall when Slurm's did (up to 0.17 with them
+            // a second or two off), and by 0.2 to 0.26 when they fall from the first start:
+            // the phase moves the budgets' ranks for whole minutes (docs/verifier.md).
+            let share_bound = if settings.started.is_some() { 0.2 } else { 0.3 };
+            assert!(a.share_mean <= share_bound, "shares off by {} on average", a.share_mean);
             assert!(a.order >= 0.85, "start order agrees for {} of pairs", a.order);
             let within_2x = |ratio: f64| (0.5..=2.0).contains(&ratio);
             for (qos, [r50, r90, s50, s90, p50, _]) in &a.waits {
@@ -358,10 +373,17 @@ fn a_trace_replayed_through_slurm_and_through_allot() {
     }
 }
 
-/// Runs `jobs` through a real Slurm started for them with the configuration allot emits:
-/// each job's runs, relative to the first submission. Prints Slurm's own start estimates
-/// against the real waits. `None` when Slurm cannot run here.
-fn through_slurm(jobs: &[Submission]) -> Option<Vec<Runs>> {
+/// What a replay through Slurm gave, on the clock of the first submission: each job's runs,
+/// and when slurmctld started.
+struct Replayed {
+    runs: Vec<Runs>,
+    started: i64,
+}
+
+/// Runs `jobs` through a real Slurm started for them with the configuration allot emits.
+/// Prints Slurm's own start estimates against the real waits. `None` when Slurm cannot run
+/// here.
+fn through_slurm(jobs: &[Submission]) -> Option<Replayed> {
     for (user, _, _) in USERS {
         let _ = run("useradd", &["-M", user], &[]);
     }
@@ -396,6 +418,13 @@ fn through_slurm(jobs: &[Submission]) -> Option<Vec<Runs>> {
         &[("ALLOT_SLURM_CONF_EXTRA", conf.to_str().unwrap()), ("ALLOT_SLURM_BILLING", "GRES/gpu=1.0")],
     )?;
     apply_budgets(work.path(), budgets);
+    // Its decay thread passes when it starts and every PriorityCalcPeriod after.
+    let config = run("scontrol", &["show", "config"], &[("SLURM_TIME_FORMAT", "%s")]);
+    let config = String::from_utf8_lossy(&config.stdout);
+    let booted = config
+        .lines()
+        .find_map(|line| line.strip_prefix("BOOT_TIME")?.trim().strip_prefix('=')?.trim().parse::<i64>().ok())
+        .unwrap_or_else(|| panic!("no BOOT_TIME in `scontrol show config`:\n{config}"));
 
     // Submit each job at its time, while Slurm's own start estimates are sampled.
     let t0 = now() + 2;
@@ -456,12 +485,13 @@ fn through_slurm(jobs: &[Submission]) -> Option<Vec<Runs>> {
         );
     }
     println!("submissions were {submitted_late:.1} s late at the end");
-    Some(real)
+    Some(Replayed { runs: real, started: booted - t0 })
 }
 
-/// Writes `runs` as `job,start,end` lines (the job's index in the trace), one per run.
-fn write_runs(path: &std::path::Path, runs: &[Runs]) {
-    let mut text = String::from("job,start,end\n");
+/// Writes `runs` as `job,start,end` lines (the job's index in the trace), one per run, after
+/// a line that says when slurmctld `started`.
+fn write_runs(path: &std::path::Path, runs: &[Runs], started: i64) {
+    let mut text = format!("{STARTED}{started}\njob,start,end\n");
     for (job, runs) in runs.iter().enumerate() {
         for (start, end) in runs {
             text += &format!("{job},{start},{end}\n");
@@ -470,11 +500,16 @@ fn write_runs(path: &std::path::Path, runs: &[Runs]) {
     std::fs::write(path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }
 
+/// The first line of a recorded replay, before when slurmctld started.
+const STARTED: &str = "# slurmctld started at ";
+
 /// Reads what [`write_runs`] wrote, for a trace of `count` jobs.
-fn read_runs(path: &std::path::Path, count: usize) -> Vec<Runs> {
+fn read_runs(path: &std::path::Path, count: usize) -> Replayed {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let started = text.lines().next().and_then(|l| l.strip_prefix(STARTED)?.parse().ok());
+    let started = started.unwrap_or_else(|| panic!("{}: line 1: not `{STARTED}SECONDS`", path.display()));
     let mut runs = vec![Runs::new(); count];
-    for (n, line) in text.lines().enumerate().skip(1) {
+    for (n, line) in text.lines().enumerate().skip(2) {
         let fields: Vec<i64> =
             line.split(',').map(|f| f.parse().ok()).collect::<Option<_>>().unwrap_or_default();
         let [job, start, end] = fields[..] else {
@@ -485,7 +520,7 @@ fn read_runs(path: &std::path::Path, count: usize) -> Vec<Runs> {
         runs[job].push((start, end));
     }
     runs.iter_mut().for_each(|r| r.sort());
-    runs
+    Replayed { runs, started }
 }
 
 /// Slurm's expected start of each pending job, the first time `squeue` shows one: job id to

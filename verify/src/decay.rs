@@ -63,6 +63,8 @@ struct Account {
 #[derive(Clone, Debug)]
 pub struct Usage {
     decay: Decay,
+    /// A time of a pass, when known (see [`Usage::with_phase`]).
+    phase: Option<i64>,
     origin: Option<i64>,
     accounts: Vec<Account>,
 }
@@ -70,7 +72,13 @@ pub struct Usage {
 impl Usage {
     /// `nodes` nodes without usage; the first start sets the passes' origin.
     pub fn new(nodes: usize, decay: Decay) -> Usage {
-        Usage { decay, origin: None, accounts: vec![Account::default(); nodes] }
+        Usage { decay, phase: None, origin: None, accounts: vec![Account::default(); nodes] }
+    }
+
+    /// The same with its passes at `phase + k × period` (Slurm's decay thread makes its
+    /// first pass when slurmctld starts, then one every period), not from the first start.
+    pub fn with_phase(self, phase: i64) -> Usage {
+        Usage { phase: Some(phase), ..self }
     }
 
     /// The index of the last pass at or before `t`. Usage read at `t` changes only with it,
@@ -136,7 +144,9 @@ impl Usage {
     /// `gpus` start running on node `i` at `t`.
     pub fn start(&mut self, i: usize, t: i64, gpus: f64) {
         if self.origin.is_none() {
-            self.origin = Some(t);
+            // The last pass at or before the first start: no usage before it to decay.
+            let since_pass = self.phase.map_or(0, |phase| (t - phase).rem_euclid(self.decay.period));
+            self.origin = Some(t - since_pass);
         }
         self.bring_up_to(i, t);
         if let Some(account) = self.accounts.get_mut(i) {
@@ -201,6 +211,22 @@ mod tests {
         assert!(close(usage.raw(0, 150), at_150));
         assert!(close(usage.raw(0, 180), at_150 * d.powi(60)));
         assert!(close(usage.raw(0, 600), at_150 * d.powi(480)));
+    }
+
+    #[test]
+    fn a_phase_given_sets_when_passes_fall() {
+        // Passes every 60 s at 20 + 60k (slurmctld started at t = 20); 2 GPUs from t = 30.
+        //   pass 80:  2 * 50 * d^50                            = 100 d^50
+        //   pass 140: (100 d^50) d^60 + 2 * 60 * d^60
+        // From the first start instead, the first pass would come at 90.
+        let d: f64 = 1.0 - 0.693 / 60.0;
+        let mut usage = Usage::new(1, Decay::new(60.0, 60)).with_phase(20 - 600);
+        usage.start(0, 30, 2.0);
+        assert_eq!(usage.pass_at(79), usage.pass_at(30));
+        assert_eq!(usage.raw(0, 79), 0.0);
+        let at_80 = 100.0 * d.powi(50);
+        assert!(close(usage.raw(0, 80), at_80));
+        assert!(close(usage.raw(0, 140), at_80 * d.powi(60) + 120.0 * d.powi(60)));
     }
 
     #[test]

@@ -22,6 +22,12 @@ pub struct SlurmSettings {
     /// How long a preempted job waits before it may start again (requeued, it is held until
     /// its credentials expire: `cred_expire` + 1).
     pub requeue_delay: i64,
+    /// When slurmctld started, on the trace's clock: its decay thread passes then and every
+    /// `PriorityCalcPeriod` after. No `slurm.conf` says it, and no trace does: `None` puts the
+    /// first pass at the first start simulated. Over a trace of days the phase changes
+    /// little; over minutes, with passes a minute apart, it moves budgets' ranks (a test
+    /// that starts its own slurmctld knows it).
+    pub started: Option<i64>,
 }
 
 impl Default for SlurmSettings {
@@ -33,6 +39,7 @@ impl Default for SlurmSettings {
             backfill_max_jobs: 500,
             backfill_window: 86_400,
             requeue_delay: 121,
+            started: None,
         }
     }
 }
