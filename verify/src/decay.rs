@@ -215,7 +215,8 @@ mod tests {
 
     #[test]
     fn a_phase_given_sets_when_passes_fall() {
-        // Passes every 60 s at 20 + 60k (slurmctld started at t = 20); 2 GPUs from t = 30.
+        // Passes every 60 s at 20 + 60k (given by one of them: slurmctld started at t = -580);
+        // 2 GPUs from t = 30.
         //   pass 80:  2 * 50 * d^50                            = 100 d^50
         //   pass 140: (100 d^50) d^60 + 2 * 60 * d^60
         // From the first start instead, the first pass would come at 90.
