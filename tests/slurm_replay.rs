@@ -12,8 +12,8 @@
 //!
 //! `ALLOT_REPLAY_RECORD=FILE` writes the real runs to FILE (a line `# slurmctld started at
 //! SECONDS`, then `job,start,end`: the job's index in the trace; times in seconds after the
-//! first submission); `ALLOT_REPLAY_FROM=FILE` compares with
-//! runs recorded so instead of running Slurm, to work on the simulator without a Slurm.
+//! first submission); `ALLOT_REPLAY_FROM=FILE` compares with runs recorded so instead of
+//! running Slurm, to work on the simulator without a Slurm.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -44,6 +44,14 @@ project robotics share="20%" {
 "#;
 
 /// Users, their budget, and how often each submits (out of 100).
+/// The scheduling settings the test's Slurm runs with beside the `Priority*` lines allot
+/// emits, time-scaled where Slurm allows: priority recomputed every minute (its least),
+/// backfill every 5 s planned in 5-second steps, a preempted job eligible again after 11 s
+/// (credentials of 10 s). The simulator reads the same lines.
+const SCHEDULING: &str = "PriorityCalcPeriod=1\n\
+                          SchedulerParameters=bf_interval=5,bf_resolution=5\n\
+                          AuthInfo=cred_expire=10\n";
+
 const USERS: [(&str, &str, u32); 4] =
     [("ana", "vision", 25), ("ben", "vision", 20), ("cai", "speech", 30), ("dee", "robotics", 25)];
 
@@ -307,12 +315,8 @@ fn a_trace_replayed_through_slurm_and_through_allot() {
     // next second. The simulator applies a pass at a whole second to all that happens in
     // it, so the first whole second by which a pass has certainly been made is the next.
     let slurm = SlurmSettings {
-        calc_period: 60,
-        backfill_interval: 5,
-        backfill_resolution: 5,
-        requeue_delay: 11,
         started: Some(started + 1),
-        ..SlurmSettings::default()
+        ..SlurmSettings::read(SCHEDULING).expect("the test's own settings")
     };
     let unphased = SlurmSettings { started: None, ..slurm };
     for policy in [Policy::Slurm(slurm), Policy::Slurm(unphased), Policy::Budget, Policy::Priority] {
@@ -390,9 +394,7 @@ fn through_slurm(jobs: &[Submission]) -> Option<Replayed> {
     let work = tempfile::tempdir().unwrap();
     let budgets = budgets_in(work.path(), BUDGETS);
     let budgets = budgets.as_str();
-    // The scheduling lines of the configuration allot emits, time-scaled where Slurm allows:
-    // priority recomputed every minute (its least), backfill every 5 s, a preempted job
-    // eligible again after 11 s (credentials of 10 s).
+    // The priority lines of the configuration allot emits, then the time-scaled SCHEDULING.
     let out = work.path().join("out");
     let built = allot(&["build", budgets, "--out", out.to_str().unwrap(), "--target", "slurm"]);
     assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
@@ -406,13 +408,9 @@ fn through_slurm(jobs: &[Submission]) -> Option<Replayed> {
         })
         .map(str::to_string)
         .collect();
-    lines.extend([
-        "PriorityCalcPeriod=1".to_string(),
-        "SchedulerParameters=bf_interval=5,bf_resolution=5".to_string(),
-        "AuthInfo=cred_expire=10".to_string(),
-    ]);
+    lines.push(SCHEDULING.to_string());
     let conf = work.path().join("scheduling.conf");
-    std::fs::write(&conf, lines.join("\n") + "\n").unwrap();
+    std::fs::write(&conf, lines.join("\n")).unwrap();
     let _slurm = Slurm::start_with(
         "replay",
         &[("ALLOT_SLURM_CONF_EXTRA", conf.to_str().unwrap()), ("ALLOT_SLURM_BILLING", "GRES/gpu=1.0")],

@@ -75,10 +75,11 @@ impl Usage {
         Usage { decay, phase: None, origin: None, accounts: vec![Account::default(); nodes] }
     }
 
-    /// The same with its passes at `phase + k × period` (Slurm's decay thread makes its
-    /// first pass when slurmctld starts, then one every period), not from the first start.
-    pub fn with_phase(self, phase: i64) -> Usage {
-        Usage { phase: Some(phase), ..self }
+    /// The same with its passes at `phase + k × period` when a phase is given (Slurm's
+    /// decay thread makes its first pass when slurmctld starts, then one every period), not
+    /// from the first start.
+    pub fn with_phase(self, phase: Option<i64>) -> Usage {
+        Usage { phase, ..self }
     }
 
     /// The index of the last pass at or before `t`. Usage read at `t` changes only with it,
@@ -221,7 +222,7 @@ mod tests {
         //   pass 140: (100 d^50) d^60 + 2 * 60 * d^60
         // From the first start instead, the first pass would come at 90.
         let d: f64 = 1.0 - 0.693 / 60.0;
-        let mut usage = Usage::new(1, Decay::new(60.0, 60)).with_phase(20 - 600);
+        let mut usage = Usage::new(1, Decay::new(60.0, 60)).with_phase(Some(20 - 600));
         usage.start(0, 30, 2.0);
         assert_eq!(usage.pass_at(79), usage.pass_at(30));
         assert_eq!(usage.raw(0, 79), 0.0);

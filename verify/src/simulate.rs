@@ -1628,10 +1628,7 @@ impl<'b> ClusterState<'b> {
             limits,
             division: Division::new(hierarchy, budgets.gpus as f64).expect("a cluster's GPUs are a count"),
             entitled: Vec::new(),
-            usage: match policy.slurm().and_then(|s| s.started) {
-                Some(started) => Usage::new(n, decay).with_phase(started),
-                None => Usage::new(n, decay),
-            },
+            usage: Usage::new(n, decay).with_phase(policy.slurm().and_then(|s| s.started)),
             ranked: Vec::new(),
             ranked_in: None,
             per_share: vec![None; n],
