@@ -82,10 +82,14 @@ capture() {
     run fairshare "$repo" fairshare examples/published-case --usage "$scratch/usage.csv"
     for format in json markdown human; do
         run "audit-generated.$format" "$repo" replay audit examples/published-case --trace "$scratch/trace.csv" --format "$format"
-        run "simulate-generated.$format" "$repo" replay simulate examples/published-case --trace "$scratch/trace.csv" --policy budget,priority --format "$format"
+        for policy in slurm budget priority; do
+            run "simulate-generated-$policy.$format" "$repo" replay simulate examples/published-case --trace "$scratch/trace.csv" --policy "$policy" --format "$format"
+        done
         if [ -d "$itp" ]; then
             run "audit-itp.$format" "$repo" replay audit examples/itp-replay --trace "$itp" --format "$format"
-            run "simulate-itp.$format" "$repo" replay simulate examples/itp-simulate --trace "$itp" --policy budget,priority --format "$format"
+            for policy in slurm budget priority; do
+                run "simulate-itp-$policy.$format" "$repo" replay simulate examples/itp-simulate --trace "$itp" --policy "$policy" --format "$format"
+            done
             run "diff-replay.$format" "$scratch/repos/itp-simulate" diff . --against HEAD~1 --head HEAD --replay "$itp" --format "$format"
         fi
     done

@@ -1,10 +1,10 @@
 //! What the command line writes: results on standard output ([`print()`], [`json()`]), files
 //! replaced atomically and only when allot can replace them whole ([`write_atomically`],
-//! [`unreplaceable`]), and the [`Format`] of reports that come as
-//! text, Markdown or JSON.
+//! [`AtomicFile`] for a file written as a stream, [`unreplaceable`]), and the [`Format`] of
+//! reports that come as text, Markdown or JSON.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use clap::ValueEnum;
 
@@ -50,25 +50,63 @@ pub fn json(value: &impl serde::Serialize) -> std::io::Result<String> {
 /// A file allot cannot replace whole (see [`unreplaceable`]) is an error naming it, and is
 /// left as it is.
 pub fn write_atomically(path: &Path, contents: &str) -> std::io::Result<()> {
-    if let Some(reason) = unreplaceable(path)? {
-        return Err(std::io::Error::other(format!("{}: {reason}", path.display())));
+    let mut file = AtomicFile::create(path)?;
+    file.file().write_all(contents.as_bytes())?;
+    file.commit()
+}
+
+/// A file written whole in place of another, as [`write_atomically`] writes one, for a
+/// writer that streams into it: [`create`](Self::create) opens the temporary file beside
+/// `path`, [`file`](Self::file) is written (and may be rewritten from its start), and
+/// [`commit`](Self::commit) renames it over `path`. Dropped without a commit (a run that
+/// failed), the temporary file is removed and `path` is left as it was.
+pub struct AtomicFile {
+    path: PathBuf,
+    temporary: tempfile::NamedTempFile,
+}
+
+impl AtomicFile {
+    /// The temporary file for `path`, in its folder; an error naming `path` when allot
+    /// cannot replace it whole (see [`unreplaceable`]).
+    pub fn create(path: &Path) -> std::io::Result<AtomicFile> {
+        refuse_unreplaceable(path)?;
+        let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(".allot-");
+        #[cfg(unix)]
+        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+        Ok(AtomicFile { path: path.to_path_buf(), temporary: builder.tempfile_in(folder)? })
     }
-    let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(".allot-");
-    #[cfg(unix)]
-    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-    let mut temporary = builder.tempfile_in(folder)?;
-    temporary.write_all(contents.as_bytes())?;
-    if let Ok(metadata) = std::fs::symlink_metadata(path) {
-        temporary.as_file().set_permissions(metadata.permissions())?;
-        keep_owner(temporary.as_file(), &metadata).map_err(|e| {
-            std::io::Error::new(e.kind(), format!("{}: cannot keep its owner: {e}", path.display()))
-        })?;
+
+    /// The temporary file, to write.
+    pub fn file(&mut self) -> &mut std::fs::File {
+        self.temporary.as_file_mut()
     }
-    temporary.as_file().sync_all()?;
-    temporary.persist(path).map_err(|e| e.error)?;
-    Ok(())
+
+    /// Gives the temporary file the permissions and owner of the file it replaces, syncs it
+    /// and renames it over `path`. `path` is checked again: it may have changed while the
+    /// file was written.
+    pub fn commit(self) -> std::io::Result<()> {
+        let AtomicFile { path, temporary } = self;
+        refuse_unreplaceable(&path)?;
+        if let Ok(metadata) = std::fs::symlink_metadata(&path) {
+            temporary.as_file().set_permissions(metadata.permissions())?;
+            keep_owner(temporary.as_file(), &metadata).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("{}: cannot keep its owner: {e}", path.display()))
+            })?;
+        }
+        temporary.as_file().sync_all()?;
+        temporary.persist(&path).map_err(|e| e.error)?;
+        Ok(())
+    }
+}
+
+/// An error naming `path` when allot cannot replace it whole (see [`unreplaceable`]).
+fn refuse_unreplaceable(path: &Path) -> std::io::Result<()> {
+    match unreplaceable(path)? {
+        Some(reason) => Err(std::io::Error::other(format!("{}: {reason}", path.display()))),
+        None => Ok(()),
+    }
 }
 
 /// Why allot will not replace the file at `path`, or `None` when it may (also when there

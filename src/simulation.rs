@@ -1,18 +1,26 @@
 //! Simulations as `allot replay simulate` and `allot diff --replay` run them: a trace's
 //! submissions under one or more policies or budget trees (with a progress line on a
-//! terminal), and the runs side by side as the verifier renders them: text, Markdown (with
-//! charts GitHub draws), JSON, or the HTML report.
+//! terminal), each run's schedule written to a file as it is simulated when asked
+//! (`--schedule`), and the runs side by side as the verifier renders them: text, Markdown
+//! (with charts GitHub draws), JSON, or the HTML report.
+
+use std::cell::Cell;
+use std::fs::File;
+use std::io::{Seek, SeekFrom};
+use std::path::{Path, PathBuf};
 
 use allot_compiler::ir::Model;
 use allot_verify::figures::Audit;
 use allot_verify::render::simulation::{self, Outcome};
 use allot_verify::report;
-use allot_verify::simulate::{Policy, Simulation, SlurmSettings, simulate};
+use allot_verify::schedule::ScheduleWriter;
+use allot_verify::simulate::{Policy, Simulation, SlurmSettings, simulate, simulate_into};
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
 
 use crate::exit::Error;
+use crate::output::{AtomicFile, unreplaceable};
 use crate::traces::TraceInput;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -32,6 +40,15 @@ impl PolicyName {
             PolicyName::Slurm => Policy::Slurm(slurm),
             PolicyName::Budget => Policy::Budget,
             PolicyName::Priority => Policy::Priority,
+        }
+    }
+
+    /// Its name on the command line (`slurm`, `budget`, `priority`).
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyName::Slurm => "slurm",
+            PolicyName::Budget => "budget",
+            PolicyName::Priority => "priority",
         }
     }
 
@@ -59,7 +76,48 @@ pub fn simulate_all<'s, 'm>(
     scenarios: &'s [Scenario<'m>],
     input: &TraceInput,
 ) -> Result<Runs<'s, 'm>, Error> {
-    scenarios.iter().map(|scenario| Ok((scenario, simulated(scenario, input)?))).collect()
+    scenarios.iter().map(|scenario| Ok((scenario, simulated(scenario, input, None)?))).collect()
+}
+
+/// Simulates as [`simulate_all`] does, and writes each scenario's schedule to its file of
+/// `schedules` (one per scenario, in their order) as it is simulated: into a temporary file
+/// beside it, every one renamed into place once all the runs succeeded. A run that fails
+/// leaves every earlier file as it was.
+pub fn simulate_all_with_schedules<'s, 'm>(
+    scenarios: &'s [Scenario<'m>],
+    input: &TraceInput,
+    schedules: &[PathBuf],
+) -> Result<Runs<'s, 'm>, Error> {
+    assert_eq!(scenarios.len(), schedules.len(), "a schedule file per scenario");
+    let mut files = schedules
+        .iter()
+        .map(|path| {
+            if let Some(reason) = unreplaceable(path).map_err(|e| cannot_write(path, &e))? {
+                return Err(cannot_write(path, &reason));
+            }
+            let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            if !folder.is_dir() {
+                return Err(cannot_write(path, &format!("its folder {} does not exist", folder.display())));
+            }
+            AtomicFile::create(path).map_err(|e| cannot_write(path, &e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let runs = scenarios
+        .iter()
+        .zip(schedules.iter().zip(files.iter_mut()))
+        .map(|(scenario, (path, file))| {
+            Ok((scenario, simulated(scenario, input, Some((path, file.file())))?))
+        })
+        .collect::<Result<Runs<'s, 'm>, Error>>()?;
+    for (file, path) in files.into_iter().zip(schedules) {
+        file.commit().map_err(|e| cannot_write(path, &e))?;
+    }
+    Ok(runs)
+}
+
+/// A schedule file that cannot be written, named.
+fn cannot_write(path: &Path, why: &dyn std::fmt::Display) -> Error {
+    Error::failed(format!("--schedule {}: {why}", path.display()))
 }
 
 /// The runs as one HTML page.
@@ -95,17 +153,56 @@ pub fn json(runs: &Runs<'_, '_>) -> Value {
     simulation::json(&outcomes(runs))
 }
 
-fn simulated(scenario: &Scenario<'_>, input: &TraceInput) -> Result<Simulation, Error> {
+/// Simulates one scenario, with a progress line; its schedule written to `schedule` (a file
+/// named by its path) when given.
+fn simulated(
+    scenario: &Scenario<'_>,
+    input: &TraceInput,
+    schedule: Option<(&Path, &mut File)>,
+) -> Result<Simulation, Error> {
     let bar = ProgressBar::new_spinner().with_message(scenario.label.clone());
     bar.set_style(
         ProgressStyle::with_template("{spinner} {msg}: {pos} jobs read ({per_sec}) {elapsed}")
             .expect("a valid template"),
     );
-    let result = input.replay(|jobs| {
-        simulate(scenario.model, jobs, scenario.policy, input.skip_bad_rows, &mut |read| {
-            bar.set_position(read as u64)
-        })
-    });
+    let mut progress = |read: usize| bar.set_position(read as u64);
+    let (model, policy, skip) = (scenario.model, scenario.policy, input.skip_bad_rows);
+    let result = match schedule {
+        None => input.replay(|jobs| simulate(model, jobs, policy, skip, &mut progress)),
+        Some((path, file)) => input
+            .replay(|jobs| {
+                // A trace found out of order is replayed again: its schedule is written again.
+                let mut out = match restart(file) {
+                    Ok(out) => out,
+                    Err(e) => return Ok(Err(e)),
+                };
+                let (mut failed, stop) = (None, Cell::new(false));
+                // A schedule that cannot be written stops the reading of the trace: the
+                // simulation ends with the jobs it has, and the error is said.
+                let jobs = jobs.take_while(|_| !stop.get());
+                let simulation = simulate_into(model, jobs, policy, skip, &mut progress, &mut |run| {
+                    if failed.is_none()
+                        && let Err(e) = out.write(run)
+                    {
+                        failed = Some(e);
+                        stop.set(true);
+                    }
+                });
+                if let Some(e) = failed {
+                    return Ok(Err(e));
+                }
+                let simulation = simulation?;
+                Ok(out.finish().map(|_| simulation))
+            })
+            .and_then(|written| written.map_err(|e| cannot_write(path, &e))),
+    };
     bar.finish_and_clear();
     result
+}
+
+/// A schedule written to `file` from its start (what an earlier attempt wrote is dropped).
+fn restart(file: &mut File) -> std::io::Result<ScheduleWriter<&mut File>> {
+    file.set_len(0)?;
+    file.seek(SeekFrom::Start(0))?;
+    ScheduleWriter::new(file)
 }

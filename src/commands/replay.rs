@@ -2,7 +2,8 @@
 //! budgets; `simulate` replays the trace's submissions under policies or revisions, side by
 //! side.
 
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
 use allot_verify::audit;
 use allot_verify::simulate::{Policy, SlurmSettings};
@@ -74,6 +75,19 @@ pub struct SimulateArgs {
     /// Write an HTML report (index.html, self-contained) to this folder.
     #[arg(long)]
     report: Option<PathBuf>,
+    /// Write the simulated schedule to FILE, as a trace of allot's CSV (a row per run).
+    ///
+    /// Columns: `id,project,user,cluster,gpus,submit,start,end,contract,wait,attempt,ended_by,preempted_for`
+    /// (`submit`: when the run entered its queue; `wait`: the job's, on its first run;
+    /// `ended_by`: finished, preempted, max-runtime or time-limit); `allot replay audit
+    /// --trace FILE` reads it back to the simulation's figures. With several runs, a file per
+    /// run, in FILE's folder: FILE's name with `-POLICY` before its extension
+    /// (`schedule-budget.csv`, `schedule-slurm.csv`), and with --against `-base-POLICY` for
+    /// the revision and `-working-tree-POLICY` for the working tree
+    /// (`schedule-base-budget.csv`, `schedule-working-tree-budget.csv`). Files already there
+    /// are replaced only once every run has succeeded.
+    #[arg(long, value_name = "FILE")]
+    schedule: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "human")]
     format: output::Format,
 }
@@ -143,17 +157,33 @@ fn simulate(args: SimulateArgs, format: Format) -> Outcome {
         if policies.len() > 1 { format!("{name} ({})", p.label()) } else { name.to_string() }
     };
     let mut scenarios = Vec::new();
-    for &p in &policies {
+    // Each scenario's name in its schedule file's.
+    let mut slugs = Vec::new();
+    for (&p, name) in policies.iter().zip(&names) {
         match &base {
             Some((rev, base)) => {
                 scenarios.push(Scenario { label: named(rev, p), model: base, policy: p });
                 scenarios.push(Scenario { label: named("working tree", p), model: &model, policy: p });
+                slugs.extend([format!("base-{}", name.name()), format!("working-tree-{}", name.name())]);
             }
-            None => scenarios.push(Scenario { label: p.label().into(), model: &model, policy: p }),
+            None => {
+                scenarios.push(Scenario { label: p.label().into(), model: &model, policy: p });
+                slugs.push(name.name().to_string());
+            }
         }
     }
+    let schedules = match &args.schedule {
+        None => None,
+        Some(file) => Some(schedule_files(file, &slugs)?),
+    };
     let trace = args.input.fetched(&model)?;
-    let runs = simulation::simulate_all(&scenarios, &trace.input)?;
+    let runs = match &schedules {
+        None => simulation::simulate_all(&scenarios, &trace.input)?,
+        Some(files) => simulation::simulate_all_with_schedules(&scenarios, &trace.input, files)?,
+    };
+    for file in schedules.iter().flatten() {
+        eprintln!("schedule: {}", file.display());
+    }
     if let Some(dir) = &args.report {
         std::fs::create_dir_all(dir)?;
         let page = dir.join("index.html");
@@ -166,4 +196,67 @@ fn simulate(args: SimulateArgs, format: Format) -> Outcome {
         output::Format::Json => json(&simulation::json(&runs))?,
     })?;
     Ok(Exit::Success)
+}
+
+/// The schedule file of each scenario: `file` for one; for several, `file`'s name with
+/// `-SLUG` before its extension, in its folder (`out/schedule.csv` and `budget`:
+/// `out/schedule-budget.csv`). Two scenarios of one name (a policy named twice) would write
+/// one file: an error.
+fn schedule_files(file: &Path, slugs: &[String]) -> Result<Vec<PathBuf>, Error> {
+    if slugs.len() == 1 {
+        return Ok(vec![file.to_path_buf()]);
+    }
+    let Some(stem) = file.file_stem() else {
+        return Err(Error::failed(format!("--schedule {}: not a file name", file.display())));
+    };
+    let files: Vec<PathBuf> = slugs
+        .iter()
+        .map(|slug| {
+            let mut name = OsString::from(stem);
+            name.push(format!("-{slug}"));
+            if let Some(extension) = file.extension() {
+                name.push(".");
+                name.push(extension);
+            }
+            file.with_file_name(name)
+        })
+        .collect();
+    for (i, path) in files.iter().enumerate() {
+        if files[..i].contains(path) {
+            return Err(Error::failed(format!(
+                "--schedule: two runs would write {}: name each policy once",
+                path.display()
+            )));
+        }
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn several_runs_write_a_schedule_each_named_after_it() {
+        let slugs = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let files = |file: &str, names: &[&str]| {
+            schedule_files(Path::new(file), &slugs(names))
+                .unwrap()
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(files("out/schedule.csv", &["budget"]), ["out/schedule.csv"]);
+        assert_eq!(
+            files("out/schedule.csv", &["budget", "slurm"]),
+            ["out/schedule-budget.csv", "out/schedule-slurm.csv"]
+        );
+        assert_eq!(
+            files("runs", &["base-budget", "working-tree-budget"]),
+            ["runs-base-budget", "runs-working-tree-budget"]
+        );
+        assert_eq!(files("a.b.csv", &["priority", "budget"]), ["a.b-priority.csv", "a.b-budget.csv"]);
+        let twice = schedule_files(Path::new("s.csv"), &slugs(&["budget", "budget"])).unwrap_err();
+        assert_eq!(twice.to_string(), "--schedule: two runs would write s-budget.csv: name each policy once");
+    }
 }

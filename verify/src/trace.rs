@@ -91,6 +91,8 @@ pub enum RowError {
     NotATimeLimit(String),
     #[error("`{0}` is not a GPU count")]
     NotAGpuCount(String),
+    #[error("`{0}` is not a wait (seconds, 0 or more; empty on a job's later runs)")]
+    NotAWait(String),
     #[error("starts ({start}) before it is submitted ({submit})")]
     StartsBeforeSubmit { start: i64, submit: i64 },
     #[error("ends ({end}) before it starts")]
@@ -108,7 +110,8 @@ fn columns(names: &[&str]) -> String {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
-    /// `id,project,user,cluster,gpus,submit,start,end,contract` (or `duration` for `end`).
+    /// `id,project,user,cluster,gpus,submit,start,end,contract` (or `duration` for `end`),
+    /// and optional columns (`partition`, `eligible`, `time_limit`, `wait`).
     Csv,
     /// One JSON object per line with the same fields.
     Jsonl,
@@ -218,6 +221,7 @@ enum Column {
     Duration,
     TimeLimit,
     Contract,
+    Wait,
     JobId,
     Account,
     Qos,
@@ -230,7 +234,7 @@ enum Column {
 }
 
 impl Column {
-    const ALL: [Column; 22] = [
+    const ALL: [Column; 23] = [
         Column::Id,
         Column::Project,
         Column::User,
@@ -244,6 +248,7 @@ impl Column {
         Column::Duration,
         Column::TimeLimit,
         Column::Contract,
+        Column::Wait,
         Column::JobId,
         Column::Account,
         Column::Qos,
@@ -271,6 +276,7 @@ impl Column {
             Column::Duration => "duration",
             Column::TimeLimit => "time_limit",
             Column::Contract => "contract",
+            Column::Wait => "wait",
             Column::JobId => "jobid",
             Column::Account => "account",
             Column::Qos => "qos",
@@ -416,6 +422,11 @@ impl<R: BufRead> Reader<R> {
             duration: optional_seconds(self.field(Column::Duration))?,
             time_limit: optional_seconds(self.field(Column::TimeLimit))?,
             contract: self.field(Column::Contract),
+            // Without the column, the wait is measured; with it, it is the row's.
+            wait: match self.columns[Column::Wait as usize] {
+                None => WaitCount::Measured,
+                Some(_) => wait_count(self.field(Column::Wait))?,
+            },
         })
     }
 
@@ -442,6 +453,13 @@ impl<R: BufRead> Reader<R> {
             duration: optional_seconds(&text("duration"))?,
             time_limit: optional_seconds(&text("time_limit"))?,
             contract: &text("contract"),
+            wait: match value.get("wait") {
+                None => WaitCount::Measured,
+                Some(serde_json::Value::Null) => WaitCount::Elsewhere,
+                Some(serde_json::Value::String(s)) => wait_count(s)?,
+                Some(serde_json::Value::Number(n)) => wait_count(&n.to_string())?,
+                Some(other) => return Err(RowError::NotAWait(other.to_string())),
+            },
         })
     }
 
@@ -471,6 +489,7 @@ impl<R: BufRead> Reader<R> {
             duration: None,
             time_limit: slurm_time_limit(self.field(Column::Timelimit))?,
             contract: self.field(Column::Qos),
+            wait: WaitCount::Measured,
         })
         .map(Some)
     }
@@ -492,7 +511,17 @@ impl<R: BufRead> Reader<R> {
             duration: Some(parse_seconds(self.field(Column::Duration))?),
             time_limit: None,
             contract: "",
+            wait: WaitCount::Measured,
         })
+    }
+}
+
+/// A row's `wait`: seconds (the job's whole wait, on its first run), or empty (a later run:
+/// the job's wait is counted on its first).
+fn wait_count(text: &str) -> Result<WaitCount, RowError> {
+    match text.trim() {
+        "" => Ok(WaitCount::Elsewhere),
+        t => parse_seconds(t).map(WaitCount::Total).map_err(|_| RowError::NotAWait(t.to_owned())),
     }
 }
 
@@ -570,6 +599,7 @@ struct Row<'a> {
     duration: Option<i64>,
     time_limit: Option<i64>,
     contract: &'a str,
+    wait: WaitCount,
 }
 
 /// The job of a row: its times in range and in order (a start and a duration without an
@@ -618,7 +648,7 @@ fn job(row: Row<'_>) -> Result<Job, RowError> {
         duration: row.duration,
         time_limit: row.time_limit,
         contract: row.contract.trim().into(),
-        wait: WaitCount::Measured,
+        wait: row.wait,
     })
 }
 
@@ -733,6 +763,41 @@ mod tests {
             let problem = jobs(&row, "")[0].clone().unwrap_err().problem;
             assert!(matches!(problem, RowError::NotATimeLimit(_)), "{bad}: {problem}");
         }
+    }
+
+    #[test]
+    fn a_wait_column_gives_the_wait_or_leaves_it_to_another_row() {
+        // Seconds on a job's first run, empty on its later ones; extra columns are passed.
+        let csv = "id,gpus,submit,start,end,wait,attempt,ended_by\n\
+                   1,1,0,30,90,30,1,preempted\n1,1,90,100,150,,2,finished\n2,1,5,5,10,2.4,1,finished\n";
+        let read: Vec<WaitCount> = jobs(csv, "").into_iter().map(|j| j.unwrap().wait).collect();
+        assert_eq!(read, [WaitCount::Total(30), WaitCount::Elsewhere, WaitCount::Total(2)]);
+        let jsonl = "{\"id\":\"1\",\"gpus\":1,\"submit\":0,\"start\":30,\"end\":90,\"wait\":30}\n\
+                     {\"id\":\"1\",\"gpus\":1,\"submit\":90,\"start\":100,\"end\":150,\"wait\":null}\n\
+                     {\"id\":\"2\",\"gpus\":1,\"submit\":95,\"start\":100,\"end\":150,\"wait\":\"7\"}\n\
+                     {\"id\":\"3\",\"gpus\":1,\"submit\":95,\"start\":100,\"end\":150}\n";
+        let read: Vec<WaitCount> = jobs(jsonl, "").into_iter().map(|j| j.unwrap().wait).collect();
+        assert_eq!(
+            read,
+            [WaitCount::Total(30), WaitCount::Elsewhere, WaitCount::Total(7), WaitCount::Measured]
+        );
+        // Without the column the wait is measured, as before.
+        let plain = jobs("id,gpus,submit,start,end\n1,1,0,30,90\n", "");
+        assert_eq!(plain[0].clone().unwrap().wait, WaitCount::Measured);
+        // A wait that is not seconds, or is negative, is a bad row naming it.
+        for (bad, shown) in [("soon", "soon"), ("-5", "-5"), ("NaN", "NaN"), (" 1h ", "1h")] {
+            let row = format!("id,gpus,submit,start,end,wait\n1,1,0,30,90,{bad}\n");
+            let error = jobs(&row, "")[0].clone().unwrap_err();
+            assert_eq!((error.line, error.problem.clone()), (2, RowError::NotAWait(shown.into())), "{bad}");
+            assert_eq!(
+                error.to_string(),
+                format!("line 2: `{shown}` is not a wait (seconds, 0 or more; empty on a job's later runs)")
+            );
+        }
+        let json = "{\"id\":\"1\",\"gpus\":1,\"submit\":0,\"start\":30,\"end\":90,\"wait\":-1}\n";
+        assert_eq!(jobs(json, "")[0].clone().unwrap_err().problem, RowError::NotAWait("-1".into()));
+        let json = "{\"id\":\"1\",\"gpus\":1,\"submit\":0,\"start\":30,\"end\":90,\"wait\":[1]}\n";
+        assert_eq!(jobs(json, "")[0].clone().unwrap_err().problem, RowError::NotAWait("[1]".into()));
     }
 
     #[test]

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use allot_compiler::ir::Model;
 use allot_verify::audit::AuditError;
+use allot_verify::entitlement::{Hierarchy, Node, NodeId};
 use allot_verify::simulate::{Policy, Run, Simulation, SlurmSettings, simulate, simulate_with_runs};
 use allot_verify::trace::Job;
 use proptest::prelude::*;
@@ -48,7 +49,7 @@ fn an_under_served_budget_preempts_once_the_minimum_runtime_is_over() {
     assert_eq!(sim.preemptions, 1);
     assert!((sim.lost_gpu_hours - 8.0).abs() < 1e-9, "{}", sim.lost_gpu_hours);
     assert_eq!(wait_of(&sim, "b"), Some(3000));
-    let last = runs.iter().find(|r| &*r.id == "1" && !r.preempted).unwrap();
+    let last = runs.iter().find(|r| &*r.id == "1" && !r.preempted()).unwrap();
     assert_eq!((last.start, last.end, last.attempt), (7200, 43_200, 2));
     // a's wait is all the time it was queued: none before its first start, then 3600 s
     // from its preemption to its restart; counted once, with its first run.
@@ -66,7 +67,7 @@ fn a_resumable_job_keeps_its_progress() {
     let jobs = [job(1, "a", 8, 0, 36_000, "checkpointed"), job(2, "b", 4, 600, 3600, "batch")];
     let (sim, runs) = run(&model(PAIR), &jobs, Policy::Budget);
     assert_eq!((sim.preemptions, sim.lost_gpu_hours), (1, 0.0));
-    let last = runs.iter().find(|r| &*r.id == "1" && !r.preempted).unwrap();
+    let last = runs.iter().find(|r| &*r.id == "1" && !r.preempted()).unwrap();
     assert_eq!((last.start, last.end), (7200, 7200 + 36_000 - 3600));
 }
 
@@ -145,11 +146,11 @@ fn a_preemption_takes_no_victim_it_can_spare() {
     ];
     let (sim, runs) = run(&model(PAIR), &jobs, Policy::Budget);
     assert_eq!(sim.preemptions, 1);
-    let preempted: Vec<&str> = runs.iter().filter(|r| r.preempted).map(|r| &*r.id).collect();
+    let preempted: Vec<&str> = runs.iter().filter(|r| r.preempted()).map(|r| &*r.id).collect();
     assert_eq!(preempted, ["2"]);
     assert_eq!(start_of(&runs, "4"), 3600);
     assert!((sim.lost_gpu_hours - 4.0).abs() < 1e-9, "{}", sim.lost_gpu_hours);
-    let restart = runs.iter().find(|r| &*r.id == "2" && !r.preempted).unwrap();
+    let restart = runs.iter().find(|r| &*r.id == "2" && !r.preempted()).unwrap();
     assert_eq!((restart.start, restart.end), (7200, 43_200));
 }
 
@@ -168,7 +169,7 @@ fn gpus_a_preemption_frees_are_used_in_the_same_instant() {
     let (sim, runs) = run(&model(PAIR), &jobs, Policy::Budget);
     assert_eq!(sim.preemptions, 1);
     assert_eq!((start_of(&runs, "2"), start_of(&runs, "3")), (3600, 3600));
-    let restart = runs.iter().find(|r| &*r.id == "1" && !r.preempted).unwrap();
+    let restart = runs.iter().find(|r| &*r.id == "1" && !r.preempted()).unwrap();
     assert_eq!(restart.start, 7200);
 }
 
@@ -360,7 +361,7 @@ fn priority_caps_are_the_guaranteed_gpus() {
     jobs.extend((10..15).map(|i| job(i, "b", 1, 600, 3600, "batch")));
     let (sim, runs) = run(&model(text), &jobs, Policy::Priority);
     assert_eq!(sim.preemptions, 3);
-    let mut preempted: Vec<&str> = runs.iter().filter(|r| r.preempted).map(|r| &*r.id).collect();
+    let mut preempted: Vec<&str> = runs.iter().filter(|r| r.preempted()).map(|r| &*r.id).collect();
     preempted.sort_unstable();
     assert_eq!(preempted, ["7", "8", "9"]);
     let b: Vec<i64> = (10..15).map(|i| start_of(&runs, &i.to_string())).collect();
@@ -515,14 +516,19 @@ fn trace() -> impl Strategy<Value = Vec<Job>> {
 
 /// Traces of jobs of 1 to `most` GPUs.
 fn traces(most: u32) -> impl Strategy<Value = Vec<Job>> {
-    prop::collection::vec((0..4usize, 1..=most, 0..3usize, 0..4000i64, 1..20_000i64), 1..60).prop_map(
-        |rows| {
+    traces_of(&PROJECTS, most)
+}
+
+/// Traces of jobs of 1 to `most` GPUs for `projects`.
+fn traces_of(projects: &'static [&'static str], most: u32) -> impl Strategy<Value = Vec<Job>> {
+    prop::collection::vec((0..projects.len(), 1..=most, 0..3usize, 0..4000i64, 1..20_000i64), 1..60).prop_map(
+        move |rows| {
             let mut submit = 0;
             rows.into_iter()
                 .enumerate()
                 .map(|(i, (p, gpus, c, gap, runtime))| {
                     submit += gap;
-                    job(i, PROJECTS[p], gpus, submit, runtime, CONTRACTS[c])
+                    job(i, projects[p], gpus, submit, runtime, CONTRACTS[c])
                 })
                 .collect()
         },
@@ -563,7 +569,7 @@ fn check_invariants(
     policy: Policy,
     caps: &[(&str, u64)],
 ) -> Result<(), TestCaseError> {
-    check_instants(runs, caps)?;
+    check_instants(runs, caps, matches!(policy, Policy::Slurm(_)))?;
     let by_id: BTreeMap<&str, &Job> = jobs.iter().map(|j| (j.id.as_str(), j)).collect();
     let contract = |name: &str| model.contracts.iter().find(|c| c.name == name).unwrap();
     // No GPU is used twice: on each node, GPUs held at any instant stay within the node.
@@ -592,7 +598,7 @@ fn check_invariants(
         // No job runs before its submission.
         prop_assert!(run.start >= job.submit && run.queued >= job.submit && run.start >= run.queued);
         prop_assert_eq!(run.gpus, job.gpus);
-        if run.preempted {
+        if run.preempted() {
             // No protected job is preempted inside its minimum runtime (the priority
             // baseline has no contracts to protect anyone).
             if policy == Policy::Budget {
@@ -603,11 +609,11 @@ fn check_invariants(
             }
         }
         let entry = work.entry(&*run.id).or_default();
-        if run.preempted && !terms.resumable {
+        if run.preempted() && !terms.resumable {
             continue;
         }
         entry.0 += run.end - run.start;
-        entry.1 += i64::from(!run.preempted);
+        entry.1 += i64::from(!run.preempted());
     }
     // GPU-hours are conserved: every job finishes once, having done its work exactly (cut at
     // the maximum runtime), and the redone work is what the simulation reports lost.
@@ -621,7 +627,7 @@ fn check_invariants(
     // A job's last run is the one that finishes.
     for job in jobs {
         let last = runs.iter().filter(|r| *r.id == *job.id).max_by_key(|r| (r.start, r.attempt)).unwrap();
-        prop_assert!(!last.preempted, "job {}: its last run is preempted", job.id);
+        prop_assert!(!last.preempted(), "job {}: its last run is preempted", job.id);
     }
     // Waits are counted once per job: the audit has one wait per job, its first run's.
     let waits: usize = sim.audit.whole.contracts.iter().map(|c| c.waits.jobs()).sum();
@@ -638,8 +644,10 @@ fn check_invariants(
 /// - no job waits that fits the free GPUs now and is within its caps, unless another
 ///   waiting job within its caps does not fit (the reservation that may hold it back is
 ///   such a job's: a sound, weaker form of "no idle GPU while a job that would not delay
-///   the reservation waits").
-fn check_instants(runs: &[Run], caps: &[(&str, u64)]) -> Result<(), TestCaseError> {
+///   the reservation waits"). Under Slurm's backfill (`planned`) the job that holds nodes may
+///   be beyond its caps now: it was planned within them, before later jobs of the same run
+///   started and took its budget's room, and Slurm keeps such a plan for the run.
+fn check_instants(runs: &[Run], caps: &[(&str, u64)], planned: bool) -> Result<(), TestCaseError> {
     let mut instants: Vec<i64> = runs.iter().flat_map(|r| [r.queued, r.start, r.end]).collect();
     instants.sort_unstable();
     instants.dedup();
@@ -672,7 +680,8 @@ fn check_instants(runs: &[Run], caps: &[(&str, u64)]) -> Result<(), TestCaseErro
         };
         for w in &waiting {
             if within(w) && fits(w.gpus) {
-                let held_back = waiting.iter().any(|o| o.id != w.id && within(o) && !fits(o.gpus));
+                let held_back =
+                    waiting.iter().any(|o| o.id != w.id && (planned || within(o)) && !fits(o.gpus));
                 prop_assert!(held_back, "job {} waits at {t} though it fits and nothing holds it back", w.id);
             }
         }
@@ -683,7 +692,7 @@ fn check_instants(runs: &[Run], caps: &[(&str, u64)]) -> Result<(), TestCaseErro
 /// Instants at which demand changes: a job enters its queue or finishes.
 fn demand_changes(jobs: &[Job], runs: &[Run]) -> usize {
     let mut changes: Vec<i64> = jobs.iter().map(|j| j.submit).collect();
-    changes.extend(runs.iter().filter(|r| !r.preempted).map(|r| r.end));
+    changes.extend(runs.iter().filter(|r| !r.preempted()).map(|r| r.end));
     changes.sort_unstable();
     changes.dedup();
     changes.len()
@@ -759,5 +768,427 @@ proptest! {
         let model = model(TREE);
         let (sim, runs) = run(&model, &jobs, Policy::Priority);
         check_invariants(&model, &jobs, &sim, &runs, Policy::Priority, &[])?;
+    }
+}
+
+/// 100 GPUs on one node, two equal budgets, resumable work with no minimum runtime.
+const HUNDRED: &str = "cluster c gpus=100 gpu-type=h100 gpus-per-node=100\n\
+    contract batch min-runtime=\"0s\" resumable=#true default=#true\n\
+    project a share=1\nproject b share=1\n";
+
+#[test]
+fn only_the_newest_work_beyond_a_budget_gives_way_and_only_to_a_budget_within_its_own() {
+    // b runs two 50-GPU jobs from 0 (10 h each). At 10, a asks for 60 GPUs (10 h): demand
+    // 60 and 100, entitlements 50 and 50. 60 would take a beyond its 50: it may not preempt,
+    // and, larger than a's entitlement, holds no reservation. At 11 a asks for 10 (1 h):
+    // 0 + 10 <= 50, so it preempts b's newest job (job 2: with job 1 before it, b runs
+    // 100 > 50: beyond; job 1, 50 <= 50, is within). 40 GPUs stay idle: job 2 (50) does not
+    // fit, a's 60 neither. At 3611 job 4 ends: 50 idle, job 2 comes back (its 35,989 s
+    // left, to 39,600); the 60-GPU job still does not fit. Job 1 ends at 36,000 (50 idle,
+    // too few), job 2 at 39,600: job 3 starts then and ends at 75,600. One preemption.
+    let jobs = [
+        job(1, "b", 50, 0, 36_000, "batch"),
+        job(2, "b", 50, 0, 36_000, "batch"),
+        job(3, "a", 60, 10, 36_000, "batch"),
+        job(4, "a", 10, 11, 3600, "batch"),
+    ];
+    let (sim, runs) = run(&model(HUNDRED), &jobs, Policy::Budget);
+    assert_eq!(sim.preemptions, 1);
+    assert_eq!(runs_of(&runs, "2"), [(0, 11), (3611, 39_600)]);
+    assert_eq!(runs_of(&runs, "4"), [(11, 3611)]);
+    assert_eq!(runs_of(&runs, "3"), [(39_600, 75_600)]);
+    assert_eq!(runs_of(&runs, "1"), [(0, 36_000)]);
+}
+
+/// A 12-GPU node: p (half, split evenly between c1 and c2) and q (a quarter); the last
+/// quarter is unbudgeted work's. `batch` has no protection, `long` 10 h of it.
+const NESTED: &str = "cluster c gpus=12 gpu-type=h100 gpus-per-node=12\n\
+    contract batch min-runtime=\"0s\" resumable=#true default=#true\n\
+    contract long min-runtime=\"10h\" resumable=#true\n\
+    project p share=\"50%\" {\n  project c1 share=\"50%\"\n  project c2 share=\"50%\"\n}\n\
+    project q share=\"25%\"\n";
+
+#[test]
+fn a_sub_project_beyond_its_entitlement_gives_way_to_its_sibling_not_to_another_project() {
+    // At 0: c1 runs two 3-GPU jobs (1, 2), q one of 1 GPU (3), unbudgeted work 5 GPUs under
+    // `long` (4, protected to 36,000): the node is full. Demand c1 6, q 1, unbudgeted 5: p's
+    // 6 all go to c1 (c2 has none), q 1, unbudgeted 5. Nobody is beyond.
+    // At 100 c2 asks for 4 GPUs (5): p's 6 split 3 and 3; c1 is 3 beyond, job 2 beyond (with
+    // job 1 before it, 6 > 3). Job 5 would take c2 to 4 > 3: it may not preempt.
+    // At 200 q asks for 2 (6): demand q 3, its entitlement 3 (a quarter); 1 + 2 <= 3, so it
+    // may preempt. Unbudgeted work is protected; job 2 is beyond c1's entitlement, but p
+    // runs 6, its entitlement, and would fall: c1's excess is p's, for c2, not for q. Job 6
+    // waits.
+    // At 300 c2 asks for 3 (7): 0 + 3 <= 3, and p does not fall (job 2 out, job 7 in): job 2
+    // is preempted for job 7. One preemption in all until the first job ends.
+    let jobs = [
+        job(1, "p/c1", 3, 0, 36_000, "batch"),
+        job(2, "p/c1", 3, 0, 36_000, "batch"),
+        job(3, "q", 1, 0, 36_000, "batch"),
+        job(4, "nobody", 5, 0, 36_000, "long"),
+        job(5, "p/c2", 4, 100, 3600, "batch"),
+        job(6, "q", 2, 200, 3600, "batch"),
+        job(7, "p/c2", 3, 300, 3600, "batch"),
+    ];
+    let (sim, runs) = run(&model(NESTED), &jobs, Policy::Budget);
+    let preempted: Vec<(&str, i64, Option<&str>)> =
+        runs.iter().filter(|r| r.preempted()).map(|r| (&*r.id, r.end, r.preempted_for.as_deref())).collect();
+    assert_eq!(preempted, [("2", 300, Some("7"))]);
+    assert_eq!(start_of(&runs, "7"), 300);
+    // Job 7 ends at 3900 (3 GPUs free): job 2 (c1, beyond) or job 6 (q, within)? q ranks
+    // before c1 (less usage): job 6 starts at 3900 on 2 of them, ending at 7500.
+    assert_eq!(runs_of(&runs, "6"), [(3900, 7500)]);
+    assert_eq!(sim.preemptions, 1);
+}
+
+#[test]
+fn a_project_beyond_its_entitlement_gives_way_by_the_sub_project_beyond_its_own() {
+    // 12 GPUs, p and q halves (6 each), c1 and c2 halves of p (3 each). c2 runs two 3-GPU
+    // jobs from 0 (1, 2), q one (3); c1 one from 10 (4): p runs 9, beyond its 6, though c1
+    // (3 of 3) is within. At 100 q asks for 3 (5): 3 + 3 <= 6. The newest job of p is c1's
+    // (job 4), but c1 is within its entitlement: its job stays. c2 is 3 beyond: its newest,
+    // job 2, is preempted for job 5 (p falls from 9 to 6, beyond before).
+    let text = "cluster c gpus=12 gpu-type=h100 gpus-per-node=12\n\
+        contract batch min-runtime=\"0s\" resumable=#true default=#true\n\
+        project p share=1 {\n  project c1 share=1\n  project c2 share=1\n}\nproject q share=1\n";
+    let jobs = [
+        job(1, "p/c2", 3, 0, 36_000, "batch"),
+        job(2, "p/c2", 3, 0, 36_000, "batch"),
+        job(3, "q", 3, 0, 36_000, "batch"),
+        job(4, "p/c1", 3, 10, 36_000, "batch"),
+        job(5, "q", 3, 100, 3600, "batch"),
+    ];
+    let (sim, runs) = run(&model(text), &jobs, Policy::Budget);
+    let preempted: Vec<(&str, i64)> =
+        runs.iter().filter(|r| r.preempted()).map(|r| (&*r.id, r.end)).collect();
+    assert_eq!(preempted, [("2", 100)]);
+    assert_eq!(runs_of(&runs, "4"), [(10, 36_010)]);
+    assert_eq!(runs_of(&runs, "2"), [(0, 100), (3700, 3700 + 36_000 - 100)]);
+    assert_eq!(sim.preemptions, 1);
+}
+
+#[test]
+fn fractional_entitlements_round_down_for_the_job_that_preempts_and_up_for_its_victim() {
+    // 10 GPUs, three equal budgets. At 0 a runs 2 one-GPU jobs, b and c 4 each: full. At
+    // 100 a asks for two more (demand 4, 4, 4): each is entitled to 10/3 = 3.33. a's first
+    // job: 2 + 1 = 3 <= 3.33, it preempts. b and c are 0.67 beyond, tied: b first (the
+    // order of the budgets); b's newest job, with the three before it, makes 4 > 3.33:
+    // beyond. a's second job: 3 + 1 = 4 > 3.33: it waits. b keeps 3 (its newest job
+    // straddled 3.33), c 4. One preemption, while demand holds.
+    let text = "cluster c gpus=10 gpu-type=h100 gpus-per-node=10\n\
+        contract batch min-runtime=\"0s\" resumable=#true default=#true\n\
+        project a share=1\nproject b share=1\nproject c share=1\n";
+    let mut jobs = Vec::new();
+    for (i, project) in ["a", "a", "b", "b", "b", "b", "c", "c", "c", "c"].into_iter().enumerate() {
+        jobs.push(job(i, project, 1, 0, 36_000, "batch"));
+    }
+    jobs.push(job(10, "a", 1, 100, 3600, "batch"));
+    jobs.push(job(11, "a", 1, 100, 3600, "batch"));
+    let (sim, runs) = run(&model(text), &jobs, Policy::Budget);
+    let preempted: Vec<(&str, i64, Option<&str>)> =
+        runs.iter().filter(|r| r.preempted()).map(|r| (&*r.id, r.end, r.preempted_for.as_deref())).collect();
+    assert_eq!(preempted, [("5", 100, Some("10"))]);
+    assert_eq!(sim.preemptions, 1);
+    // Job 11 waits for job 10's GPU: 3700.
+    assert_eq!(start_of(&runs, "11"), 3700);
+}
+
+#[test]
+fn unbudgeted_work_runs_on_idle_gpus_gives_way_first_and_never_preempts() {
+    // 8 GPUs: a has half, the rest is unbudgeted work's. At 0 unbudgeted work runs two
+    // 4-GPU jobs (1, 2): the node is full. At 5 a asks for 4 (3): 0 + 4 <= 4, and the newest
+    // unbudgeted job (2) gives way. At 10 unbudgeted work asks for 2
+    // (4): it is entitled to 4 and runs 4, but work no budget covers never preempts; it
+    // waits for idle GPUs (job 3 ends at 3605).
+    let text = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8\n\
+        contract batch min-runtime=\"0s\" resumable=#true default=#true\n\
+        project a share=\"50%\"\n";
+    let jobs = [
+        job(1, "nobody", 4, 0, 36_000, "batch"),
+        job(2, "nobody", 4, 0, 36_000, "batch"),
+        job(3, "a", 4, 5, 3600, "batch"),
+        job(4, "nobody", 2, 10, 600, "batch"),
+    ];
+    let (sim, runs) = run(&model(text), &jobs, Policy::Budget);
+    let preempted: Vec<(&str, i64)> =
+        runs.iter().filter(|r| r.preempted()).map(|r| (&*r.id, r.end)).collect();
+    assert_eq!(preempted, [("2", 5)]);
+    assert_eq!(runs_of(&runs, "3"), [(5, 3605)]);
+    // At 3605 job 2 (queued since 5) and job 4 (since 10) share unbudgeted work's queue:
+    // job 2 first, on the 4 GPUs a left.
+    assert_eq!(runs_of(&runs, "2"), [(0, 5), (3605, 3605 + 36_000 - 5)]);
+    assert_eq!(start_of(&runs, "4"), 36_000);
+    assert_eq!(sim.preemptions, 1);
+}
+
+#[test]
+fn a_victim_budget_falls_below_its_entitlement_only_by_a_job_that_straddles_it() {
+    // 8 GPUs, a entitled to 6 (three quarters), b to 2. a runs job 1 (4 GPUs, from 0) and
+    // job 2 (4, from 1): job 1 is within (4 <= 6), job 2 straddles (4 + 4 > 6): beyond. At
+    // 100 b asks for 2 (3): 0 + 2 <= 2; job 2 gives way and a falls to 4, below its 6: a
+    // budget covers a job only whole. Job 1 is never taken. Job 2 (4 + 4 > 6) may not
+    // preempt back: it waits for idle GPUs (2 are), until job 3 ends at 3700.
+    //
+    // With job 2 protected (`long`), b may take nothing: job 1 is within. b waits for job 1
+    // to end, at 36,000.
+    let text = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8\n\
+        contract batch min-runtime=\"0s\" resumable=#true default=#true\n\
+        contract long min-runtime=\"10h\" resumable=#true\n\
+        project a share=3\nproject b share=1\n";
+    let jobs = [
+        job(1, "a", 4, 0, 36_000, "batch"),
+        job(2, "a", 4, 1, 36_000, "batch"),
+        job(3, "b", 2, 100, 3600, "batch"),
+    ];
+    let (sim, runs) = run(&model(text), &jobs, Policy::Budget);
+    let preempted: Vec<&str> = runs.iter().filter(|r| r.preempted()).map(|r| &*r.id).collect();
+    assert_eq!(preempted, ["2"]);
+    assert_eq!(runs_of(&runs, "2"), [(1, 100), (3700, 3700 + 36_000 - 99)]);
+    assert_eq!(sim.preemptions, 1);
+
+    let mut protected = jobs.clone();
+    protected[1].contract = "long".into();
+    let (sim, runs) = run(&model(text), &protected, Policy::Budget);
+    assert_eq!(sim.preemptions, 0);
+    assert_eq!(start_of(&runs, "3"), 36_000);
+}
+
+#[test]
+fn an_inner_projects_own_jobs_are_its_own_in_the_figures() {
+    // p has a sub-project and runs a job of its own: the simulation's audit counts it to
+    // `p (own jobs)`, as the audit of a recorded trace does, not to unbudgeted work.
+    let text = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8\n\
+        contract batch min-runtime=\"0s\" default=#true\n\
+        project p share=1 {\n  project c1 share=1\n}\n";
+    let (sim, runs) = run(&model(text), &[job(1, "p", 2, 0, 3600, "batch")], Policy::Budget);
+    assert_eq!(&*runs[0].project, "p");
+    let used: Vec<(&str, f64)> =
+        sim.audit.whole.budgets.iter().map(|b| (b.project.as_str(), b.used_gpu_hours)).collect();
+    assert!(used.contains(&("p (own jobs)", 2.0)), "{used:?}");
+}
+
+/// A budget tree as the rule reads it, written out apart from the simulator: each node's
+/// project path (as runs name it), parent, weight among its siblings and cap, for
+/// [`Hierarchy`]'s water-filling.
+struct RuleTree {
+    gpus: f64,
+    nodes: Vec<(&'static str, Option<usize>, f64, Option<f64>)>,
+    unbudgeted: usize,
+}
+
+impl RuleTree {
+    fn hierarchy(&self) -> Hierarchy {
+        let nodes = self
+            .nodes
+            .iter()
+            .map(|&(name, parent, weight, cap)| {
+                let node = Node::new(name, parent.map(NodeId), weight);
+                match cap {
+                    Some(cap) => node.with_cap(cap),
+                    None => node,
+                }
+            })
+            .collect();
+        Hierarchy::new(nodes).unwrap()
+    }
+
+    fn leaf(&self, project: &str) -> usize {
+        self.nodes.iter().position(|n| n.0 == project).unwrap_or_else(|| panic!("no node {project}"))
+    }
+
+    /// A node and the nodes above it.
+    fn path(&self, node: usize) -> Vec<usize> {
+        std::iter::successors(Some(node), |&n| self.nodes[n].1).collect()
+    }
+}
+
+/// TREE as the rule reads it: lab (3/4: vision 2/3, nlp 1/3, its own jobs no share), infra
+/// (1/4); the top shares leave nothing to unbudgeted work.
+fn tree_rule() -> RuleTree {
+    RuleTree {
+        gpus: 24.0,
+        nodes: vec![
+            ("lab", None, 0.75, None),
+            ("lab/vision", Some(0), 2.0 / 3.0, None),
+            ("lab/nlp", Some(0), 1.0 / 3.0, None),
+            ("lab (own)", Some(0), 1e-12, None),
+            ("infra", None, 0.25, None),
+            ("(unbudgeted)", None, 1e-12, Some(0.0)),
+        ],
+        unbudgeted: 5,
+    }
+}
+
+/// NESTED as the rule reads it: p (1/2: c1 and c2 halves), q (1/4), unbudgeted work the
+/// rest (1/4).
+fn nested_rule() -> RuleTree {
+    RuleTree {
+        gpus: 12.0,
+        nodes: vec![
+            ("p", None, 0.5, None),
+            ("p/c1", Some(0), 0.5, None),
+            ("p/c2", Some(0), 0.5, None),
+            ("p (own)", Some(0), 1e-12, None),
+            ("q", None, 0.25, None),
+            ("(unbudgeted)", None, 0.25, None),
+        ],
+        unbudgeted: 5,
+    }
+}
+
+/// The budget rule on a schedule, every preemption judged from the runs alone, with the
+/// entitlements computed again from the demand of that instant (the jobs entered and not
+/// finished):
+/// - each victim was past its contract's minimum runtime, and beyond its budget (with the
+///   jobs of its budget that started before it, running then, it exceeds the entitlement),
+///   or unbudgeted;
+/// - each project above a victim that lost GPUs in the exchange was beyond its entitlement
+///   before it;
+/// - the job it made room for is a budget's, and with it in and its victims out, its budget
+///   and every project above it run no more than their entitlements;
+/// - budgets do not take turns: between two changes of demand, the GPUs started by
+///   preemption are at most the cluster's (the bound the rule's argument gives).
+fn check_budget_rule(model: &Model, tree: &RuleTree, runs: &[Run]) -> Result<(), TestCaseError> {
+    const EPSILON: f64 = 1e-6;
+    let hierarchy = tree.hierarchy();
+    let number = |r: &Run| r.id.parse::<u64>().unwrap();
+    let min_runtime = |r: &Run| {
+        model.contracts.iter().find(|c| *c.name == *r.contract).map_or(0, |c| c.min_runtime_seconds as i64)
+    };
+    // Each job's demand: from its first entry to its last end.
+    let mut jobs: BTreeMap<&str, (i64, i64, u32, usize)> = BTreeMap::new();
+    for r in runs {
+        let entry = jobs.entry(&r.id).or_insert((r.queued, r.end, r.gpus, tree.leaf(&r.project)));
+        entry.0 = entry.0.min(r.queued);
+        entry.1 = entry.1.max(r.end);
+    }
+    let beneficiary = |id: &str, t: i64| runs.iter().find(|b| &*b.id == id && b.start == t).unwrap();
+    let mut preempted_gpus: BTreeMap<i64, u32> = BTreeMap::new();
+    for started in runs {
+        let victims: Vec<&Run> = runs
+            .iter()
+            .filter(|v| {
+                v.preempted() && v.end == started.start && v.preempted_for.as_deref() == Some(&*started.id)
+            })
+            .collect();
+        if victims.is_empty() {
+            continue;
+        }
+        let t = started.start;
+        let k = started.start_order;
+        // Running just before the preemption: started before the job, not ended before it.
+        let running: Vec<&Run> = runs
+            .iter()
+            .filter(|r| {
+                r.start_order < k
+                    && (r.end > t
+                        || (r.end == t
+                            && r.preempted()
+                            && beneficiary(r.preempted_for.as_deref().unwrap(), t).start_order >= k))
+            })
+            .collect();
+        let mut demand = vec![0.0; tree.nodes.len()];
+        for &(entered, finished, gpus, leaf) in jobs.values() {
+            if entered <= t && t < finished {
+                demand[leaf] += f64::from(gpus);
+            }
+        }
+        let entitlement = hierarchy.allocate(tree.gpus, &demand).unwrap();
+        let ent = entitlement.allocations();
+        let mut held = vec![0.0; tree.nodes.len()];
+        for r in &running {
+            for n in tree.path(tree.leaf(&r.project)) {
+                held[n] += f64::from(r.gpus);
+            }
+        }
+        let mut freed = vec![0.0; tree.nodes.len()];
+        for v in &victims {
+            let leaf = tree.leaf(&v.project);
+            prop_assert!(
+                t - v.start >= min_runtime(v),
+                "job {} preempted at {t} inside its protection",
+                v.id
+            );
+            if leaf != tree.unbudgeted {
+                let with_older: u32 = running
+                    .iter()
+                    .filter(|r| tree.leaf(&r.project) == leaf && (r.start, number(r)) <= (v.start, number(v)))
+                    .map(|r| r.gpus)
+                    .sum();
+                prop_assert!(
+                    f64::from(with_older) > ent[leaf] + EPSILON,
+                    "job {} of {} preempted at {t} within its budget: {with_older} GPUs with the older, entitled to {}",
+                    v.id,
+                    v.project,
+                    ent[leaf]
+                );
+            }
+            for n in tree.path(leaf) {
+                freed[n] += f64::from(v.gpus);
+            }
+        }
+        let leaf = tree.leaf(&started.project);
+        prop_assert!(leaf != tree.unbudgeted, "unbudgeted job {} preempted at {t}", started.id);
+        let path = tree.path(leaf);
+        for n in 0..tree.nodes.len() {
+            let rise = if path.contains(&n) { f64::from(started.gpus) } else { 0.0 };
+            // A project (a node with sub-projects) that falls was beyond its entitlement.
+            let project = tree.nodes.iter().any(|m| m.1 == Some(n));
+            if project && freed[n] > rise + EPSILON {
+                prop_assert!(
+                    held[n] + rise > ent[n] + EPSILON,
+                    "{} fell at {t} from {} within its entitlement {}",
+                    tree.nodes[n].0,
+                    held[n],
+                    ent[n]
+                );
+            }
+            if path.contains(&n) {
+                prop_assert!(
+                    held[n] + rise - freed[n] <= ent[n] + EPSILON,
+                    "job {} at {t} takes {} beyond its entitlement {}: {} GPUs",
+                    started.id,
+                    tree.nodes[n].0,
+                    ent[n],
+                    held[n] + rise - freed[n]
+                );
+            }
+        }
+        *preempted_gpus.entry(t).or_default() += started.gpus;
+    }
+    // Between two changes of demand, at most the cluster's GPUs start by preemption.
+    let mut changes: Vec<i64> =
+        jobs.values().flat_map(|&(entered, finished, _, _)| [entered, finished]).collect();
+    changes.sort_unstable();
+    changes.dedup();
+    for window in changes.windows(2) {
+        let gpus: u32 = preempted_gpus.range(window[0]..window[1]).map(|(_, g)| g).sum();
+        prop_assert!(
+            f64::from(gpus) <= tree.gpus,
+            "{gpus} GPUs started by preemption from {} to {}",
+            window[0],
+            window[1]
+        );
+    }
+    Ok(())
+}
+
+const NESTED_PROJECTS: [&str; 4] = ["p/c1", "p/c2", "q", "nobody"];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn the_budget_rule_holds_at_every_preemption(jobs in trace()) {
+        let model = model(TREE);
+        let (_, runs) = run(&model, &jobs, Policy::Budget);
+        check_budget_rule(&model, &tree_rule(), &runs)?;
+    }
+
+    #[test]
+    fn the_budget_rule_holds_in_a_tree_with_unbudgeted_work(jobs in traces_of(&NESTED_PROJECTS, 8)) {
+        let model = model(NESTED);
+        let (_, runs) = run(&model, &jobs, Policy::Budget);
+        check_budget_rule(&model, &nested_rule(), &runs)?;
     }
 }
