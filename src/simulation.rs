@@ -53,7 +53,7 @@ impl PolicyName {
     }
 
     /// The policy run when none is named: Slurm's when every cluster of the budgets is
-    /// bound to Slurm, else the budget policy (which models Kueue's and KAI's reclaim).
+    /// bound to Slurm, else the budget rule (the reference; no other target is simulated yet).
     pub fn default_for(model: &Model) -> PolicyName {
         if model.clusters.iter().all(|c| c.bindings.slurm.is_some()) {
             PolicyName::Slurm

@@ -8,10 +8,12 @@
 //!   cluster's budgets as an [`entitlement`] hierarchy, which divides the cluster's GPUs
 //!   among the budgets with demand and integrates the GPU-hours each is entitled to.
 //! - [`audit`] measures the recorded schedule against those entitlements; [`simulate`]
-//!   makes a schedule of its own under a policy (the budgets, or static priorities) and
-//!   audits it, ranking budgets by usage [`decay`]ed as Slurm decays it. Both give [`figures`]: GPU-hours used, entitled and delivered, and waits, per
-//!   budget, contract, cluster and window. [`schedule`] writes a simulation's runs out as a
-//!   trace of allot's CSV, which the audit reads back to the simulation's own figures.
+//!   makes a schedule of its own under a policy (the budget rule, Slurm with allot's
+//!   configuration, or static priorities) and audits it, ranking budgets by usage
+//!   [`decay`]ed as Slurm decays it. Both give [`figures`]: GPU-hours used, entitled and
+//!   delivered, and waits, per budget, contract, cluster and window. [`schedule`] writes a
+//!   simulation's runs out as a trace of allot's CSV, which the audit reads back to the
+//!   simulation's own figures.
 //! - [`live`] measures a live queue (from [`squeue`], or Kueue's [`workloads`]) against the
 //!   budgets now: GPUs running and pending per budget, and what each is entitled to.
 //! - [`expectations`] checks the figures against the budgets' `expect` block.

@@ -4,18 +4,19 @@
 //!
 //! The loop is event-driven: submissions (from the trace, in order), jobs becoming eligible,
 //! job ends and the ends of minimum-runtime protection. After each instant's events every
-//! cluster whose state changed is scheduled by its policy. Nodes are kept in free lists indexed
-//! by free GPUs (best fit for jobs that fit a node; jobs larger than a node take whole idle
-//! nodes), and decayed usage is kept per tree node in growing units so that a start or an
-//! end updates one path of the tree.
+//! cluster whose state changed is scheduled by its policy. Nodes are kept in free lists
+//! indexed by free GPUs (best fit for jobs that fit a node; jobs larger than a node take
+//! whole idle nodes), and decayed usage is kept per tree node in growing units so that a
+//! start or an end updates one path of the tree.
 //!
 //! The simulation streams into its audit, which runs on a thread of its own: the simulator
 //! steps from instant to instant and hands the audit its runs, as trace rows in the order
 //! they entered their queue, in batches (a few batches ahead of the audit at most). A run is
 //! handed on once no run still to end can have entered its queue before it: every such run
-//! is of a job not yet finished (or not yet read), and so entered its queue no earlier than the earliest of those jobs did, nor than now. A job's
-//! first run carries the job's wait (all its time queued, over all its runs), so it waits
-//! with its job until the job finishes. Finished jobs leave the simulation: memory holds
+//! is of a job not yet finished (or not yet read), and so entered its queue no earlier than
+//! the earliest of those jobs did, nor than now. A job's first run carries the job's wait
+//! (all its time queued, over all its runs), so it waits with its job until the job
+//! finishes. Finished jobs leave the simulation: memory holds
 //! the jobs queued and running, the runs ended since the earliest of them entered its queue,
 //! and a wait per job for the percentiles (the audit's, the largest jobs', the short jobs').
 //!
