@@ -179,6 +179,11 @@ impl<'b> ClusterState<'b> {
         self.dirty = true;
     }
 
+    /// The waiting jobs of `leaf` of `tier` that ask for `gpus`, if any.
+    pub(super) fn group(&self, leaf: usize, tier: u8, gpus: u32) -> Option<&Group> {
+        self.by_size[leaf].iter().find(|group| (group.tier, group.gpus) == (tier, gpus))
+    }
+
     /// Takes a job out of its queue (nothing when it is not there).
     pub(super) fn dequeue(&mut self, jobs: &Slots, id: JobId) {
         let job = &jobs[id];

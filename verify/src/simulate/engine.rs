@@ -167,12 +167,6 @@ impl Engine {
         job.terms.map(|t| &self.contracts[usize::from(t)])
     }
 
-    /// A run's time limit from its start: the limit its policy gave it (a requeued job
-    /// starts over with it), else its remaining work (the simulator knows it exactly).
-    pub fn limit(&self, job: &SimJob) -> i64 {
-        job.limit.unwrap_or(job.remaining)
-    }
-
     /// The next run of a policy's periodic scheduler (every `interval` seconds of the
     /// trace's clock) after the last instant simulated, when a cluster has jobs waiting and
     /// has changed since its last run (else a run would change nothing).
@@ -303,7 +297,7 @@ impl Engine {
         cluster.dequeue(&self.jobs, id);
         let job = &self.jobs[id];
         let min_runtime = self.terms(job).map_or(0, |t| t.min_runtime);
-        let limit = self.limit(job);
+        let limit = job.limit();
         let Start { high, preemptible, protected_for } = rules.at_start(cluster, job, min_runtime);
         let job = &mut self.jobs[id];
         job.run += 1;

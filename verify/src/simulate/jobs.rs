@@ -132,6 +132,14 @@ pub(super) struct SimJob {
     pub(super) first_run: Option<Ended>,
 }
 
+impl SimJob {
+    /// Its next run's time limit from its start: the limit its policy gave it (a requeued
+    /// job starts over with it), else its remaining work (the simulator knows it exactly).
+    pub(super) fn limit(&self) -> i64 {
+        self.limit.unwrap_or(self.remaining)
+    }
+}
+
 /// A run that has ended, on its way to the audit. Ordered by when it entered its queue, then
 /// by when it ended (the order of the audit's rows): the fields after those never decide.
 #[derive(PartialEq, Eq, PartialOrd, Ord)]

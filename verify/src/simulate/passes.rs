@@ -115,18 +115,21 @@ fn pass<P: Passes>(
             // - the phase is not theirs;
             // - they would take a budget beyond its `max-gpus` (running GPUs only grow);
             // - they fit nowhere now (free GPUs only shrink), their budget has had its try
-            //   at a preemption, and a job already holds the reservation or they may not.
+            //   at a preemption or they may not try, and a job already holds the
+            //   reservation or they may not hold it.
             if !rules.in_phase(cluster, phase, leaf, gpus) || !cluster.within_limits(leaf, gpus) {
                 continue;
             }
             let fits = cluster.pool.fits(gpus);
-            if !fits && tried[leaf] && (holder.is_some() || !rules.may_reserve(cluster, leaf, gpus, entitled))
+            if !fits
+                && (tried[leaf] || !rules.may_try(cluster, leaf, gpus, entitled))
+                && (holder.is_some() || !rules.may_reserve(cluster, leaf, gpus, entitled))
             {
                 continue;
             }
             cursor.follow(cluster, head);
             if fits {
-                let limit = engine.limit(&engine.jobs[id]);
+                let limit = engine.jobs[id].limit();
                 let placement = match holder {
                     None => cluster.pool.place(gpus),
                     Some(holder) => {

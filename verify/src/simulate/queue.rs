@@ -51,10 +51,7 @@ impl<'h> Cursor<'h> {
     /// Goes on with the group of `head` after it.
     pub(super) fn follow(&mut self, cluster: &ClusterState, head: Head) {
         let Head(tier, rank, entered, id, leaf, gpus) = head;
-        let Some(group) = cluster.by_size[leaf].iter().find(|group| (group.tier, group.gpus) == (tier, gpus))
-        else {
-            return;
-        };
+        let Some(group) = cluster.group(leaf, tier, gpus) else { return };
         let after = (Bound::Excluded((entered, id)), Bound::Unbounded);
         if let Some(&(entered, id)) = group.jobs.range(after).next() {
             self.heads.push(Reverse(Head(tier, rank, entered, id, leaf, gpus)));

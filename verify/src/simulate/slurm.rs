@@ -161,7 +161,7 @@ impl Slurm {
             }
             cursor.follow(cluster, head);
             tested += 1;
-            let limit = engine.limit(&engine.jobs[id]);
+            let limit = engine.jobs[id].limit();
             let like = (tier, gpus, limit);
             if unchanged.contains(&like) {
                 continue;
