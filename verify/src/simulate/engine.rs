@@ -164,7 +164,12 @@ impl Engine {
     }
 
     pub fn terms(&self, job: &SimJob) -> Option<&Terms> {
-        job.terms.map(|t| &self.contracts[usize::from(t)])
+        self.contract(job.terms)
+    }
+
+    /// The contract `terms` indexes, if any.
+    pub fn contract(&self, terms: Option<u16>) -> Option<&Terms> {
+        terms.map(|t| &self.contracts[usize::from(t)])
     }
 
     /// The next run of a policy's periodic scheduler (every `interval` seconds of the

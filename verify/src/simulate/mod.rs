@@ -557,9 +557,7 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, '_, '_, I> {
             user: (*detail.user).into(),
             cluster: cluster.name.clone(),
             project: cluster.paths[run.leaf as usize].clone(),
-            contract: run
-                .terms
-                .map_or_else(|| Arc::from(""), |t| self.engine.contracts[usize::from(t)].name.clone()),
+            contract: self.engine.contract(run.terms).map_or_else(|| Arc::from(""), |c| c.name.clone()),
             gpus: run.gpus,
             submit: detail.submit,
             queued: run.queued,
@@ -585,9 +583,10 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, '_, '_, I> {
             submit: run.queued,
             start: Some(run.start),
             end: Some(run.end),
-            contract: run.terms.map_or_else(CompactString::default, |t| {
-                (*self.engine.contracts[usize::from(t)].name).into()
-            }),
+            contract: self
+                .engine
+                .contract(run.terms)
+                .map_or_else(CompactString::default, |c| (*c.name).into()),
             wait: run.wait.map_or(WaitCount::Elsewhere, WaitCount::Total),
             ..Job::default()
         }
