@@ -70,7 +70,7 @@ impl<W: Write> ScheduleWriter<W> {
         }
         number(csv, &mut self.field, i64::from(run.attempt))?;
         csv.write_field(run.ended_by.as_str())?;
-        csv.write_field(run.preempted_for.as_deref().unwrap_or("").as_bytes())?;
+        csv.write_field(run.preempted_for.as_ref().map_or("", |(id, _)| id).as_bytes())?;
         csv.write_record(None::<&[u8]>)?;
         Ok(())
     }
@@ -112,7 +112,7 @@ mod tests {
             wait,
             attempt,
             ended_by,
-            preempted_for: (ended_by == EndedBy::Preempted).then(|| Arc::from("7")),
+            preempted_for: (ended_by == EndedBy::Preempted).then(|| (Arc::from("7"), 1)),
             start_order: 0,
             nodes: vec![(0, 8)],
         }

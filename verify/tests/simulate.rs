@@ -832,7 +832,7 @@ fn a_sub_project_beyond_its_entitlement_gives_way_to_its_sibling_not_to_another_
     ];
     let (sim, runs) = run(&model(NESTED), &jobs, Policy::Budget);
     let preempted: Vec<(&str, i64, Option<&str>)> =
-        runs.iter().filter(|r| r.preempted()).map(|r| (&*r.id, r.end, r.preempted_for.as_deref())).collect();
+        runs.iter().filter(|r| r.preempted()).map(|r| (&*r.id, r.end, r.preempted_for.as_ref().map(|(id, _)| &**id))).collect();
     assert_eq!(preempted, [("2", 300, Some("7"))]);
     assert_eq!(start_of(&runs, "7"), 300);
     // Job 7 ends at 3900 (3 GPUs free): job 2 (c1, beyond) or job 6 (q, within)? q ranks
@@ -886,7 +886,7 @@ fn fractional_entitlements_round_down_for_the_job_that_preempts_and_up_for_its_v
     jobs.push(job(11, "a", 1, 100, 3600, "batch"));
     let (sim, runs) = run(&model(text), &jobs, Policy::Budget);
     let preempted: Vec<(&str, i64, Option<&str>)> =
-        runs.iter().filter(|r| r.preempted()).map(|r| (&*r.id, r.end, r.preempted_for.as_deref())).collect();
+        runs.iter().filter(|r| r.preempted()).map(|r| (&*r.id, r.end, r.preempted_for.as_ref().map(|(id, _)| &**id))).collect();
     assert_eq!(preempted, [("5", 100, Some("10"))]);
     assert_eq!(sim.preemptions, 1);
     // Job 11 waits for job 10's GPU: 3700.
@@ -1062,15 +1062,15 @@ fn check_budget_rule(model: &Model, tree: &RuleTree, runs: &[Run]) -> Result<(),
         entry.0 = entry.0.min(r.queued);
         entry.1 = entry.1.max(r.end);
     }
-    let beneficiary = |id: &str, t: i64| runs.iter().find(|b| &*b.id == id && b.start == t).unwrap();
+    // The run a preempted run made room for.
+    let beneficiary = |v: &Run| -> &Run {
+        let (id, attempt) = v.preempted_for.as_ref().unwrap();
+        runs.iter().find(|b| b.id == *id && b.attempt == *attempt).unwrap()
+    };
     let mut preempted_gpus: BTreeMap<i64, u32> = BTreeMap::new();
     for started in runs {
-        let victims: Vec<&Run> = runs
-            .iter()
-            .filter(|v| {
-                v.preempted() && v.end == started.start && v.preempted_for.as_deref() == Some(&*started.id)
-            })
-            .collect();
+        let victims: Vec<&Run> =
+            runs.iter().filter(|v| v.preempted() && beneficiary(v).start_order == started.start_order).collect();
         if victims.is_empty() {
             continue;
         }
@@ -1080,11 +1080,7 @@ fn check_budget_rule(model: &Model, tree: &RuleTree, runs: &[Run]) -> Result<(),
         let running: Vec<&Run> = runs
             .iter()
             .filter(|r| {
-                r.start_order < k
-                    && (r.end > t
-                        || (r.end == t
-                            && r.preempted()
-                            && beneficiary(r.preempted_for.as_deref().unwrap(), t).start_order >= k))
+                r.start_order < k && (r.end > t || (r.end == t && r.preempted() && beneficiary(r).start_order >= k))
             })
             .collect();
         let mut demand = vec![0.0; tree.nodes.len()];

@@ -243,7 +243,8 @@ impl Engine {
                     },
                     nodes: job.placement.clone(),
                     start_order: job.start_order,
-                    preempted_for: preempted_for.map(|j| self.jobs[j].id.clone()),
+                    // The job starts once its victims are stopped: its next run.
+                    preempted_for: preempted_for.map(|j| (self.jobs[j].id.clone(), self.jobs[j].run + 1)),
                 })
             }),
         };

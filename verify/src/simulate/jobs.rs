@@ -169,7 +169,8 @@ pub(super) struct Detail {
     pub(super) ended_by: EndedBy,
     pub(super) nodes: Vec<(u32, u32)>,
     pub(super) start_order: u64,
-    pub(super) preempted_for: Option<CompactString>,
+    /// The job it was preempted for, and that job's attempt it made room for.
+    pub(super) preempted_for: Option<(CompactString, u32)>,
 }
 
 /// What a [`Due`] event is.

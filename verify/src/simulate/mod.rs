@@ -132,8 +132,9 @@ pub struct Run {
     /// 1 for the job's first run, 2 after one preemption, and so on.
     pub attempt: u32,
     pub ended_by: EndedBy,
-    /// The job it was preempted for, when it was.
-    pub preempted_for: Option<Arc<str>>,
+    /// The job it was preempted for, when it was, and which of that job's runs (its
+    /// `attempt`): a job may start and be preempted more than once in an instant.
+    pub preempted_for: Option<(Arc<str>, u32)>,
     /// Its place among all the runs started, in the order the simulator started them (the
     /// runs of one instant start one after another).
     pub start_order: u64,
@@ -566,7 +567,7 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, '_, '_, I> {
             wait: run.wait,
             attempt: detail.attempt,
             ended_by: detail.ended_by,
-            preempted_for: detail.preempted_for.as_deref().map(Arc::from),
+            preempted_for: detail.preempted_for.as_ref().map(|(id, attempt)| (Arc::from(id.as_str()), *attempt)),
             start_order: detail.start_order,
             nodes: detail.nodes.clone(),
         }
