@@ -831,8 +831,11 @@ fn a_sub_project_beyond_its_entitlement_gives_way_to_its_sibling_not_to_another_
         job(7, "p/c2", 3, 300, 3600, "batch"),
     ];
     let (sim, runs) = run(&model(NESTED), &jobs, Policy::Budget);
-    let preempted: Vec<(&str, i64, Option<&str>)> =
-        runs.iter().filter(|r| r.preempted()).map(|r| (&*r.id, r.end, r.preempted_for.as_ref().map(|(id, _)| &**id))).collect();
+    let preempted: Vec<(&str, i64, Option<&str>)> = runs
+        .iter()
+        .filter(|r| r.preempted())
+        .map(|r| (&*r.id, r.end, r.preempted_for.as_ref().map(|(id, _)| &**id)))
+        .collect();
     assert_eq!(preempted, [("2", 300, Some("7"))]);
     assert_eq!(start_of(&runs, "7"), 300);
     // Job 7 ends at 3900 (3 GPUs free): job 2 (c1, beyond) or job 6 (q, within)? q ranks
@@ -885,8 +888,11 @@ fn fractional_entitlements_round_down_for_the_job_that_preempts_and_up_for_its_v
     jobs.push(job(10, "a", 1, 100, 3600, "batch"));
     jobs.push(job(11, "a", 1, 100, 3600, "batch"));
     let (sim, runs) = run(&model(text), &jobs, Policy::Budget);
-    let preempted: Vec<(&str, i64, Option<&str>)> =
-        runs.iter().filter(|r| r.preempted()).map(|r| (&*r.id, r.end, r.preempted_for.as_ref().map(|(id, _)| &**id))).collect();
+    let preempted: Vec<(&str, i64, Option<&str>)> = runs
+        .iter()
+        .filter(|r| r.preempted())
+        .map(|r| (&*r.id, r.end, r.preempted_for.as_ref().map(|(id, _)| &**id)))
+        .collect();
     assert_eq!(preempted, [("5", 100, Some("10"))]);
     assert_eq!(sim.preemptions, 1);
     // Job 11 waits for job 10's GPU: 3700.
@@ -1069,8 +1075,10 @@ fn check_budget_rule(model: &Model, tree: &RuleTree, runs: &[Run]) -> Result<(),
     };
     let mut preempted_gpus: BTreeMap<i64, u32> = BTreeMap::new();
     for started in runs {
-        let victims: Vec<&Run> =
-            runs.iter().filter(|v| v.preempted() && beneficiary(v).start_order == started.start_order).collect();
+        let victims: Vec<&Run> = runs
+            .iter()
+            .filter(|v| v.preempted() && beneficiary(v).start_order == started.start_order)
+            .collect();
         if victims.is_empty() {
             continue;
         }
@@ -1080,7 +1088,8 @@ fn check_budget_rule(model: &Model, tree: &RuleTree, runs: &[Run]) -> Result<(),
         let running: Vec<&Run> = runs
             .iter()
             .filter(|r| {
-                r.start_order < k && (r.end > t || (r.end == t && r.preempted() && beneficiary(r).start_order >= k))
+                r.start_order < k
+                    && (r.end > t || (r.end == t && r.preempted() && beneficiary(r).start_order >= k))
             })
             .collect();
         let mut demand = vec![0.0; tree.nodes.len()];

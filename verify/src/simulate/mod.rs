@@ -567,7 +567,10 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, '_, '_, I> {
             wait: run.wait,
             attempt: detail.attempt,
             ended_by: detail.ended_by,
-            preempted_for: detail.preempted_for.as_ref().map(|(id, attempt)| (Arc::from(id.as_str()), *attempt)),
+            preempted_for: detail
+                .preempted_for
+                .as_ref()
+                .map(|(id, attempt)| (Arc::from(id.as_str()), *attempt)),
             start_order: detail.start_order,
             nodes: detail.nodes.clone(),
         }
