@@ -10,6 +10,9 @@ use allot_compiler::units::DECAY_PERIOD;
 pub struct SlurmSettings {
     /// `PriorityCalcPeriod`: how often usage is decayed and priorities are computed again.
     pub calc_period: i64,
+    /// `sched_interval`: how often the main scheduler runs of itself (besides when jobs are
+    /// submitted or end): the pass that notices a protection ending.
+    pub sched_interval: i64,
     /// `bf_interval`: how often the backfill scheduler runs.
     pub backfill_interval: i64,
     /// `bf_resolution`: the backfill plan's unit of time.
@@ -28,25 +31,33 @@ pub struct SlurmSettings {
     /// little; over minutes, with passes a minute apart, it moves budgets' ranks (a test
     /// that starts its own slurmctld knows it).
     pub started: Option<i64>,
+    /// `PreemptType=preempt/partition_prio`: budgets' guaranteed GPUs are floor partitions
+    /// of a higher `PriorityTier` than the partition where all other work runs, whose jobs
+    /// they preempt (docs/slurm.md). Else `preempt/qos`: only jobs of the preemptible QOS
+    /// are preempted.
+    pub floors: bool,
 }
 
 impl Default for SlurmSettings {
     fn default() -> SlurmSettings {
         SlurmSettings {
             calc_period: DECAY_PERIOD as i64,
+            sched_interval: 60,
             backfill_interval: 30,
             backfill_resolution: 60,
             backfill_max_jobs: 500,
             backfill_window: 86_400,
             requeue_delay: 121,
             started: None,
+            floors: false,
         }
     }
 }
 
 /// Bounds of the settings read, in their units (Slurm's own, where it has them).
-const BOUNDS: [(&str, i64, i64); 6] = [
+const BOUNDS: [(&str, i64, i64); 7] = [
     ("PriorityCalcPeriod", 1, 1440),
+    ("sched_interval", 1, 86_400),
     ("bf_interval", 1, 10_800),
     ("bf_resolution", 1, 3600),
     ("bf_max_job_test", 1, 1_000_000),
@@ -56,9 +67,9 @@ const BOUNDS: [(&str, i64, i64); 6] = [
 
 impl SlurmSettings {
     /// The settings a `slurm.conf` gives, Slurm's defaults for those it leaves out:
-    /// `PriorityCalcPeriod` (minutes), `SchedulerParameters`' `bf_interval`,
-    /// `bf_resolution`, `bf_max_job_test` and `bf_window` (minutes), and `AuthInfo`'s
-    /// `cred_expire` (seconds).
+    /// `PriorityCalcPeriod` (minutes), `SchedulerParameters`' `sched_interval`,
+    /// `bf_interval`, `bf_resolution`, `bf_max_job_test` and `bf_window` (minutes),
+    /// `AuthInfo`'s `cred_expire` (seconds), and `PreemptType`.
     /// Keys are read without case, as Slurm reads them; a value out of Slurm's range, or not
     /// a number, is refused with its line.
     pub fn read(conf: &str) -> Result<SlurmSettings, String> {
@@ -67,6 +78,10 @@ impl SlurmSettings {
             let line = line.split('#').next().unwrap_or("").trim();
             let Some((key, value)) = line.split_once('=') else { continue };
             let (key, value) = (key.trim(), value.trim());
+            if key.eq_ignore_ascii_case("PreemptType") {
+                settings.floors = value.eq_ignore_ascii_case("preempt/partition_prio");
+                continue;
+            }
             let options: Vec<(&str, &str)> = if key.eq_ignore_ascii_case("PriorityCalcPeriod") {
                 vec![("PriorityCalcPeriod", value)]
             } else if key.eq_ignore_ascii_case("SchedulerParameters") || key.eq_ignore_ascii_case("AuthInfo")
@@ -93,6 +108,7 @@ impl SlurmSettings {
                     )?;
                 match name {
                     "PriorityCalcPeriod" => settings.calc_period = value * 60,
+                    "sched_interval" => settings.sched_interval = value,
                     "bf_interval" => settings.backfill_interval = value,
                     "bf_resolution" => settings.backfill_resolution = value,
                     "bf_max_job_test" => settings.backfill_max_jobs = value as usize,
@@ -112,14 +128,17 @@ mod tests {
     #[test]
     fn the_lines_that_set_them_are_read_and_the_rest_passed_over() {
         let conf = "# time-scaled\nPriorityType=priority/multifactor\npriorityCalcPeriod=1\n\
-                    SchedulerParameters=bf_continue,bf_interval=5,bf_resolution=5 # planning\n\
+                    SchedulerParameters=bf_continue,bf_interval=5,bf_resolution=5,sched_interval=10 # planning\n\
+                    PreemptType=preempt/partition_prio\n\
                     AuthInfo=socket=/run/munge.socket,cred_expire=10\n";
         let settings = SlurmSettings::read(conf).unwrap();
         let expected = SlurmSettings {
             calc_period: 60,
             backfill_interval: 5,
             backfill_resolution: 5,
+            sched_interval: 10,
             requeue_delay: 11,
+            floors: true,
             ..SlurmSettings::default()
         };
         assert_eq!(settings, expected);

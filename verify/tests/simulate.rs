@@ -321,6 +321,59 @@ fn slurm_serves_the_preemptible_qos_last_and_preempts_only_it() {
     assert!((sim.lost_gpu_hours - (8.0 * 100.0 + 4.0 * 10.0) / 3600.0).abs() < 1e-9);
 }
 
+/// Two budgets with floors of 4 on one 8-GPU node, and a contract protected for 2 minutes.
+const FLOORS: &str = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8\n\
+    contract batch min-runtime=\"2m\" resumable=#true default=#true\n\
+    project a share=\"50%\"\nproject b share=\"50%\"\n";
+
+/// The configuration `allot build` writes for Slurm: floors, `sched_interval=10`.
+fn floors() -> Policy {
+    Policy::Slurm(SlurmSettings { floors: true, sched_interval: 10, ..SlurmSettings::default() })
+}
+
+#[test]
+fn a_budget_under_its_floor_takes_gpus_back_from_over_once_their_protection_ends() {
+    // b submits eight 1-GPU jobs at 0 (1 h each): jobs 1-4 fill b's floor (4 GPUs), 5-8 run
+    // in `over`, protected to 120. a submits two at 10 (9, 10): a's floor has room, no GPU
+    // is free, and nothing in `over` may be preempted yet: they wait. The protection ends
+    // at 120; the main scheduler's next periodic pass (every 10 s) comes at 130 and
+    // preempts the youngest jobs of `over` (all started at 0: the last submitted first),
+    // 8 for job 9 and 7 for job 10, which start in a's floor. 7 and 8 are held for
+    // `cred_expire` + 1 (121 s), back in the queue at 251; b's floor is full, nothing is
+    // free: they wait. a submits four more at 300 (11-14): 11 and 12 fill a's floor by
+    // preempting 6 and then 5 (past their protection: at once); 13 and 14 find a's floor
+    // full and nothing free in `over`: they wait. At 3600 b's first four end: b's floor
+    // has room again, and b's requeued jobs take it (resumable: 7 and 8 have 3470 s left,
+    // 5 and 6 3300); a's 13 and 14 start when 9 and 10 end (3730), in a's floor.
+    let mut jobs: Vec<Job> = (1..=8).map(|i| job(i, "b", 1, 0, 3600, "batch")).collect();
+    jobs.extend((9..=10).map(|i| job(i, "a", 1, 10, 3600, "batch")));
+    jobs.extend((11..=14).map(|i| job(i, "a", 1, 300, 3600, "batch")));
+    let (sim, runs) = run(&model(FLOORS), &jobs, floors());
+    for id in ["1", "2", "3", "4"] {
+        assert_eq!(runs_of(&runs, id), [(0, 3600)], "b's floor is untouched: job {id}");
+    }
+    assert_eq!(runs_of(&runs, "8"), [(0, 130), (3600, 7070)]);
+    assert_eq!(runs_of(&runs, "7"), [(0, 130), (3600, 7070)]);
+    assert_eq!(runs_of(&runs, "6"), [(0, 300), (3600, 6900)]);
+    assert_eq!(runs_of(&runs, "5"), [(0, 300), (3600, 6900)]);
+    assert_eq!(runs_of(&runs, "9"), [(130, 3730)]);
+    assert_eq!(runs_of(&runs, "10"), [(130, 3730)]);
+    assert_eq!(runs_of(&runs, "11"), [(300, 3900)]);
+    assert_eq!(runs_of(&runs, "12"), [(300, 3900)]);
+    assert_eq!(runs_of(&runs, "13"), [(3730, 7330)]);
+    assert_eq!(runs_of(&runs, "14"), [(3730, 7330)]);
+    assert_eq!(sim.preemptions, 4);
+    let victims: Vec<(&str, Option<&str>)> = runs
+        .iter()
+        .filter(|r| r.preempted())
+        .map(|r| (&*r.id, r.preempted_for.as_ref().map(|(id, _)| &**id)))
+        .collect();
+    assert_eq!(victims.len(), 4);
+    for pair in [("8", "9"), ("7", "10"), ("6", "11"), ("5", "12")] {
+        assert!(victims.contains(&(pair.0, Some(pair.1))), "{pair:?} in {victims:?}");
+    }
+}
+
 #[test]
 fn backfill_leaves_the_reserved_nodes_free() {
     // Two 8-GPU nodes. Job 1 (6 GPUs, 0..1000) goes on node 0; job 2 (4 GPUs, 0..5000,

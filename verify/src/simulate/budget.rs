@@ -56,7 +56,7 @@ impl Rules for Budget {
     /// A run is protected for its contract's minimum runtime (to its end when that is
     /// longer than its work).
     fn at_start(&self, _: &ClusterState, _: &SimJob, min_runtime: i64) -> Start {
-        Start { high: false, preemptible: min_runtime == 0, protected_for: min_runtime }
+        Start { floor: None, preemptible: min_runtime == 0, protected_for: min_runtime }
     }
 
     fn schedule(&mut self, engine: &mut Engine, cluster: &mut ClusterState, now: i64) {

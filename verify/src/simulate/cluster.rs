@@ -40,10 +40,10 @@ pub(super) struct ClusterState<'b> {
     pub(super) preemptible: Vec<BTreeSet<(i64, JobId)>>,
     /// Running jobs by (expected end, job): what a reservation counts on.
     pub(super) ends: BTreeSet<(i64, JobId)>,
-    /// High-priority GPUs per leaf, and each node's guaranteed GPUs (the priority policy's
-    /// caps).
-    pub(super) high: Vec<u64>,
-    pub(super) guaranteed: Vec<u64>,
+    /// Each node's floor: its guaranteed GPUs that none of its children is guaranteed (a
+    /// leaf's: all of them), and the GPUs running in it.
+    pub(super) floor: Vec<u64>,
+    pub(super) in_floor: Vec<u64>,
     /// Each node's `max-gpus` (for an inner node, its whole subtree's).
     pub(super) limits: Vec<Option<u64>>,
     /// The cluster divided by demand (each leaf's running and waiting GPUs), and each
@@ -65,6 +65,8 @@ pub(super) struct ClusterState<'b> {
     /// name.
     pub(super) ties: Vec<(bool, usize)>,
     pub(super) dirty: bool,
+    /// A run's protection has ended since the cluster was last scheduled.
+    pub(super) unprotected: bool,
     /// Jobs in its queues.
     pub(super) queued: usize,
     /// Something started, stopped or entered a queue since the last backfill run (the
@@ -117,8 +119,14 @@ impl<'b> ClusterState<'b> {
             started: vec![BTreeSet::new(); n],
             preemptible: vec![BTreeSet::new(); n],
             ends: BTreeSet::new(),
-            high: vec![0; n],
-            guaranteed: budgets.guaranteed.clone(),
+            floor: (0..n)
+                .map(|i| {
+                    let children: u64 =
+                        hierarchy.children(NodeId(i)).iter().map(|c| budgets.guaranteed[c.0]).sum();
+                    budgets.guaranteed[i].saturating_sub(children)
+                })
+                .collect(),
+            in_floor: vec![0; n],
             limits,
             division: Division::new(hierarchy, budgets.gpus as f64).expect("a cluster's GPUs are a count"),
             entitled: Vec::new(),
@@ -133,6 +141,7 @@ impl<'b> ClusterState<'b> {
                 .collect(),
             ties,
             dirty: false,
+            unprotected: false,
             queued: 0,
             backfill_due: false,
             ranking,
@@ -208,14 +217,14 @@ impl<'b> ClusterState<'b> {
 
     /// A running job's protection is over.
     pub(super) fn unprotect(&mut self, job: &mut SimJob, id: JobId) {
+        self.unprotected = true;
         job.preemptible = true;
         self.preemptible[job.leaf as usize].insert((job.started.expect("a running job"), id));
     }
 
-    /// Whether `gpus` more for `leaf` stay within its guaranteed GPUs (the priority policy's
-    /// high priority).
-    pub(super) fn has_high_room(&self, leaf: usize, gpus: u32) -> bool {
-        self.high[leaf] + u64::from(gpus) <= self.guaranteed[leaf]
+    /// Whether `gpus` more fit in `node`'s floor.
+    pub(super) fn floor_room(&self, node: usize, gpus: u32) -> bool {
+        self.in_floor[node] + u64::from(gpus) <= self.floor[node]
     }
 
     pub(super) fn occupy(&mut self, jobs: &Slots, id: JobId, now: i64) {
@@ -225,8 +234,8 @@ impl<'b> ClusterState<'b> {
             self.preemptible[job.leaf as usize].insert((now, id));
         }
         self.ends.insert((job.expected_end, id));
-        if job.high {
-            self.high[job.leaf as usize] += u64::from(job.gpus);
+        if let Some(floor) = job.floor {
+            self.in_floor[floor as usize] += u64::from(job.gpus);
         }
         self.add_running(job.leaf as usize, f64::from(job.gpus), now, None);
     }
@@ -240,8 +249,8 @@ impl<'b> ClusterState<'b> {
             self.preemptible[leaf].remove(&(started, id));
         }
         self.ends.remove(&(job.expected_end, id));
-        if job.high {
-            self.high[leaf] -= u64::from(job.gpus);
+        if let Some(floor) = job.floor {
+            self.in_floor[floor as usize] -= u64::from(job.gpus);
         }
         self.pool.free(&std::mem::take(&mut job.placement));
         let gpus = f64::from(job.gpus);

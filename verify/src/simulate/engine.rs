@@ -60,9 +60,18 @@ pub(super) trait Rules {
     /// Schedules a cluster whose state changed, at `now`.
     fn schedule(&mut self, engine: &mut Engine, cluster: &mut ClusterState, now: i64);
 
-    /// A scheduler that runs every so many seconds of the trace's clock (Slurm's backfill),
-    /// when a cluster has jobs waiting and has changed since its last run.
-    fn interval(&self) -> Option<i64> {
+    /// Whether a run's protection ending is noticed at once (the cluster is scheduled at
+    /// that instant), or only by the policy's periodic scheduler (Slurm's main scheduler
+    /// notices it at its next periodic pass).
+    fn schedules_at_protection_end(&self) -> bool {
+        true
+    }
+
+    /// When the policy's periodic scheduler (Slurm's, running every so many seconds of the
+    /// trace's clock) next runs on `cluster` after `last`, the last instant simulated: only
+    /// when a run could change something.
+    fn next_periodic(&self, cluster: &ClusterState, last: i64) -> Option<i64> {
+        let _ = (cluster, last);
         None
     }
 
@@ -95,8 +104,8 @@ pub(super) struct Admission {
 
 /// How a run stands as it starts.
 pub(super) struct Start {
-    /// Runs at a high priority (the priority policy's).
-    pub high: bool,
+    /// The tree node whose floor it runs in, if any.
+    pub floor: Option<u32>,
     /// May be preempted from its start.
     pub preemptible: bool,
     /// Protected for this many seconds from its start, then preemptible (0: not protected
@@ -172,18 +181,6 @@ impl Engine {
         terms.map(|t| &self.contracts[usize::from(t)])
     }
 
-    /// The next run of a policy's periodic scheduler (every `interval` seconds of the
-    /// trace's clock) after the last instant simulated, when a cluster has jobs waiting and
-    /// has changed since its last run (else a run would change nothing).
-    pub fn next_periodic(&self, interval: Option<i64>, clusters: &[ClusterState]) -> Option<i64> {
-        let interval = interval?.max(1);
-        let last = self.last_instant?;
-        clusters
-            .iter()
-            .any(|c| c.queued > 0 && c.backfill_due)
-            .then(|| (last.div_euclid(interval) + 1).saturating_mul(interval))
-    }
-
     /// The next run for the audit, if no run still to end can come before it.
     pub fn release(&mut self) -> Option<Ended> {
         if self.ended.first()?.queued >= self.horizon {
@@ -203,9 +200,11 @@ impl Engine {
         if job.run != due.run || job.started.is_none() {
             return;
         }
-        cluster.dirty = true;
         match due.kind {
-            END => self.stop(cluster, due.job, due.at, None),
+            END => {
+                cluster.dirty = true;
+                self.stop(cluster, due.job, due.at, None);
+            }
             _ => cluster.unprotect(&mut self.jobs[due.job], due.job),
         }
     }
@@ -304,13 +303,13 @@ impl Engine {
         let job = &self.jobs[id];
         let min_runtime = self.terms(job).map_or(0, |t| t.min_runtime);
         let limit = job.limit();
-        let Start { high, preemptible, protected_for } = rules.at_start(cluster, job, min_runtime);
+        let Start { floor, preemptible, protected_for } = rules.at_start(cluster, job, min_runtime);
         let job = &mut self.jobs[id];
         job.run += 1;
         job.started = Some(now);
         job.waited += now - job.queued_at;
         job.placement = placement;
-        job.high = high;
+        job.floor = floor;
         job.expected_end = now.saturating_add(limit);
         job.preemptible = preemptible;
         job.start_order = self.starts;

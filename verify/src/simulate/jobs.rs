@@ -122,8 +122,9 @@ pub(super) struct SimJob {
     /// Counts its runs: an event of an earlier run is stale.
     pub(super) run: u32,
     pub(super) started: Option<i64>,
-    /// Runs at high priority (the priority policy's): not preemptible.
-    pub(super) high: bool,
+    /// The tree node whose floor it runs in (the GPUs guaranteed to a budget that no other
+    /// work may take: the priority policy's high priority, a Slurm floor partition).
+    pub(super) floor: Option<u32>,
     /// May be preempted (past its protection): among its budget's preemptible runs.
     pub(super) preemptible: bool,
     /// (node, GPUs taken) while it runs.

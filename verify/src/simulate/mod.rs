@@ -439,7 +439,9 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, '_, '_, I> {
             }
         };
         let next_event = self.engine.events.peek().map(|Reverse(e)| e.at);
-        let periodic = self.engine.next_periodic(self.rules.interval(), &self.clusters);
+        let periodic = self.engine.last_instant.and_then(|last| {
+            self.clusters.iter().filter_map(|cluster| self.rules.next_periodic(cluster, last)).min()
+        });
         let Some(now) = [next_submit, next_event, periodic].into_iter().flatten().min() else {
             (self.progress)(self.counts.read);
             self.engine.horizon = i64::MAX;
@@ -459,9 +461,10 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, '_, '_, I> {
             self.admit(job, now)?;
         }
         for cluster in self.clusters.iter_mut() {
-            if cluster.dirty {
+            if cluster.dirty || (cluster.unprotected && self.rules.schedules_at_protection_end()) {
                 self.rules.schedule(&mut self.engine, cluster, now);
                 cluster.dirty = false;
+                cluster.unprotected = false;
             }
             if periodic == Some(now) {
                 self.rules.periodic(&mut self.engine, cluster, now);
@@ -535,7 +538,7 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, '_, '_, I> {
             start_order: 0,
             run: 0,
             started: None,
-            high: false,
+            floor: None,
             preemptible: false,
             placement: Vec::new(),
             first_run: None,

@@ -19,7 +19,7 @@ impl Rules for Priority {
 
     fn at_start(&self, cluster: &ClusterState, job: &SimJob, _: i64) -> Start {
         Start {
-            high: cluster.has_high_room(job.leaf as usize, job.gpus),
+            floor: cluster.floor_room(job.leaf as usize, job.gpus).then_some(job.leaf),
             preemptible: true,
             protected_for: 0,
         }
@@ -39,7 +39,7 @@ impl Passes for Priority {
     }
 
     fn in_phase(&self, cluster: &ClusterState, phase: u8, leaf: usize, gpus: u32) -> bool {
-        cluster.has_high_room(leaf, gpus) == (phase == HIGH)
+        cluster.floor_room(leaf, gpus) == (phase == HIGH)
     }
 
     fn may_preempt(&self, cluster: &ClusterState, tried: &[bool], phase: u8, _: &[f64]) -> bool {
@@ -49,14 +49,14 @@ impl Passes for Priority {
     /// Low-priority running jobs, newest first, when the job would run at high priority.
     fn victims(&self, engine: &Engine, cluster: &ClusterState, id: JobId, _: &[f64]) -> Option<Vec<JobId>> {
         let job = &engine.jobs[id];
-        if !cluster.has_high_room(job.leaf as usize, job.gpus) {
+        if !cluster.floor_room(job.leaf as usize, job.gpus) {
             return None;
         }
         let mut low: Vec<(i64, JobId)> = cluster
             .leaves
             .iter()
             .flat_map(|&l| cluster.preemptible[l].iter().copied())
-            .filter(|&(_, j)| !engine.jobs[j].high)
+            .filter(|&(_, j)| engine.jobs[j].floor.is_none())
             .collect();
         low.sort_unstable_by(|a, b| b.cmp(a));
         let victims = engine.enough(&cluster.pool, job.gpus, low.into_iter().map(|(_, j)| j))?;

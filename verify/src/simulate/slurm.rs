@@ -18,17 +18,22 @@ use super::pool::Pool;
 use super::queue::{Cursor, Head};
 use super::{EndedBy, SlurmSettings};
 use crate::trace::Job;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// The policy: a Slurm's scheduler settings, and its backfill plan (kept from run to run
 /// for its buffers).
 pub(super) struct Slurm {
     settings: SlurmSettings,
     plan: Plan,
+    /// The partition the job about to start runs in: a floor (its tree node's), or `None`
+    /// for the partition of all other work (`over`).
+    partition: Option<u32>,
 }
 
 impl Slurm {
     pub(super) fn new(settings: SlurmSettings) -> Slurm {
-        Slurm { settings, plan: Plan::default() }
+        Slurm { settings, plan: Plan::default(), partition: None }
     }
 }
 
@@ -59,9 +64,17 @@ impl Rules for Slurm {
         }
     }
 
-    /// Only the preemptible QOS may be preempted; no contract's QOS is.
-    fn at_start(&self, _: &ClusterState, job: &SimJob, _: i64) -> Start {
-        Start { high: false, preemptible: job.tier == 1, protected_for: 0 }
+    /// Under `preempt/qos`, only the preemptible QOS may be preempted; no contract's QOS
+    /// is. Under floors, a job in its floor is never preempted, and one in `over` is once
+    /// its contract's `PreemptExemptTime` has passed.
+    fn at_start(&self, _: &ClusterState, job: &SimJob, min_runtime: i64) -> Start {
+        if self.settings.floors {
+            return match self.partition {
+                Some(floor) => Start { floor: Some(floor), preemptible: false, protected_for: 0 },
+                None => Start { floor: None, preemptible: min_runtime == 0, protected_for: min_runtime },
+            };
+        }
+        Start { floor: None, preemptible: job.tier == 1, protected_for: 0 }
     }
 
     /// Slurm holds a requeued job until its credentials have expired, its place in the
@@ -74,47 +87,124 @@ impl Rules for Slurm {
         self.main_scheduler(engine, cluster, now);
     }
 
-    fn interval(&self) -> Option<i64> {
-        Some(self.settings.backfill_interval)
+    /// Slurm's main scheduler notices a protection ending only at its periodic pass.
+    fn schedules_at_protection_end(&self) -> bool {
+        false
+    }
+
+    /// The main scheduler's periodic pass (every `sched_interval`) when a protection has
+    /// ended since it last ran; the backfill scheduler's (every `bf_interval`) when anything
+    /// changed since its last run. Both only while jobs wait.
+    fn next_periodic(&self, cluster: &ClusterState, last: i64) -> Option<i64> {
+        let next = |interval: i64| (last.div_euclid(interval) + 1).saturating_mul(interval);
+        let main = cluster.unprotected.then(|| next(self.settings.sched_interval));
+        let backfill = cluster.backfill_due.then(|| next(self.settings.backfill_interval));
+        (cluster.queued > 0).then(|| main.into_iter().chain(backfill).min()).flatten()
     }
 
     fn periodic(&mut self, engine: &mut Engine, cluster: &mut ClusterState, now: i64) {
-        if cluster.queued > 0 && cluster.backfill_due {
+        if cluster.queued == 0 {
+            return;
+        }
+        if cluster.unprotected && now.rem_euclid(self.settings.sched_interval) == 0 {
+            cluster.unprotected = false;
+            self.main_scheduler(engine, cluster, now);
+        }
+        if cluster.backfill_due && now.rem_euclid(self.settings.backfill_interval) == 0 {
             self.backfill(engine, cluster, now);
         }
     }
 }
 
 impl Slurm {
-    /// Slurm's main scheduler: the waiting jobs in priority order, each started if it fits,
-    /// or, when its QOS may preempt, by preempting jobs of the preemptible QOS. A job that
-    /// its budgets' `max-gpus` hold back is passed over (Slurm passes over a job that an
-    /// association limit holds); the first job that cannot start blocks every job after it,
-    /// which wait for the backfill scheduler.
+    /// Slurm's main scheduler (`_schedule` in `src/slurmctld/job_scheduler.c`): the waiting
+    /// jobs in priority order, each started if it fits, or, when it may preempt, by
+    /// preempting. A job that its budgets' `max-gpus` hold back is passed over (Slurm passes
+    /// over a job that an association limit holds); the first job that cannot start blocks
+    /// every job after it (its partition's nodes, every partition's here, are taken out of
+    /// the pass), which wait for the backfill scheduler.
     fn main_scheduler(&mut self, engine: &mut Engine, cluster: &mut ClusterState, now: i64) {
         cluster.rank(now);
+        cluster.unprotected = false;
         let (tried, mut heads) = std::mem::take(&mut engine.buffers);
-        let mut cursor = Cursor::new(&mut heads);
-        while let Some(head) = cursor.next(cluster) {
-            let Head(tier, _, _, id, leaf, gpus) = head;
-            if !cluster.within_limits(leaf, gpus) {
-                continue;
-            }
-            cursor.follow(cluster, head);
-            if let Some(placement) = cluster.pool.place(gpus) {
-                engine.start(self, cluster, id, placement, now);
-            } else if tier > 0 || !self.preempt_for(engine, cluster, id, now) {
-                break;
+        if self.settings.floors {
+            while self.pass_with_floors(engine, cluster, &mut heads, now) {}
+        } else {
+            let mut cursor = Cursor::new(&mut heads);
+            while let Some(head) = cursor.next(cluster) {
+                let Head(tier, _, _, id, leaf, gpus) = head;
+                if !cluster.within_limits(leaf, gpus) {
+                    continue;
+                }
+                cursor.follow(cluster, head);
+                if let Some(placement) = cluster.pool.place(gpus) {
+                    engine.start(self, cluster, id, placement, now);
+                } else if tier > 0 || !self.preempt_for(engine, cluster, id, now) {
+                    break;
+                }
             }
         }
         engine.buffers = (tried, heads);
     }
 
-    /// Preempts jobs of the preemptible QOS for `id` when a minimal set of them frees room
+    /// One pass of the main scheduler under floors. Slurm queues a job once per partition
+    /// it may run in, and serves a higher `PriorityTier` first (`sort_job_queue2`): every
+    /// job's floors first, its budget's then the projects' above it, then every job's
+    /// `over`. A floor without room for the job (its partition QOS's `GrpTRES` reached) is
+    /// passed over (`ESLURM_ACCOUNTING_POLICY` blocks nothing); one with room starts it on
+    /// free GPUs, or by preempting jobs running in `over` past their protection. A
+    /// preemption ends the pass (`_preempt_jobs` answers `ESLURM_NODES_BUSY`); the
+    /// preemptor starts in the next, which comes once the victims have exited, seconds
+    /// later: here at the same instant. Whether it preempted (a next pass follows).
+    fn pass_with_floors(
+        &mut self,
+        engine: &mut Engine,
+        cluster: &mut ClusterState,
+        heads: &mut BinaryHeap<Reverse<Head>>,
+        now: i64,
+    ) -> bool {
+        let mut cursor = Cursor::new(heads);
+        while let Some(head) = cursor.next(cluster) {
+            let Head(tier, _, _, id, leaf, gpus) = head;
+            // The preemptible QOS runs in `over` only.
+            if tier > 0 || !cluster.within_limits(leaf, gpus) {
+                continue;
+            }
+            // No floor with room: none for the later jobs of its group either (floors only
+            // fill as the pass goes on).
+            let Some(floor) = cluster.path(leaf).find(|&n| cluster.floor_room(n, gpus)) else {
+                continue;
+            };
+            cursor.follow(cluster, head);
+            self.partition = Some(floor as u32);
+            if let Some(placement) = cluster.pool.place(gpus) {
+                engine.start(self, cluster, id, placement, now);
+            } else {
+                return self.preempt_for(engine, cluster, id, now);
+            }
+        }
+        self.partition = None;
+        let mut cursor = Cursor::new(heads);
+        while let Some(head) = cursor.next(cluster) {
+            let Head(_, _, _, id, leaf, gpus) = head;
+            if !cluster.within_limits(leaf, gpus) {
+                continue;
+            }
+            cursor.follow(cluster, head);
+            // Jobs in `over` preempt nothing: no partition is below it.
+            let Some(placement) = cluster.pool.place(gpus) else { break };
+            engine.start(self, cluster, id, placement, now);
+        }
+        false
+    }
+
+    /// Preempts jobs that may be preempted for `id` when a minimal set of them frees room
     /// for it, and starts it.
     fn preempt_for(&self, engine: &mut Engine, cluster: &mut ClusterState, id: JobId, now: i64) -> bool {
         let gpus = engine.jobs[id].gpus;
-        let Some(victims) = engine.enough(&cluster.pool, gpus, victims(engine, cluster)) else {
+        let candidates =
+            if self.settings.floors { youngest_first(cluster) } else { victims(engine, cluster) };
+        let Some(victims) = engine.enough(&cluster.pool, gpus, candidates) else {
             return false;
         };
         let victims = engine.spare(&cluster.pool, gpus, victims, |_| true);
@@ -137,69 +227,83 @@ impl Slurm {
         let mut plan = std::mem::take(&mut self.plan);
         plan.start_over(cluster, &engine.jobs, settings.backfill_resolution.max(1));
         let (tried, mut heads) = std::mem::take(&mut engine.buffers);
-        let mut cursor = Cursor::new(&mut heads);
         let mut tested = 0;
-        // Jobs of the preemptible QOS run: a job may start by preempting them.
+        // Jobs that may be preempted run: a job may start by preempting them.
         let any_victim =
             |cluster: &ClusterState| cluster.leaves.iter().any(|&l| !cluster.preemptible[l].is_empty());
         let mut preemptible = any_victim(cluster);
         // The jobs looked at since the plan and the running jobs last changed that changed
-        // neither, by (tier, GPUs, time limit): a job like one of them would change nothing
-        // either (its answer depends on nothing else), so it is counted and passed over.
-        let mut unchanged: Vec<(u8, u32, i64)> = Vec::new();
-        while let Some(head) = cursor.next(cluster)
-            && tested < settings.backfill_max_jobs
-        {
-            // Nothing free and nothing to preempt: no job after this one can start now, and
-            // what the plan holds for them changes nothing else.
-            if cluster.pool.free_gpus == 0 && !preemptible {
-                break;
-            }
-            let Head(tier, _, _, id, leaf, gpus) = head;
-            if !cluster.within_limits(leaf, gpus) {
-                continue;
-            }
-            cursor.follow(cluster, head);
-            tested += 1;
-            let limit = engine.jobs[id].limit();
-            let like = (tier, gpus, limit);
-            if unchanged.contains(&like) {
-                continue;
-            }
-            // The nodes open to it are looked up only when it could use them.
-            let placement = if cluster.pool.fits(gpus) {
-                let mut open = plan.open(&cluster.pool.capacity, now, limit);
-                cluster.pool.place_within(gpus, &mut open)
-            } else {
-                None
-            };
-            if let Some(placement) = placement {
-                plan.started(&placement, now.saturating_add(limit));
-                engine.start(self, cluster, id, placement, now);
-                unchanged.clear();
-            } else if tier > 0
-                || !preemptible
-                || plan.open(&cluster.pool.capacity, now, limit) != cluster.pool.capacity
-                || !self.preempt_for(engine, cluster, id, now)
+        // neither, by (tier, GPUs, time limit, partition): a job like one of them would
+        // change nothing either (its answer depends on nothing else), so it is counted and
+        // passed over.
+        let mut unchanged: Vec<(u8, u32, i64, Option<u32>)> = Vec::new();
+        // Under floors, every job's floors first, then every job's `over` (their tiers).
+        let walks: &[Walk] = if settings.floors { &[Walk::Floors, Walk::Over] } else { &[Walk::All] };
+        for &walk in walks {
+            let mut cursor = Cursor::new(&mut heads);
+            while let Some(head) = cursor.next(cluster)
+                && tested < settings.backfill_max_jobs
             {
-                // Slurm reserves nothing for a job that cannot start within its window (nor
-                // can any job that does not fit now, when nothing is held and no running job
-                // gives GPUs back within it).
-                let horizon = now.saturating_add(settings.backfill_window);
-                if plan.changes_before(horizon)
-                    && let Some((at, nodes)) = plan.earliest(&cluster.pool, gpus, limit, now)
-                    && at < horizon
-                {
-                    plan.hold(&nodes, at, limit);
-                    unchanged.clear();
-                } else {
-                    unchanged.push(like);
+                // Nothing free and nothing to preempt: no job after this one can start now, and
+                // what the plan holds for them changes nothing else.
+                if cluster.pool.free_gpus == 0 && (!preemptible || walk == Walk::Over) {
+                    break;
                 }
-            } else {
-                // The preemption changed the running jobs: the plan starts again from them.
-                plan.count_releases(cluster, &engine.jobs);
-                preemptible = any_victim(cluster);
-                unchanged.clear();
+                let Head(tier, _, _, id, leaf, gpus) = head;
+                if !cluster.within_limits(leaf, gpus) {
+                    continue;
+                }
+                // The first of its floors with room for it; none: none for the later jobs of its
+                // group either (floors only fill as the walk goes on).
+                self.partition = None;
+                if walk == Walk::Floors {
+                    let floor = cluster.path(leaf).find(|&n| cluster.floor_room(n, gpus));
+                    let Some(floor) = floor.filter(|_| tier == 0) else { continue };
+                    self.partition = Some(floor as u32);
+                }
+                cursor.follow(cluster, head);
+                tested += 1;
+                let limit = engine.jobs[id].limit();
+                let like = (tier, gpus, limit, self.partition);
+                if unchanged.contains(&like) {
+                    continue;
+                }
+                // The nodes open to it are looked up only when it could use them.
+                let placement = if cluster.pool.fits(gpus) {
+                    let mut open = plan.open(&cluster.pool.capacity, now, limit);
+                    cluster.pool.place_within(gpus, &mut open)
+                } else {
+                    None
+                };
+                if let Some(placement) = placement {
+                    plan.started(&placement, now.saturating_add(limit));
+                    engine.start(self, cluster, id, placement, now);
+                    unchanged.clear();
+                } else if tier > 0
+                    || !preemptible
+                    || walk == Walk::Over
+                    || plan.open(&cluster.pool.capacity, now, limit) != cluster.pool.capacity
+                    || !self.preempt_for(engine, cluster, id, now)
+                {
+                    // Slurm reserves nothing for a job that cannot start within its window (nor
+                    // can any job that does not fit now, when nothing is held and no running job
+                    // gives GPUs back within it).
+                    let horizon = now.saturating_add(settings.backfill_window);
+                    if plan.changes_before(horizon)
+                        && let Some((at, nodes)) = plan.earliest(&cluster.pool, gpus, limit, now)
+                        && at < horizon
+                    {
+                        plan.hold(&nodes, at, limit);
+                        unchanged.clear();
+                    } else {
+                        unchanged.push(like);
+                    }
+                } else {
+                    // The preemption changed the running jobs: the plan starts again from them.
+                    plan.count_releases(cluster, &engine.jobs);
+                    preemptible = any_victim(cluster);
+                    unchanged.clear();
+                }
             }
         }
         engine.buffers = (tried, heads);
@@ -207,6 +311,24 @@ impl Slurm {
         // Its own starts need no second run.
         cluster.backfill_due = false;
     }
+}
+
+/// Which of the backfill scheduler's queue records a walk reads: every job once (without
+/// floors), or each job's floor or its `over`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Walk {
+    All,
+    Floors,
+    Over,
+}
+
+/// The running jobs in `over` past their protection, the most recently started first
+/// (`preempt_youngest_first`).
+fn youngest_first(cluster: &ClusterState) -> std::vec::IntoIter<JobId> {
+    let mut jobs: Vec<(i64, JobId)> =
+        cluster.leaves.iter().flat_map(|&l| cluster.preemptible[l].iter().copied()).collect();
+    jobs.sort_unstable_by(|a, b| b.cmp(a));
+    jobs.into_iter().map(|(_, j)| j).collect::<Vec<_>>().into_iter()
 }
 
 /// The running jobs of the preemptible QOS in the order Slurm's preempt/qos offers them:
