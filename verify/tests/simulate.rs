@@ -622,7 +622,11 @@ fn check_invariants(
     policy: Policy,
     caps: &[(&str, u64)],
 ) -> Result<(), TestCaseError> {
-    check_instants(runs, caps, matches!(policy, Policy::Slurm(_)))?;
+    let held = match policy {
+        Policy::Slurm(settings) => settings.requeue_delay,
+        _ => 0,
+    };
+    check_instants(runs, caps, matches!(policy, Policy::Slurm(_)), held)?;
     let by_id: BTreeMap<&str, &Job> = jobs.iter().map(|j| (j.id.as_str(), j)).collect();
     let contract = |name: &str| model.contracts.iter().find(|c| c.name == name).unwrap();
     // No GPU is used twice: on each node, GPUs held at any instant stay within the node.
@@ -699,15 +703,20 @@ fn check_invariants(
 ///   such a job's: a sound, weaker form of "no idle GPU while a job that would not delay
 ///   the reservation waits"). Under Slurm's backfill (`planned`) the job that holds nodes may
 ///   be beyond its caps now: it was planned within them, before later jobs of the same run
-///   started and took its budget's room, and Slurm keeps such a plan for the run.
-fn check_instants(runs: &[Run], caps: &[(&str, u64)], planned: bool) -> Result<(), TestCaseError> {
+///   started and took its budget's room, and Slurm keeps such a plan for the run. A
+///   preempted job waits from the end of its hold (`held` seconds: Slurm's requeue).
+fn check_instants(runs: &[Run], caps: &[(&str, u64)], planned: bool, held: i64) -> Result<(), TestCaseError> {
     let mut instants: Vec<i64> = runs.iter().flat_map(|r| [r.queued, r.start, r.end]).collect();
     instants.sort_unstable();
     instants.dedup();
     let under = |project: &str, cap: &str| project == cap || project.starts_with(&format!("{cap}/"));
     for t in instants {
         let running: Vec<&Run> = runs.iter().filter(|r| r.start <= t && t < r.end).collect();
-        let waiting: Vec<&Run> = runs.iter().filter(|r| r.queued <= t && t < r.start).collect();
+        // A preempted job waits once its hold is over.
+        let waiting: Vec<&Run> = runs
+            .iter()
+            .filter(|r| r.queued + if r.attempt > 1 { held } else { 0 } <= t && t < r.start)
+            .collect();
         let mut free = [8u32; 3];
         for run in &running {
             for &(node, gpus) in &run.nodes {
@@ -804,6 +813,19 @@ proptest! {
         let policy = Policy::Slurm(SlurmSettings::default());
         let (sim, runs) = run(&model, &jobs, policy);
         check_invariants(&model, &jobs, &sim, &runs, policy, &[])?;
+    }
+
+    #[test]
+    fn the_slurm_policy_with_floors_keeps_the_invariants(jobs in trace()) {
+        let model = model(TREE);
+        let policy = floors();
+        let (sim, runs) = run(&model, &jobs, policy);
+        check_invariants(&model, &jobs, &sim, &runs, policy, &[])?;
+        // Only a job past its protection (its contract's PreemptExemptTime) is preempted.
+        for r in runs.iter().filter(|r| r.preempted()) {
+            let min_runtime = model.contracts.iter().find(|c| *c.name == *r.contract).unwrap().min_runtime_seconds;
+            prop_assert!(r.end - r.start >= min_runtime as i64, "job {} preempted at {} inside its protection", r.id, r.end);
+        }
     }
 
     #[test]
