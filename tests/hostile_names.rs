@@ -83,6 +83,16 @@ fn a_partition_cannot_add_a_slurm_conf_line() {
 }
 
 #[test]
+fn a_node_list_cannot_add_a_slurm_conf_setting() {
+    for nodes in
+        ["gpu[01-16]\\nPartitionName=evil Nodes=ALL", "x PriorityTier=9", "gpu[01-16", "gpu01,,gpu02"]
+    {
+        let lines = format!("    slurm partition=gpu nodes=\"{nodes}\"");
+        refused(&budget(&lines, "", "project a share=1"), "allot::name::invalid", "slurm partition=");
+    }
+}
+
+#[test]
 fn a_quote_in_a_gpu_type_is_refused_not_dropped() {
     let text = "cluster main gpus=8 gpu-type=\"h'100\" {\n    slurm\n}\ncontract batch min-runtime=\"1h\" default=#true\nproject a share=1\n";
     refused(text, "allot::name::invalid", "gpu-type=");
@@ -260,6 +270,7 @@ fn hostile_model(payload: &str) -> Model {
     let slurm = cluster.bindings.slurm.as_mut().unwrap();
     slurm.cluster = format!("main{payload}");
     slurm.partition = format!("gpu{payload}");
+    slurm.nodes = Some(format!("gpu[01-04]{payload}"));
     let kubernetes = cluster.bindings.kubernetes.as_mut().unwrap();
     kubernetes.flavor = format!("h100{payload}");
     kubernetes.resource = format!("nvidia.com/gpu{payload}");

@@ -83,6 +83,8 @@ impl Cluster {
 pub struct SlurmBinding {
     pub cluster: Option<Spanned<String>>,
     pub partition: Option<Spanned<String>>,
+    /// The hostlist expression of the partition's nodes (`gpu[01-16]`), for `Nodes=`.
+    pub nodes: Option<Spanned<String>>,
     pub span: Span,
 }
 

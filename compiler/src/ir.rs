@@ -75,6 +75,9 @@ pub struct Bindings {
 pub struct SlurmBinding {
     pub cluster: String,
     pub partition: String,
+    /// The bound partition's nodes as a Slurm hostlist (`gpu[01-16]`), for the floor partitions' `Nodes=`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]

@@ -322,10 +322,11 @@ impl Lowering<'_> {
         for child in children(node) {
             match child.name().value() {
                 "slurm" => {
-                    let e = self.entries(file, child, 0, &["cluster", "partition"]);
+                    let e = self.entries(file, child, 0, &["cluster", "partition", "nodes"]);
                     let binding = SlurmBinding {
                         cluster: e.string(self, "cluster", false),
                         partition: e.string(self, "partition", false),
+                        nodes: e.string(self, "nodes", false),
                         span: header_span(file, child),
                     };
                     self.no_children(file, child);

@@ -1,6 +1,6 @@
 //! The syntax rules of names: which names every target can carry, and the syntax each
-//! scheduler gives the names that reach only it (a Slurm cluster or partition, a GPU type,
-//! Kubernetes flavors, resources and node labels, YARN resources). `check` reports
+//! scheduler gives the names that reach only it (a Slurm cluster, partition or node list,
+//! a GPU type, Kubernetes flavors, resources and node labels, YARN resources). `check` reports
 //! names that break them; the targets check them again before they write anything
 //! (defence in depth), and the Slurm import refuses to bring such names in.
 //!
@@ -20,6 +20,8 @@ pub const PREEMPTIBLE_QOS: &str = "preemptible";
 pub const MAX_SUBDOMAIN_LEN: usize = 253;
 /// The longest Slurm cluster name allot writes (Slurm keeps it in a database table name).
 pub const MAX_SLURM_CLUSTER_LEN: usize = 40;
+/// The longest Slurm node list (`slurm nodes=`) allot writes into a slurm.conf line.
+pub const MAX_SLURM_NODES_LEN: usize = 1024;
 
 /// Why a name is not portable, if it is not.
 pub fn unportable(name: &str) -> Option<&'static str> {
@@ -123,6 +125,71 @@ pub fn bad_slurm_partition(name: &str) -> Option<&'static str> {
         Some(
             "partition names are letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit",
         )
+    } else {
+        None
+    }
+}
+
+/// Why `value` cannot be the nodes of a Slurm partition (`slurm nodes=`), which allot writes
+/// into `Nodes=` of slurm.conf partition lines: a hostlist expression (`gpu[01-16]`,
+/// `a01,b[1-4,7]`), elements of letters, digits, `-`, `_`, `.` and `[...]` ranges
+/// separated by `,`, ranges not nested and nothing empty; or `ALL` alone.
+pub fn bad_slurm_nodes(value: &str) -> Option<&'static str> {
+    if value.is_empty() {
+        return Some("it is empty");
+    }
+    if value.len() > MAX_SLURM_NODES_LEN {
+        return Some("allot writes node lists of at most 1024 characters");
+    }
+    if !value.chars().all(|c| c.is_ascii_alphanumeric() || "-_.,[]".contains(c)) {
+        return Some(
+            "node lists are hostlist expressions: letters, digits, `-`, `_`, `.`, `,` and `[...]` ranges",
+        );
+    }
+    if value.eq_ignore_ascii_case("all") {
+        return None;
+    }
+    // The `[...]` ranges: closed, not nested, none empty (`[]`, `[1,]`).
+    let mut open = false;
+    let mut range_empty = true;
+    for c in value.chars() {
+        match (c, open) {
+            ('[', true) => return Some("`[...]` ranges do not nest"),
+            (']', false) => return Some("a `]` closes no `[`"),
+            ('[', false) => (open, range_empty) = (true, true),
+            (']' | ',', true) if range_empty => {
+                return Some(
+                    "a `[...]` range is empty (`[]`, or a leading, trailing or doubled `,` inside it)",
+                );
+            }
+            (']', true) => open = false,
+            (',', true) => range_empty = true,
+            (_, true) => range_empty = false,
+            _ => {}
+        }
+    }
+    if open {
+        return Some("a `[` range is not closed with `]`");
+    }
+    // The elements: split on the `,` outside ranges.
+    let mut elements = Vec::new();
+    let mut start = 0;
+    for (i, c) in value.char_indices() {
+        match c {
+            '[' => open = true,
+            ']' => open = false,
+            ',' if !open => {
+                elements.push(&value[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    elements.push(&value[start..]);
+    if elements.iter().any(|e| e.is_empty()) {
+        Some("an element of the node list is empty (a leading, trailing or doubled `,`)")
+    } else if elements.len() > 1 && elements.iter().any(|e| e.eq_ignore_ascii_case("all")) {
+        Some("`ALL` (every node) stands alone, not in a list")
     } else {
         None
     }
@@ -282,6 +349,52 @@ mod tests {
         }
         for bad in ["", "DEFAULT", "default", "gpu\nPartitionName=evil", "a b", "a=b", "a#b", "a,b"] {
             assert!(bad_slurm_partition(bad).is_some(), "{bad:?}");
+        }
+        for ok in [
+            "gpu[01-16]",
+            "ALL",
+            "all",
+            "All",
+            "node1",
+            "gpu01,gpu02",
+            "a100-[1-4,7],h100_x[01-08]",
+            "rack[1-2]n[01-10]",
+            "n1.example.org",
+            &"n".repeat(1024),
+        ] {
+            assert_eq!(bad_slurm_nodes(ok), None, "{ok}");
+        }
+        for bad in [
+            "",
+            "gpu[01-16]\nPartitionName=evil",
+            "gpu01\n",
+            "gpu01#comment",
+            "gpu01 gpu02",
+            "Nodes=x PriorityTier=9",
+            "gpu=01",
+            "gpu\"01",
+            "gpu'01",
+            "gpu[01-16",
+            "gpu01-16]",
+            "gpu]01[",
+            "gpu[0[1-2]]",
+            "gpu[[01-02]]",
+            "gpu[]",
+            "gpu[,01]",
+            "gpu[01,]",
+            "gpu[01,,02]",
+            ",gpu01",
+            "gpu01,",
+            "gpu01,,gpu02",
+            ",",
+            "ALL,gpu01",
+            "gpu01\t",
+            "gpü01",
+            "gpu*",
+            "gpu01;reboot",
+            &"n".repeat(1025),
+        ] {
+            assert!(bad_slurm_nodes(bad).is_some(), "{bad:?}");
         }
         for ok in ["h100", "a100-80gb", "L40S", "gb200.nvl"] {
             assert_eq!(bad_gpu_type(ok), None, "{ok}");

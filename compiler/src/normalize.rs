@@ -104,6 +104,7 @@ fn bindings(cluster: &ast::Cluster) -> Bindings {
         slurm: cluster.slurm.as_ref().map(|b| SlurmBinding {
             cluster: text(&b.cluster, &cluster.name.value),
             partition: text(&b.partition, "gpu"),
+            nodes: b.nodes.as_ref().map(|n| n.value.clone()),
         }),
         kubernetes: cluster.kubernetes.as_ref().map(|b| KubernetesBinding {
             schedulers: sorted(b.schedulers.iter().map(|s| s.value)),

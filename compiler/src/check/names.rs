@@ -1,7 +1,7 @@
 //! Names: clusters, contracts, projects and namespaces portable by the rules of
 //! [`crate::names`], none called `root`, user and group names usable, no two siblings
 //! (clusters, contracts) alike, and every value that reaches one scheduler's files (Slurm
-//! cluster and partition, GPU type, Kubernetes flavor, resource and node label, YARN
+//! cluster, partition and nodes, GPU type, Kubernetes flavor, resource and node label, YARN
 //! resource) in the syntax that scheduler reads. Owners are checked in `owners`.
 
 use std::collections::BTreeMap;
@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 use crate::ast::{Budget, Cluster, Project, walk};
 use crate::diagnostic::{Code, Diagnostic};
 use crate::names::{
-    bad_gpu_type, bad_kubernetes_resource, bad_node_label, bad_slurm_cluster, bad_slurm_partition,
-    bad_subdomain, bad_yarn_resource, portable_form, unportable, unusable_account_member,
+    bad_gpu_type, bad_kubernetes_resource, bad_node_label, bad_slurm_cluster, bad_slurm_nodes,
+    bad_slurm_partition, bad_subdomain, bad_yarn_resource, portable_form, unportable,
+    unusable_account_member,
 };
 use crate::source::Spanned;
 
@@ -93,6 +94,15 @@ fn native(cluster: &Cluster, out: &mut Vec<Diagnostic>) {
                 "a Slurm partition",
                 bad_slurm_partition,
                 "write the `PartitionName` of slurm.conf, e.g. `gpu`",
+                out,
+            );
+        }
+        if let Some(nodes) = &slurm.nodes {
+            invalid(
+                nodes,
+                "a Slurm node list",
+                bad_slurm_nodes,
+                "write the `Nodes` of the partition's line in slurm.conf, e.g. `gpu[01-16]`",
                 out,
             );
         }
