@@ -14,6 +14,17 @@ if ! command -v jq >/dev/null; then
         exit 1
     fi
 fi
+# The Slurm target's tests run the job_submit.lua allot writes in Lua 5.1, the Lua that
+# Debian's Slurm 22.05 embeds.
+if ! command -v lua5.1 >/dev/null; then
+    if [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null; then
+        echo "==> installing lua5.1 (the Slurm target's job_submit.lua tests need it)"
+        apt-get install -y -q lua5.1 >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q lua5.1 >/dev/null; }
+    else
+        echo "lua5.1 is missing: install it (apt-get install lua5.1) to run the job_submit.lua tests" >&2
+        exit 1
+    fi
+fi
 cargo fmt --all --check
 # The micro-benchmarks are not built by `cargo test`: check that they still compile.
 cargo check --locked -p allot-bench --benches

@@ -72,7 +72,8 @@ fn assert_same_figures(simulated: &Value, audited: &Value, runs: usize) {
 }
 
 /// A job preempted, restarted and cut at its contract's `max-runtime`; another cut at
-/// its own time limit under the `slurm` policy: every row worked out by hand.
+/// its own time limit; under the `budget` and the `slurm` policies: every row worked out by
+/// hand.
 #[test]
 fn a_tiny_schedule_is_the_one_worked_by_hand() {
     let dir = tempfile::tempdir().unwrap();
@@ -130,18 +131,22 @@ fn a_tiny_schedule_is_the_one_worked_by_hand() {
     assert_eq!(waits, [("batch", 0), ("short", 600)]);
     assert_eq!(audited["contracts"][1]["wait_p99_s"], 600);
 
-    // The slurm policy preempts no contract's jobs: job 1 runs to its `max-runtime` at 3600;
-    // job 2 starts then and its own limit of 300 s ends it.
+    // The slurm policy, the configuration allot writes: a and b have floors of 4 GPUs. Job
+    // 1 (8 GPUs) is larger than a's floor: it runs in `over`. Job 2 (b, 4 GPUs) at 10 has
+    // room in b's floor and preempts it (`short` protects for 0 s); its own limit of 300 s
+    // ends it at 310. Job 1, requeued at 10 and held 121 s, starts again when b's job
+    // ends, at 310, and runs to its `max-runtime` (3910). It waited 300 s (10 to 310).
     let runs = simulate(dir.path(), ".", "trace.csv", &["--policy", "slurm", "--schedule", "slurm.csv"]);
     assert_eq!(
         std::fs::read_to_string(dir.path().join("slurm.csv")).unwrap(),
         format!(
             "{header}\
-             1,a,alice,c,8,0,0,3600,short,0,1,max-runtime,\n\
-             2,b,\"bob, \"\"jr\"\"\",c,4,10,3600,3900,batch,3590,1,time-limit,\n"
+             1,a,alice,c,8,0,0,10,short,300,1,preempted,2\n\
+             2,b,\"bob, \"\"jr\"\"\",c,4,10,10,310,batch,0,1,time-limit,\n\
+             1,a,alice,c,8,10,310,3910,short,,2,max-runtime,\n"
         )
     );
-    assert_same_figures(&runs[0]["audit"], &audit(dir.path(), ".", &dir.path().join("slurm.csv")), 2);
+    assert_same_figures(&runs[0]["audit"], &audit(dir.path(), ".", &dir.path().join("slurm.csv")), 3);
 }
 
 #[test]

@@ -119,12 +119,15 @@ fn slurm_bound_budgets_are_simulated_as_slurm_schedules_them_by_default() {
     let bound = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8 {\n    slurm cluster=c partition=gpu\n}\n\
         contract batch min-runtime=\"0s\" default=#true\nproject a share=1\n";
     std::fs::write(dir.path().join("allot.kdl"), bound).unwrap();
-    // Job 2 (8 GPUs) blocks the queue until job 1 ends; job 3 (2 GPUs, 100 s, asking for
-    // 300) is started by the backfill scheduler at its first run after its submission at 20:
-    // at 30 by Slurm's default bf_interval, at 21 with bf_interval=7.
+    // By default, the configuration allot writes: a's floor is the whole node; job 2 (8 GPUs)
+    // finds 6 of it taken, waits in `over` until job 1 ends, and job 3 (2 GPUs) starts in
+    // the floor at once. With the slurm.conf of a Slurm that preempts by QOS, job 2 blocks
+    // the queue and job 3 (100 s, asking for 300) is started by the backfill scheduler at
+    // its first run after its submission at 20: at 21 with bf_interval=7.
     let trace = "id,project,gpus,submit,duration,time_limit\n1,a,6,0,1000,1200\n2,a,8,10,1000,1200\n3,a,2,20,100,300\n";
     std::fs::write(dir.path().join("trace.csv"), trace).unwrap();
-    std::fs::write(dir.path().join("slurm.conf"), "SchedulerParameters=bf_interval=7\n").unwrap();
+    std::fs::write(dir.path().join("slurm.conf"), "PreemptType=preempt/qos\nSchedulerParameters=bf_interval=7\n")
+        .unwrap();
     let args = ["replay", "simulate", ".", "--trace", "trace.csv", "--format", "json"];
     let short_p50 = |extra: &[&str]| {
         let (status, stdout, stderr) = allot(dir.path(), &[&args[..], extra].concat());
@@ -134,8 +137,8 @@ fn slurm_bound_budgets_are_simulated_as_slurm_schedules_them_by_default() {
         assert_eq!(runs.len(), 1);
         (runs[0]["policy"].as_str().unwrap().to_string(), runs[0]["short_jobs"]["wait_p50_s"].clone())
     };
-    // Waits 0, 990 and 10 s: the median is job 3's.
-    assert_eq!(short_p50(&[]), ("Slurm as configured".to_string(), Value::from(10)));
+    // Waits 0, 990 and 0 s; with the slurm.conf, 0, 990 and 1: the median is job 3's.
+    assert_eq!(short_p50(&[]), ("Slurm as configured".to_string(), Value::from(0)));
     assert_eq!(short_p50(&["--slurm-conf", "slurm.conf"]).1, Value::from(1));
     assert_eq!(short_p50(&["--policy", "budget"]).0, "budget policy");
     // A value Slurm would refuse is refused with its line.

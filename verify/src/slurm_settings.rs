@@ -3,9 +3,10 @@
 
 use allot_compiler::units::DECAY_PERIOD;
 
-/// The settings of a Slurm's scheduler that the [`Policy::Slurm`](crate::simulate::Policy::Slurm) follows, in seconds. The
-/// defaults are Slurm's own and the `PriorityCalcPeriod` allot writes; a test that scales
-/// time down sets them as it set its Slurm.
+/// The settings of a Slurm's scheduler that the [`Policy::Slurm`](crate::simulate::Policy::Slurm)
+/// follows, in seconds. The defaults are Slurm's own and those allot writes
+/// (`PriorityCalcPeriod`, `sched_interval`, floors); a test that scales time down sets them
+/// as it set its Slurm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SlurmSettings {
     /// `PriorityCalcPeriod`: how often usage is decayed and priorities are computed again.
@@ -42,14 +43,14 @@ impl Default for SlurmSettings {
     fn default() -> SlurmSettings {
         SlurmSettings {
             calc_period: DECAY_PERIOD as i64,
-            sched_interval: 60,
+            sched_interval: 10,
             backfill_interval: 30,
             backfill_resolution: 60,
             backfill_max_jobs: 500,
             backfill_window: 86_400,
             requeue_delay: 121,
             started: None,
-            floors: false,
+            floors: true,
         }
     }
 }
@@ -79,7 +80,17 @@ impl SlurmSettings {
             let Some((key, value)) = line.split_once('=') else { continue };
             let (key, value) = (key.trim(), value.trim());
             if key.eq_ignore_ascii_case("PreemptType") {
-                settings.floors = value.eq_ignore_ascii_case("preempt/partition_prio");
+                settings.floors = match value.to_ascii_lowercase().as_str() {
+                    "preempt/partition_prio" => true,
+                    "preempt/qos" => false,
+                    _ => {
+                        return Err(format!(
+                            "line {}: PreemptType={}: the slurm policy models preempt/partition_prio (what allot writes) and preempt/qos",
+                            number + 1,
+                            value.escape_debug()
+                        ));
+                    }
+                };
                 continue;
             }
             let options: Vec<(&str, &str)> = if key.eq_ignore_ascii_case("PriorityCalcPeriod") {
@@ -143,10 +154,12 @@ mod tests {
         };
         assert_eq!(settings, expected);
         assert_eq!(SlurmSettings::read("").unwrap(), SlurmSettings::default());
+        assert!(!SlurmSettings::read("PreemptType=preempt/qos").unwrap().floors);
         for (bad, why) in [
             ("SchedulerParameters=bf_interval=0", "line 1: bf_interval=0"),
             ("\nPriorityCalcPeriod=5m", "line 2: PriorityCalcPeriod=5m"),
             ("AuthInfo=cred_expire=-1", "line 1: cred_expire=-1"),
+            ("PreemptType=preempt/none", "line 1: PreemptType=preempt/none"),
         ] {
             let error = SlurmSettings::read(bad).unwrap_err();
             assert!(error.starts_with(why), "{bad}: {error}");

@@ -240,7 +240,9 @@ fn runs_of(runs: &[Run], id: &str) -> Vec<(i64, i64)> {
 
 #[test]
 fn slurm_blocks_behind_the_first_job_and_backfills_by_time_limits() {
-    // One 8-GPU node, one budget, Slurm's defaults (backfill every 30 s, plans in minutes).
+    // One 8-GPU node, one budget, Slurm's defaults (backfill every 30 s, plans in minutes),
+    // preemption by QOS (under floors the budget's floor, the whole node, would let job 3
+    // pass job 2, whose floor record is held by the floor's cap: see the test after).
     // Job 1 (6 GPUs, 1000 s of work, asked for 1200) starts at 0. Job 2 (8 GPUs, at 10)
     // cannot start: the main scheduler stops there. Job 3 (2 GPUs, 100 s, asked for 300, at
     // 20) waits for the backfill run at 30: job 2 is planned when job 1's limit ends (1200,
@@ -256,7 +258,7 @@ fn slurm_blocks_behind_the_first_job_and_backfills_by_time_limits() {
         limited(job(4, "a", 2, 40, 100, "batch"), 1200),
         limited(job(5, "a", 1, 3000, 500, "batch"), 300),
     ];
-    let (sim, runs) = run(&model(ONE_NODE), &jobs, Policy::Slurm(SlurmSettings::default()));
+    let (sim, runs) = run(&model(ONE_NODE), &jobs, Policy::Slurm(preempt_qos()));
     let starts: Vec<i64> = ["1", "2", "3", "4", "5"].iter().map(|id| start_of(&runs, id)).collect();
     assert_eq!(starts, [0, 1000, 30, 2000, 3000]);
     assert_eq!(runs_of(&runs, "5"), [(3000, 3300)]);
@@ -265,6 +267,28 @@ fn slurm_blocks_behind_the_first_job_and_backfills_by_time_limits() {
     // when job 3 (started at 20) ends at 120.
     let (_, runs) = run(&model(ONE_NODE), &jobs, Policy::Budget);
     assert_eq!(start_of(&runs, "4"), 120);
+}
+
+#[test]
+fn under_floors_a_job_its_floor_cannot_hold_waits_in_over_and_smaller_ones_pass_it() {
+    // The jobs of the test above, under floors: the budget's floor is the whole node (8).
+    // Job 2 (8 GPUs, at 10) finds 6 of the floor's 8 taken by job 1: its floor's cap holds
+    // it (Slurm passes over such a job, `ESLURM_ACCOUNTING_POLICY`), and in `over` it does
+    // not fit, which ends the pass. Job 3 (2 GPUs, at 20) fits in the floor: it starts at
+    // once, not at the backfill run at 30. Job 4 (at 40) finds the floor full; when job 3
+    // ends (120) it fits there and starts: the main scheduler does not read the backfill's
+    // plan for job 2. Job 2 starts when job 1 ends (1000).
+    let jobs = [
+        limited(job(1, "a", 6, 0, 1000, "batch"), 1200),
+        limited(job(2, "a", 8, 10, 1000, "batch"), 1200),
+        limited(job(3, "a", 2, 20, 100, "batch"), 300),
+        limited(job(4, "a", 2, 40, 100, "batch"), 1200),
+        limited(job(5, "a", 1, 3000, 500, "batch"), 300),
+    ];
+    let (sim, runs) = run(&model(ONE_NODE), &jobs, floors());
+    let starts: Vec<i64> = ["1", "2", "3", "4", "5"].iter().map(|id| start_of(&runs, id)).collect();
+    assert_eq!(starts, [0, 1000, 20, 120, 3000]);
+    assert_eq!(sim.preemptions, 0);
 }
 
 #[test]
@@ -286,7 +310,7 @@ fn backfill_counts_the_jobs_it_passes_over_against_bf_max_job_test() {
         limited(job(6, "a", 1, 14, 100, "batch"), 300),
     ];
     for (tested, expected) in [(5, [0, 1000, 1100, 1100, 1200, 30]), (4, [0, 1000, 1100, 1100, 1200, 1200])] {
-        let settings = SlurmSettings { backfill_max_jobs: tested, ..SlurmSettings::default() };
+        let settings = SlurmSettings { backfill_max_jobs: tested, ..preempt_qos() };
         let (_, runs) = run(&model(ONE_NODE), &jobs, Policy::Slurm(settings));
         let starts: Vec<i64> = ["1", "2", "3", "4", "5", "6"].iter().map(|id| start_of(&runs, id)).collect();
         assert_eq!(starts, expected, "bf_max_job_test={tested}");
@@ -312,7 +336,7 @@ fn slurm_serves_the_preemptible_qos_last_and_preempts_only_it() {
         limited(job(3, "a", 4, 110, 100, "preemptible"), 200),
         limited(job(4, "a", 4, 120, 100, "batch"), 200),
     ];
-    let (sim, runs) = run(&model(PAIR), &jobs, Policy::Slurm(SlurmSettings::default()));
+    let (sim, runs) = run(&model(PAIR), &jobs, Policy::Slurm(preempt_qos()));
     assert_eq!(runs_of(&runs, "1"), [(0, 100), (600, 1600)]);
     assert_eq!(runs_of(&runs, "2"), [(100, 600)]);
     assert_eq!(runs_of(&runs, "3"), [(110, 120), (270, 370)]);
@@ -328,7 +352,13 @@ const FLOORS: &str = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8\n\
 
 /// The configuration `allot build` writes for Slurm: floors, `sched_interval=10`.
 fn floors() -> Policy {
-    Policy::Slurm(SlurmSettings { floors: true, sched_interval: 10, ..SlurmSettings::default() })
+    Policy::Slurm(SlurmSettings::default())
+}
+
+/// The configuration allot wrote before floors: `PreemptType=preempt/qos`, Slurm's
+/// `sched_interval`; only QOS `preemptible` is preempted.
+fn preempt_qos() -> SlurmSettings {
+    SlurmSettings { floors: false, sched_interval: 60, ..SlurmSettings::default() }
 }
 
 #[test]
@@ -810,7 +840,7 @@ proptest! {
     #[test]
     fn the_slurm_policy_keeps_the_invariants(jobs in trace()) {
         let model = model(TREE);
-        let policy = Policy::Slurm(SlurmSettings::default());
+        let policy = Policy::Slurm(preempt_qos());
         let (sim, runs) = run(&model, &jobs, policy);
         check_invariants(&model, &jobs, &sim, &runs, policy, &[])?;
     }

@@ -1,11 +1,14 @@
 //! The Slurm target: for each Slurm cluster the model binds, `slurm/<cluster>.cfg` (the
 //! association tree as a `sacctmgr load` flat file), `slurm/<cluster>-qos.sh` (the QOS of
-//! the contracts, idempotent, to run first), `slurm/<cluster>-slurm.conf` (the priority,
-//! preemption and accounting lines), and `slurm/FIDELITY.md`. Beside the emitter, Slurm's
-//! own arithmetic: [`fair_tree`] computes what `sshare` shows for a tree and the raw usage
-//! that [`usage`] reads.
+//! the contracts and of the budgets' floors, idempotent, to run first),
+//! `slurm/<cluster>-slurm.conf` (the priority, preemption and accounting lines, and the
+//! floor partitions), `slurm/<cluster>-job_submit.lua` (which gives each job its budget's
+//! floors: [`floors`]), and `slurm/FIDELITY.md`. Beside the emitter, Slurm's own
+//! arithmetic: [`fair_tree`] computes what `sshare` shows for a tree and the raw usage that
+//! [`usage`] reads.
 
 pub mod fair_tree;
+pub mod floors;
 pub mod import;
 pub mod plan;
 pub mod qos;
@@ -45,8 +48,12 @@ impl Target for Slurm {
                 "allot: associations of Slurm cluster {cluster}; load with `sacctmgr -i load file={cluster}.cfg` after {cluster}-qos.sh"
             );
             emitted.add(path, flat_file(&tree, &comment), Vec::new());
-            emitted.add(format!("{cluster}-qos.sh"), qos_script(model, &cluster), Vec::new());
-            emitted.add(format!("{cluster}-slurm.conf"), slurm_conf(model, &cluster, &tree), Vec::new());
+            let conf = format!("{cluster}-slurm.conf");
+            let (floors, problems) = floors::floors(model, &cluster, &conf);
+            emitted.violations.extend(problems);
+            emitted.add(format!("{cluster}-qos.sh"), qos_script(model, &cluster, &floors), Vec::new());
+            emitted.add(conf, slurm_conf(model, &cluster, &tree, &floors), Vec::new());
+            emitted.add(format!("{cluster}-job_submit.lua"), floors::job_submit_lua(&cluster, &floors), Vec::new());
         }
         if model.contracts.iter().any(|c| c.name == PREEMPTIBLE_QOS) {
             emitted.violations.push(Violation::at(
@@ -146,10 +153,10 @@ pub fn slurm_duration(seconds: u64) -> String {
 
 /// The QOS of [`qos::wanted`], created if missing and then set whole, so the script can run
 /// any number of times.
-fn qos_script(model: &Model, cluster: &str) -> String {
+fn qos_script(model: &Model, cluster: &str, floors: &floors::Floors) -> String {
     let cluster = comment(cluster);
     let mut out = format!(
-        "#!/bin/sh\n# allot: QOS of Slurm cluster {cluster}, one per contract plus `{PREEMPTIBLE_QOS}`.\n# Run before loading {cluster}.cfg; running it again changes nothing.\nset -eu\n\n"
+        "#!/bin/sh\n# allot: QOS of Slurm cluster {cluster}, one per contract plus `{PREEMPTIBLE_QOS}`, and one per budget's floor.\n# Run before loading {cluster}.cfg and before slurmctld reads {cluster}-slurm.conf's partitions; running it again changes nothing.\nset -eu\n\n"
     );
     out.push_str("qos() {\n    name=\"$1\"\n    shift\n    sacctmgr -n -P show qos \"$name\" format=name | grep -qx \"$name\" || sacctmgr -i add qos \"$name\"\n    sacctmgr -i modify qos where name=\"$name\" set \"$@\"\n}\n\n");
     // Slurm 22.05 reports a preemption loop when a QOS's Preempt list is set to what it is.
@@ -167,6 +174,16 @@ fn qos_script(model: &Model, cluster: &str) -> String {
             shell_word(&q.setting("preempt"))
         ));
     }
+    if !floors.floors.is_empty() {
+        out.push_str("\n# The budgets' floors: each caps its partition at the budget's guaranteed GPUs. No\n# PreemptExemptTime of their own: a partition QOS's would override every contract's.\n");
+    }
+    for floor in &floors.floors {
+        out.push_str(&format!(
+            "qos {} GrpTRES=gres/gpu={} PreemptExemptTime=-1\n",
+            shell_word(&floor.name),
+            floor.gpus
+        ));
+    }
     out
 }
 
@@ -179,11 +196,11 @@ fn qos_settings(q: &qos::Qos) -> String {
         .join(" ")
 }
 
-fn slurm_conf(model: &Model, cluster: &str, tree: &Tree) -> String {
+fn slurm_conf(model: &Model, cluster: &str, tree: &Tree, floors: &floors::Floors) -> String {
     let half_life = decay_half_life(model.policy.window_seconds);
     let projects = model.projects_by_path();
     let mut out = format!(
-        "# allot: slurm.conf lines for cluster {}; merge them into slurm.conf, then `scontrol reconfigure`.\n",
+        "# allot: slurm.conf lines for cluster {}; after {0}-qos.sh has created the floors' QOS, merge them into\n# slurm.conf, install {0}-job_submit.lua as job_submit.lua beside it, and restart slurmctld.\n",
         comment(cluster)
     );
     out.push_str("\n# Fair Tree (the default multifactor algorithm: PriorityFlags without NO_FAIR_TREE)\nPriorityType=priority/multifactor\n");
@@ -194,7 +211,19 @@ fn slurm_conf(model: &Model, cluster: &str, tree: &Tree) -> String {
         DECAY_PERIOD / 60
     ));
     out.push_str("PriorityWeightFairshare=100000\n# FIFO inside a budget\nPriorityWeightAge=1000\nPriorityMaxAge=7-0\n");
-    out.push_str("\n# Contracts are QOS; preemption follows their Preempt lists\nPreemptType=preempt/qos\nPreemptMode=REQUEUE\n");
+    out.push_str(concat!(
+        "\n# Budgets that bite: each budget's guaranteed GPUs are a floor partition of a higher tier, whose\n",
+        "# jobs are never preempted; every other job runs in the bound partition, where a job in a floor\n",
+        "# with room preempts it (requeued) once its contract's PreemptExemptTime has passed, the most\n",
+        "# recently started first\n",
+        "PreemptType=preempt/partition_prio\nPreemptMode=REQUEUE\n",
+        "# The main scheduler notices a protection ending at its periodic pass: every 10 s (merge into\n",
+        "# your SchedulerParameters)\n",
+        "SchedulerParameters=sched_interval=10,preempt_youngest_first\n",
+        "# job_submit.lua gives a job its budget's partitions; each must accept it, and users may not\n",
+        "# change them\n",
+        "EnforcePartLimits=ALL\nJobSubmitPlugins=lua\n",
+    ));
     out.push_str("\n# Associations, limits and QOS enforced at submission\nAccountingStorageEnforce=associations,limits,qos,safe\nAccountingStorageTRES=gres/gpu\n");
     for c in model.clusters.iter().filter(|c| c.bindings.slurm.as_ref().is_some_and(|s| s.cluster == cluster))
     {
@@ -214,11 +243,23 @@ fn slurm_conf(model: &Model, cluster: &str, tree: &Tree) -> String {
                 c.name, c.gpus, c.gpu_type
             ))
         ));
-        let mut line = "TRESBillingWeights=\"GRES/gpu=1.0\"".to_string();
+        let mut line = "PriorityTier=1 PreemptMode=REQUEUE TRESBillingWeights=\"GRES/gpu=1.0\"".to_string();
         if restricted {
             line.push_str(&format!(" AllowAccounts={}", allowed.join(",")));
         }
         out.push_str(&format!("# {}\n", comment(&line)));
+        let mine: Vec<&floors::Floor> = floors.floors.iter().filter(|f| f.over == partition).collect();
+        if !mine.is_empty() {
+            out.push_str(&format!("# The budgets' floors over partition {partition}\n"));
+        }
+        for floor in mine {
+            out.push_str(&format!(
+                "PartitionName={name} Nodes={} PriorityTier=2 PreemptMode=OFF QOS={name} AllowAccounts={} TRESBillingWeights=\"GRES/gpu=1.0\"\n",
+                floor.nodes,
+                floor.accounts.join(","),
+                name = floor.name,
+            ));
+        }
     }
     out
 }
@@ -255,20 +296,23 @@ fn fidelity(model: &Model) -> Report {
             ),
         ),
         shares_row(model),
-        Row::approximated(
+        Row::exact(
             "guaranteed GPUs",
-            "no floor: Fair Tree orders jobs by usage against share; GPUs are not reserved",
+            "a floor partition per budget over the bound partition's nodes (`<partition>-floor-<account>`, `PriorityTier=2`, `PreemptMode=OFF`), capped at its guaranteed GPUs by its partition QOS (`GrpTRES=gres/gpu=N`); `job_submit.lua` gives each job its budget's floors, then the bound partition",
         ),
         Row::exact(
             "max GPUs of a project",
             "`GrpTRES=gres/gpu=N` on its account (running jobs, overflow included)",
         ),
         Row::exact("minimum runtime per contract", "`PreemptExemptTime` of the contract's QOS"),
-        Row::exact("resumable", "`PreemptMode=requeue` (not resumable: `cancel`)"),
+        Row::exact(
+            "resumable",
+            "a preempted job is requeued (the bound partition's `PreemptMode=REQUEUE`): a resumable one resumes from its checkpoint, any other starts again; a job submitted with `--no-requeue` is given its nearest floor only, where nothing preempts it",
+        ),
         Row::exact("maximum runtime, max GPUs per job", "`MaxWall`, `MaxTRESPerJob=gres/gpu=N` of the QOS"),
         Row::approximated(
             "work beyond a budget, unbudgeted work",
-            format!("QOS `{PREEMPTIBLE_QOS}`, which every contract's QOS may preempt; Slurm does not preempt by fair share, so only work submitted under `{PREEMPTIBLE_QOS}` is preemptible"),
+            format!("runs in the bound partition (`PriorityTier=1`), where a job in a floor with room preempts it once its contract's `PreemptExemptTime` has passed, the most recently started first (`preempt/partition_prio`, `preempt_youngest_first`); QOS `{PREEMPTIBLE_QOS}` runs there only. Slurm does not preempt by fair share: a budget's work beyond its guaranteed GPUs is preemptible even while it is within its share of idle budgets' GPUs, and a job that started beyond its floor stays preemptible after its budget falls back under it"),
         ),
         Row::approximated(
             "clusters of one Slurm cluster",

@@ -1,0 +1,277 @@
+//! Budgets that bite on Slurm: each budget's guaranteed GPUs are a *floor* partition over the
+//! nodes of the partition its cluster is bound to (`PriorityTier=2`, nothing in it is ever
+//! preempted), capped by a partition QOS of the same name (`GrpTRES=gres/gpu=N`); the bound
+//! partition itself takes every other job (`PriorityTier=1`, requeued when preempted), and
+//! `PreemptType=preempt/partition_prio` lets a job in a floor with room preempt jobs there
+//! once their contract's `PreemptExemptTime` has passed. `job_submit.lua` gives each job of
+//! a bound partition the floors of its account and of the accounts above it, then the
+//! bound partition. docs/slurm.md says how the pieces are loaded and in what order.
+
+use allot_compiler::ir::{Location, Model, Project};
+use allot_compiler::names;
+
+use super::tree::PREEMPTIBLE_QOS;
+use crate::Violation;
+use crate::text::{Named, Rule, refused};
+
+/// What [`floors`] finds for one Slurm cluster: its floors, and for each bound partition
+/// the partitions each account's jobs are given.
+#[derive(Debug, Default)]
+pub struct Floors {
+    pub floors: Vec<Floor>,
+    pub routes: Vec<Route>,
+}
+
+/// A budget's floor on one bound partition.
+#[derive(Debug)]
+pub struct Floor {
+    /// The partition's name, and its QOS's: `<bound partition>-floor-<account>`.
+    pub name: String,
+    /// The bound partition it lies over, and its nodes (`Nodes=`).
+    pub over: String,
+    pub nodes: String,
+    /// GPUs guaranteed to the project that none of its sub-projects is guaranteed.
+    pub gpus: u64,
+    /// The project's account and the accounts below it: `AllowAccounts=`.
+    pub accounts: Vec<String>,
+    pub source: Location,
+}
+
+/// The partitions a job of `account` submitted to the bound partition `over` is given:
+/// its floors nearest first, then `over`.
+#[derive(Debug)]
+pub struct Route {
+    pub over: String,
+    pub account: String,
+    pub partitions: Vec<String>,
+}
+
+/// The floors of the Slurm cluster `cluster`, and what is wrong with them: a floor name
+/// Slurm cannot take, several allot clusters sharing the Slurm cluster without `nodes=`.
+pub fn floors(model: &Model, cluster: &str, path: &str) -> (Floors, Vec<Violation>) {
+    let bound: Vec<_> = model
+        .clusters
+        .iter()
+        .filter_map(|c| c.bindings.slurm.as_ref().filter(|s| s.cluster == cluster).map(|s| (c, s)))
+        .collect();
+    let mut out = Floors::default();
+    let mut violations = Vec::new();
+    for &(c, binding) in &bound {
+        // A partition Slurm cannot take is the bindings' violation (`binding_names`).
+        if names::bad_slurm_partition(&binding.partition).is_some() {
+            continue;
+        }
+        let nodes = match &binding.nodes {
+            Some(nodes) => {
+                let names: [(Named, Rule); 1] = [(
+                    Named { what: "a Slurm node list", value: nodes, source: Some(&c.source) },
+                    names::bad_slurm_nodes,
+                )];
+                let refusals = refused(path, names);
+                if !refusals.is_empty() {
+                    violations.extend(refusals);
+                    continue;
+                }
+                nodes.clone()
+            }
+            None if bound.len() == 1 => "ALL".to_string(),
+            None => {
+                violations.push(Violation::at(
+                    path,
+                    format!(
+                        "allot clusters {} share Slurm cluster {cluster}: each binding needs `nodes=` (the nodes of its partition) for the budgets' floor partitions",
+                        bound.iter().map(|(c, _)| c.name.as_str()).collect::<Vec<_>>().join(", ")
+                    ),
+                    vec![c.source.clone()],
+                ));
+                continue;
+            }
+        };
+        if bound.iter().filter(|(_, s)| s.partition == binding.partition).count() > 1 {
+            violations.push(Violation::at(
+                path,
+                format!(
+                    "several allot clusters are bound to partition {} of Slurm cluster {cluster}: each needs a partition of its own",
+                    binding.partition
+                ),
+                vec![c.source.clone()],
+            ));
+            continue;
+        }
+        let mut walk = Walk { cluster: &c.name, over: &binding.partition, nodes: &nodes, out: &mut out };
+        walk.projects(&model.projects, &[]);
+    }
+    let mut refusals = Vec::new();
+    for floor in &out.floors {
+        let names: [(Named, Rule); 1] = [(
+            Named { what: "a floor partition's name", value: &floor.name, source: Some(&floor.source) },
+            names::bad_slurm_partition,
+        )];
+        refusals.extend(refused(path, names));
+        if floor.name == PREEMPTIBLE_QOS || model.contracts.iter().any(|c| c.name == floor.name) {
+            violations.push(Violation::at(
+                path,
+                format!(
+                    "floor {} takes the name of a QOS allot writes; rename the project or the contract",
+                    floor.name
+                ),
+                vec![floor.source.clone()],
+            ));
+        }
+    }
+    violations.extend(refusals);
+    // A floor whose name or accounts Slurm cannot take is not written: its violation (or its
+    // account's, from the association tree's checks) stops the build, and the files keep
+    // every line whole meanwhile.
+    let writable = |floor: &Floor| {
+        names::bad_slurm_partition(&floor.name).is_none()
+            && floor.accounts.iter().all(|a| super::tree::slurm_name_problem(a).is_none())
+    };
+    let dropped: Vec<String> = out.floors.iter().filter(|f| !writable(f)).map(|f| f.name.clone()).collect();
+    out.floors.retain(writable);
+    out.routes.retain(|r| super::tree::slurm_name_problem(&r.account).is_none());
+    for route in &mut out.routes {
+        route.partitions.retain(|p| !dropped.contains(p));
+    }
+    (out, violations)
+}
+
+/// The projects of one allot cluster, walked down the tree.
+struct Walk<'a> {
+    cluster: &'a str,
+    over: &'a str,
+    nodes: &'a str,
+    out: &'a mut Floors,
+}
+
+impl Walk<'_> {
+    /// Adds the floors and routes of `projects`, under the floors `above` (nearest first).
+    fn projects(&mut self, projects: &[Project], above: &[String]) {
+        for project in projects {
+            let Some(allocation) = project.clusters.get(self.cluster) else { continue };
+            let has_children = project.children.iter().any(|c| c.clusters.contains_key(self.cluster));
+            let gpus = if has_children { allocation.unallocated_gpus } else { allocation.guaranteed_gpus };
+            let mut mine = Vec::with_capacity(above.len() + 1);
+            if gpus > 0 {
+                let name = format!("{}-floor-{}", self.over, project.name);
+                let mut accounts = vec![project.name.clone()];
+                accounts.extend(accounts_below(&project.children, self.cluster));
+                self.out.floors.push(Floor {
+                    name: name.clone(),
+                    over: self.over.to_string(),
+                    nodes: self.nodes.to_string(),
+                    gpus,
+                    accounts,
+                    source: project.source.clone(),
+                });
+                mine.push(name);
+            }
+            mine.extend(above.iter().cloned());
+            let mut partitions = mine.clone();
+            partitions.push(self.over.to_string());
+            self.out.routes.push(Route {
+                over: self.over.to_string(),
+                account: project.name.clone(),
+                partitions,
+            });
+            self.projects(&project.children, &mine);
+        }
+    }
+}
+
+/// The accounts of `projects` present on `cluster` and of every project below them.
+fn accounts_below(projects: &[Project], cluster: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for project in projects.iter().filter(|p| p.clusters.contains_key(cluster)) {
+        out.push(project.name.clone());
+        out.extend(accounts_below(&project.children, cluster));
+    }
+    out
+}
+
+/// `text` as a Lua string literal: quoted, with `\`, `"` and every byte that is not
+/// printable ASCII written as an escape, so that no name can end the literal or the line.
+pub fn lua_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for byte in text.bytes() {
+        match byte {
+            b'\\' => out.push_str("\\\\"),
+            b'"' => out.push_str("\\\""),
+            0x20..=0x7e => out.push(byte as char),
+            _ => out.push_str(&format!("\\{byte:03}")),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// `job_submit.lua` for a Slurm cluster: on submission, a job sent to a bound partition
+/// (`-p <partition>`) is given its account's floors then that partition; a job of QOS
+/// `preemptible`, or one that may not be requeued (`--no-requeue`), keeps one of them only
+/// (the bound partition, where it may be preempted; its nearest floor, where it never is).
+/// On modification, only root may change a job's partitions or QOS.
+pub fn job_submit_lua(cluster: &str, floors: &Floors) -> String {
+    let mut out = format!(
+        "-- allot: job_submit.lua of Slurm cluster {}; install it as job_submit.lua beside slurm.conf\n\
+         -- (JobSubmitPlugins=lua). Written by allot: edit the budgets, not this file.\n\n",
+        crate::text::comment(cluster)
+    );
+    out.push_str(
+        "-- For each bound partition, the partitions of each account's jobs: floors, then the partition.\n",
+    );
+    out.push_str("local routes = {\n");
+    let mut overs: Vec<&str> = floors.routes.iter().map(|r| r.over.as_str()).collect();
+    overs.dedup();
+    for over in overs {
+        out.push_str(&format!("    [{}] = {{\n", lua_string(over)));
+        for route in floors.routes.iter().filter(|r| r.over == over) {
+            out.push_str(&format!(
+                "        [{}] = {},\n",
+                lua_string(&route.account),
+                lua_string(&route.partitions.join(","))
+            ));
+        }
+        out.push_str("    },\n");
+    }
+    out.push_str("}\n\n");
+    out.push_str(&format!(
+        r#"function slurm_job_submit(job_desc, part_list, submit_uid)
+    local bound = job_desc.partition and routes[job_desc.partition]
+    if bound == nil then
+        return slurm.SUCCESS
+    end
+    local account = job_desc.account or job_desc.default_account
+    local partitions = account and bound[string.lower(account)]
+    if partitions == nil then
+        return slurm.SUCCESS
+    end
+    if job_desc.qos == {preemptible} then
+        return slurm.SUCCESS
+    end
+    if job_desc.requeue == 0 then
+        -- A job that may not be requeued would be killed if preempted: its floors only.
+        local floor = string.match(partitions, "^([^,]+),")
+        if floor ~= nil then
+            job_desc.partition = floor
+        end
+        return slurm.SUCCESS
+    end
+    job_desc.partition = partitions
+    return slurm.SUCCESS
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+    if modify_uid ~= 0 and (job_desc.partition ~= nil or job_desc.qos ~= nil) then
+        slurm.log_user("allot: a job's partitions and QOS follow its budget; only root may change them")
+        return slurm.ERROR
+    end
+    return slurm.SUCCESS
+end
+
+return slurm.SUCCESS
+"#,
+        preemptible = lua_string(PREEMPTIBLE_QOS)
+    ));
+    out
+}
