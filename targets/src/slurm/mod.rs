@@ -53,7 +53,11 @@ impl Target for Slurm {
             emitted.violations.extend(problems);
             emitted.add(format!("{cluster}-qos.sh"), qos_script(model, &cluster, &floors), Vec::new());
             emitted.add(conf, slurm_conf(model, &cluster, &tree, &floors), Vec::new());
-            emitted.add(format!("{cluster}-job_submit.lua"), floors::job_submit_lua(&cluster, &floors), Vec::new());
+            emitted.add(
+                format!("{cluster}-job_submit.lua"),
+                floors::job_submit_lua(&cluster, &floors),
+                Vec::new(),
+            );
         }
         if model.contracts.iter().any(|c| c.name == PREEMPTIBLE_QOS) {
             emitted.violations.push(Violation::at(
