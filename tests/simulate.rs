@@ -126,8 +126,11 @@ fn slurm_bound_budgets_are_simulated_as_slurm_schedules_them_by_default() {
     // its first run after its submission at 20: at 21 with bf_interval=7.
     let trace = "id,project,gpus,submit,duration,time_limit\n1,a,6,0,1000,1200\n2,a,8,10,1000,1200\n3,a,2,20,100,300\n";
     std::fs::write(dir.path().join("trace.csv"), trace).unwrap();
-    std::fs::write(dir.path().join("slurm.conf"), "PreemptType=preempt/qos\nSchedulerParameters=bf_interval=7\n")
-        .unwrap();
+    std::fs::write(
+        dir.path().join("slurm.conf"),
+        "PreemptType=preempt/qos\nSchedulerParameters=bf_interval=7\n",
+    )
+    .unwrap();
     let args = ["replay", "simulate", ".", "--trace", "trace.csv", "--format", "json"];
     let short_p50 = |extra: &[&str]| {
         let (status, stdout, stderr) = allot(dir.path(), &[&args[..], extra].concat());
