@@ -65,8 +65,9 @@ pub struct SimulateArgs {
     #[arg(long, value_enum, value_delimiter = ',')]
     policy: Vec<PolicyName>,
     /// The Slurm's `slurm.conf`, for the `slurm` policy's scheduler settings
-    /// (`PriorityCalcPeriod`, `SchedulerParameters` bf_interval, bf_resolution and
-    /// bf_max_job_test, `AuthInfo` cred_expire); Slurm's defaults without it.
+    /// (`PriorityCalcPeriod`, `SchedulerParameters` sched_interval, bf_interval,
+    /// bf_resolution, bf_max_job_test and bf_window, `AuthInfo` cred_expire, `PreemptType`
+    /// partition_prio or qos); without it, Slurm's defaults and what allot writes.
     #[arg(long, value_name = "FILE")]
     slurm_conf: Option<PathBuf>,
     /// Also run the budgets as of this git revision, beside the working tree's.
