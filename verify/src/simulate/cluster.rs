@@ -222,6 +222,11 @@ impl<'b> ClusterState<'b> {
         self.preemptible[job.leaf as usize].insert((job.started.expect("a running job"), id));
     }
 
+    /// Whether any floor has a GPU free (else a walk of the floors starts nothing).
+    pub(super) fn any_floor_room(&self) -> bool {
+        self.in_floor.iter().zip(&self.floor).any(|(used, floor)| used < floor)
+    }
+
     /// Whether `gpus` more fit in `node`'s floor.
     pub(super) fn floor_room(&self, node: usize, gpus: u32) -> bool {
         self.in_floor[node] + u64::from(gpus) <= self.floor[node]

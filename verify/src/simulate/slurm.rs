@@ -164,7 +164,9 @@ impl Slurm {
         now: i64,
     ) -> bool {
         let mut cursor = Cursor::new(heads);
-        while let Some(head) = cursor.next(cluster) {
+        while cluster.any_floor_room()
+            && let Some(head) = cursor.next(cluster)
+        {
             let Head(tier, _, _, id, leaf, gpus) = head;
             // The preemptible QOS runs in `over` only.
             if tier > 0 || !cluster.within_limits(leaf, gpus) {
@@ -202,9 +204,12 @@ impl Slurm {
     /// for it, and starts it.
     fn preempt_for(&self, engine: &mut Engine, cluster: &mut ClusterState, id: JobId, now: i64) -> bool {
         let gpus = engine.jobs[id].gpus;
-        let candidates =
-            if self.settings.floors { youngest_first(cluster) } else { victims(engine, cluster) };
-        let Some(victims) = engine.enough(&cluster.pool, gpus, candidates) else {
+        let victims = if self.settings.floors {
+            engine.enough(&cluster.pool, gpus, youngest_first(cluster))
+        } else {
+            engine.enough(&cluster.pool, gpus, victims(engine, cluster))
+        };
+        let Some(victims) = victims else {
             return false;
         };
         let victims = engine.spare(&cluster.pool, gpus, victims, |_| true);
@@ -240,6 +245,9 @@ impl Slurm {
         // Under floors, every job's floors first, then every job's `over` (their tiers).
         let walks: &[Walk] = if settings.floors { &[Walk::Floors, Walk::Over] } else { &[Walk::All] };
         for &walk in walks {
+            if walk == Walk::Floors && !cluster.any_floor_room() {
+                continue;
+            }
             let mut cursor = Cursor::new(&mut heads);
             while let Some(head) = cursor.next(cluster)
                 && tested < settings.backfill_max_jobs
@@ -324,11 +332,20 @@ enum Walk {
 
 /// The running jobs in `over` past their protection, the most recently started first
 /// (`preempt_youngest_first`).
-fn youngest_first(cluster: &ClusterState) -> std::vec::IntoIter<JobId> {
-    let mut jobs: Vec<(i64, JobId)> =
-        cluster.leaves.iter().flat_map(|&l| cluster.preemptible[l].iter().copied()).collect();
-    jobs.sort_unstable_by(|a, b| b.cmp(a));
-    jobs.into_iter().map(|(_, j)| j).collect::<Vec<_>>().into_iter()
+/// Read lazily, merged from each budget's (a preemption mostly needs a few).
+fn youngest_first<'c>(cluster: &'c ClusterState) -> impl Iterator<Item = JobId> + 'c {
+    let mut next: BinaryHeap<((i64, JobId), usize)> = cluster
+        .leaves
+        .iter()
+        .filter_map(|&l| cluster.preemptible[l].last().map(|&started| (started, l)))
+        .collect();
+    std::iter::from_fn(move || {
+        let (started, leaf) = next.pop()?;
+        if let Some(&before) = cluster.preemptible[leaf].range(..started).next_back() {
+            next.push((before, leaf));
+        }
+        Some(started.1)
+    })
 }
 
 /// The running jobs of the preemptible QOS in the order Slurm's preempt/qos offers them:
