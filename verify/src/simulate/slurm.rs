@@ -1,13 +1,18 @@
 //! The `slurm` policy: the configuration `allot build` writes for Slurm, scheduled as Slurm
-//! 22.05 schedules it. Jobs of QOS [`PREEMPTIBLE_QOS`] come after all others (every
-//! contract's QOS may preempt it, and Slurm sorts a job that may preempt another first),
-//! then by Fair Tree rank (computed again only at the decay's passes), submit time and trace
-//! order. The main scheduler ([`Slurm::main_scheduler`]) starts jobs in that order until one
-//! neither fits nor starts by preempting jobs of the preemptible QOS, and that one blocks the
-//! rest; the backfill scheduler ([`Slurm::backfill`]) runs every `bf_interval`, conservative
-//! and by requested time limits, holding whole nodes for the jobs it plans. A preempted job
-//! is requeued after `cred_expire` + 1, its place lost. Jobs end at their time limits. What
-//! is not modelled is in docs/verifier.md.
+//! 22.05 schedules it. Each budget's guaranteed GPUs are a floor partition of a higher tier;
+//! every other job runs in the bound partition (`over`), where a job in a floor with room
+//! preempts it once its protection (`PreemptExemptTime`) has passed, the youngest first;
+//! jobs of QOS [`PREEMPTIBLE_QOS`] run in `over` only. Within a tier jobs go by Fair Tree
+//! rank (computed again only at the decay's passes), submit time and trace order. The main
+//! scheduler ([`Slurm::main_scheduler`]) starts jobs in that order until one neither fits
+//! nor starts by preempting, and that one blocks the rest; it runs when something changed,
+//! and every `sched_interval` once a protection has ended. The backfill scheduler
+//! ([`Slurm::backfill`]) runs every `bf_interval`, conservative and by requested time
+//! limits, holding whole nodes for the jobs it plans. A preempted job is requeued after
+//! `cred_expire` + 1, its place lost. Jobs end at their time limits. Under
+//! `preempt/qos` (the configuration allot wrote before floors) there are no floors, and
+//! only QOS [`PREEMPTIBLE_QOS`] is preempted, by any other job, which it follows in the
+//! queue. What is not modelled is in docs/verifier.md.
 
 use allot_compiler::names::PREEMPTIBLE_QOS;
 
@@ -118,11 +123,12 @@ impl Rules for Slurm {
 
 impl Slurm {
     /// Slurm's main scheduler (`_schedule` in `src/slurmctld/job_scheduler.c`): the waiting
-    /// jobs in priority order, each started if it fits, or, when it may preempt, by
-    /// preempting. A job that its budgets' `max-gpus` hold back is passed over (Slurm passes
-    /// over a job that an association limit holds); the first job that cannot start blocks
-    /// every job after it (its partition's nodes, every partition's here, are taken out of
-    /// the pass), which wait for the backfill scheduler.
+    /// jobs in priority order (under floors, [`Slurm::pass_with_floors`]), each started if
+    /// it fits, or, when it may preempt, by preempting. A job that its budgets' `max-gpus`
+    /// hold back is passed over (Slurm passes over a job that an association limit holds);
+    /// the first job that cannot start blocks every job after it (its partition's nodes,
+    /// every partition's here, are taken out of the pass), which wait for the backfill
+    /// scheduler.
     fn main_scheduler(&mut self, engine: &mut Engine, cluster: &mut ClusterState, now: i64) {
         cluster.rank(now);
         cluster.unprotected = false;
