@@ -37,7 +37,7 @@ if [ -f "$state/after-qos.txt" ]; then mv "$state/after-qos.txt" "$state/qos.txt
 "#;
 
 /// The live QOS: Slurm's own `normal`.
-const LIVE_QOS: &str = "normal|0|cluster||||\n";
+const LIVE_QOS: &str = "normal|0|cluster|||||\n";
 
 const LIVE: &str = "# sacctmgr dump of tern\nCluster - 'tern':Fairshare=1:QOS='normal'\nParent - 'root'\n\
     User - 'root':DefaultAccount='root':AdminLevel='Administrator':Fairshare=1\n\
@@ -158,8 +158,13 @@ fn a_saved_plan_holds_what_it_was_made_against() {
     // contracts'.
     let mut qos: Vec<Vec<String>> = serde_json::from_value(steps[0].1.clone()).unwrap();
     qos.extend(serde_json::from_value::<Vec<Vec<String>>>(steps[1].1.clone()).unwrap());
-    let named: Vec<String> =
+    let mut named: Vec<String> =
         qos.iter().map(|c| format!("{} {}", c[0], if c[0] == "add" { &c[2] } else { &c[3] })).collect();
+    // The floors' QOS are added with the others (a100's and l40s's budgets' floors).
+    let floors =
+        named.iter().filter(|n| n.starts_with("add a100-floor-") || n.starts_with("add l40s-floor-")).count();
+    assert_eq!(floors, 62, "{named:?}");
+    named.retain(|n| !n.contains("-floor-"));
     assert_eq!(
         named,
         [
@@ -173,7 +178,7 @@ fn a_saved_plan_holds_what_it_was_made_against() {
         ]
     );
     assert_eq!(
-        qos[2],
+        qos.iter().find(|c| c[..3] == ["add", "qos", "short"]).unwrap()[..],
         [
             "add",
             "qos",
@@ -182,10 +187,22 @@ fn a_saved_plan_holds_what_it_was_made_against() {
             "preemptmode=cancel",
             "preemptexempttime=00:00:00",
             "maxwall=240",
-            "maxtresperjob=gres/gpu=4"
+            "maxtresperjob=gres/gpu=4",
+            "grptres=gres/gpu=-1"
         ]
     );
-    assert_eq!(qos[5][4..], ["set", "preempt=preemptible"]);
+    assert_eq!(
+        qos.iter().find(|c| c[..3] == ["add", "qos", "a100-floor-hpc-staff"]).unwrap()[3..],
+        [
+            "priority=0",
+            "preemptmode=cluster",
+            "preemptexempttime=-1",
+            "maxwall=-1",
+            "maxtresperjob=gres/gpu=-1",
+            "grptres=gres/gpu=10"
+        ]
+    );
+    assert_eq!(qos.iter().find(|c| c[0] == "modify").unwrap()[4..], ["set", "preempt=preemptible"]);
     // Every association added goes in one load, accounts parents first, then users; the
     // account the budgets do not hold goes by command.
     let load = steps[2].1.as_str().unwrap();
@@ -227,7 +244,8 @@ fn apply_runs_the_plan_in_order_then_checks_that_nothing_is_left() {
     assert_eq!(status, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("Apply complete"), "{stdout}");
     assert_eq!(fake.log(), calls(&plan), "the QOS, the load, then the deletion, in the plan's order");
-    assert!(stdout.contains("Apply complete in 9 sacctmgr calls"), "{stdout}");
+    // 62 floors and 4 other QOS added, 3 preemption lists, the load, the deletion.
+    assert!(stdout.contains("Apply complete in 71 sacctmgr calls"), "{stdout}");
 
     // Applied again: the live tree is no longer the one it was made against.
     let (status, _, stderr) = fake.apply(&file, None);
@@ -269,11 +287,11 @@ fn a_change_behind_allots_back_is_refused_with_the_change_named() {
 
     // A QOS changed by hand is drift too.
     std::fs::write(fake.path("dump.cfg"), LIVE).unwrap();
-    std::fs::write(fake.path("qos.txt"), "normal|5|cluster||||\n").unwrap();
+    std::fs::write(fake.path("qos.txt"), "normal|5|cluster|||||\n").unwrap();
     let (status, _, stderr) = fake.apply(&file, None);
     assert_eq!(status, 1);
-    assert!(stderr.contains("at the plan: QOS - normal|0|cluster||||"), "{stderr}");
-    assert!(stderr.contains("now:         QOS - normal|5|cluster||||"), "{stderr}");
+    assert!(stderr.contains("at the plan: QOS - normal|0|cluster|||||"), "{stderr}");
+    assert!(stderr.contains("now:         QOS - normal|5|cluster|||||"), "{stderr}");
     assert!(fake.log().is_empty());
 }
 
@@ -301,8 +319,16 @@ fn an_edited_plan_is_refused() {
     // A wanted QOS allot does not manage, or a setting it never sets, is refused.
     let wanted = plan["desired"]["qos"].as_str().unwrap();
     for (edit, refused) in [
-        (format!("{wanted}normal|1000|off||||\n"), "QOS normal is not one the budgets could want"),
+        (format!("{wanted}normal|1000|off|||||\n"), "QOS normal is not one the budgets could want"),
         (wanted.replace("short|0|", "short|5|"), "QOS short is not one the budgets could want"),
+        (
+            format!("{wanted}gpu-floor-nobody|0|cluster||||gres/gpu=4|\n"),
+            "QOS gpu-floor-nobody is not one the budgets could want",
+        ),
+        (
+            wanted.replace("a100-floor-hpc-staff|0|cluster||", "a100-floor-hpc-staff|0|cluster|00:00:00|"),
+            "QOS a100-floor-hpc-staff is not one the budgets could want",
+        ),
     ] {
         let mut edited = plan.clone();
         edited["desired"]["qos"] = edit.into();
@@ -310,7 +336,7 @@ fn an_edited_plan_is_refused() {
         assert!(said.contains(refused), "{said}");
     }
     let mut edited = plan.clone();
-    edited["live"]["qos"] = "normal|0|cluster||||\nurgent|0|cluster||||\n".into();
+    edited["live"]["qos"] = "normal|0|cluster|||||\nurgent|0|cluster|||||\n".into();
     assert!(apply(&edited).2.contains("does not match its fingerprint"));
     let mut edited = plan.clone();
     edited["live"]["dump"] = LIVE.replace("Fairshare=5", "Fairshare=6").into();

@@ -181,19 +181,15 @@ fn qos_script(model: &Model, cluster: &str, floors: &floors::Floors) -> String {
     if !floors.floors.is_empty() {
         out.push_str("\n# The budgets' floors: each caps its partition at the budget's guaranteed GPUs. No\n# PreemptExemptTime of their own: a partition QOS's would override every contract's.\n");
     }
-    for floor in &floors.floors {
-        out.push_str(&format!(
-            "qos {} GrpTRES=gres/gpu={} PreemptExemptTime=-1\n",
-            shell_word(&floor.name),
-            floor.gpus
-        ));
+    for q in floors.floors.iter().map(qos::of_floor) {
+        out.push_str(&format!("qos {} {}\n", shell_word(&q.name), qos_settings(&q)));
     }
     out
 }
 
 /// A QOS's settings but its preemption list, as `sacctmgr modify qos ... set` takes them.
 fn qos_settings(q: &qos::Qos) -> String {
-    ["Priority", "PreemptMode", "PreemptExemptTime", "MaxWall", "MaxTRESPerJob"]
+    ["Priority", "PreemptMode", "PreemptExemptTime", "MaxWall", "MaxTRESPerJob", "GrpTRES"]
         .iter()
         .map(|key| format!("{key}={}", q.setting(&key.to_lowercase())))
         .collect::<Vec<_>>()

@@ -1150,10 +1150,10 @@ mod tests {
              Account - 'c':Fairshare=1\nParent - 'a'\nUser - 'u':DefaultAccount='a':Fairshare=1\n",
         )
         .unwrap();
-        live.qos = Some(qos::parse("normal|0|cluster||||\nx|0|requeue||||\n").unwrap());
+        live.qos = Some(qos::parse("normal|0|cluster|||||\nx|0|requeue|||||\n").unwrap());
         let with = |name: &str, parent: &str, fairshare| Account { fairshare, ..account(name, parent) };
         let wanted =
-            qos::parse("x|0|requeue|00:01:00|||\ny|0|cancel|00:00:00|01:00:00|gres/gpu=2|x\n").unwrap();
+            qos::parse("x|0|requeue|00:01:00||||\ny|0|cancel|00:00:00|01:00:00|gres/gpu=2||x\n").unwrap();
         let desired = Tree {
             cluster: "c".into(),
             accounts: vec![
@@ -1187,7 +1187,7 @@ mod tests {
         assert_eq!(
             words(qos),
             [
-                "add qos y priority=0 preemptmode=cancel preemptexempttime=00:00:00 maxwall=60 maxtresperjob=gres/gpu=2",
+                "add qos y priority=0 preemptmode=cancel preemptexempttime=00:00:00 maxwall=60 maxtresperjob=gres/gpu=2 grptres=gres/gpu=-1",
                 "modify qos where name=x set preemptexempttime=00:01:00",
             ]
         );

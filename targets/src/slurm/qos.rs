@@ -1,7 +1,8 @@
 //! The QOS allot manages on a Slurm: one per contract, plus [`PREEMPTIBLE_QOS`] for work
 //! beyond a budget, with the settings allot writes (priority, preemption mode, the
 //! contract's protected minimum runtime as `PreemptExemptTime`, its maximum runtime as
-//! `MaxWall`, its GPUs per job as `MaxTRESPerJob=gres/gpu=N`, and the QOS it may preempt).
+//! `MaxWall`, its GPUs per job as `MaxTRESPerJob=gres/gpu=N`, and the QOS it may preempt);
+//! and one per budget's floor ([`of_floor`]: its cap as `GrpTRES=gres/gpu=N`).
 //! The live side is read from `sacctmgr show qos` in [`SHOW_FORMAT`]; the wanted side is
 //! written in the same format, so that a saved plan holds both as text. A QOS allot does not
 //! want is left as it is: allot never deletes one.
@@ -12,7 +13,8 @@ use super::slurm_duration;
 use super::tree::{PREEMPTIBLE_QOS, slurm_name_problem};
 
 /// The fields `sacctmgr -n -P show qos format=...` is asked for, in the order of its columns.
-pub const SHOW_FORMAT: &str = "Name,Priority,PreemptMode,PreemptExemptTime,MaxWall,MaxTRESPerJob,Preempt";
+pub const SHOW_FORMAT: &str =
+    "Name,Priority,PreemptMode,PreemptExemptTime,MaxWall,MaxTRESPerJob,GrpTRES,Preempt";
 
 /// The most QOS a `show qos` answer is read with (Slurm's own limit is far lower in practice).
 pub const MAX_QOS: usize = 10_000;
@@ -29,6 +31,8 @@ pub struct Qos {
     pub max_wall: Option<u64>,
     /// The `gres/gpu` entry of `MaxTRESPerJob` (other entries are not allot's).
     pub max_gpus: Option<u64>,
+    /// The `gres/gpu` entry of `GrpTRES`: a floor's cap.
+    pub grp_gpus: Option<u64>,
     /// The QOS it may preempt, sorted.
     pub preempt: Vec<String>,
     /// The contract it stands for, when wanted.
@@ -39,7 +43,7 @@ impl Qos {
     /// The settings allot manages, by the names `sacctmgr` takes, each as `sacctmgr show`
     /// would read it back, `-` when unset. The preemption list comes last: it is set only
     /// when every QOS exists.
-    pub fn fields(&self) -> [(&'static str, String); 6] {
+    pub fn fields(&self) -> [(&'static str, String); 7] {
         let unset = || "-".to_string();
         [
             ("priority", self.priority.to_string()),
@@ -47,6 +51,7 @@ impl Qos {
             ("preemptexempttime", self.preempt_exempt.map_or_else(unset, slurm_duration)),
             ("maxwall", self.max_wall.map_or_else(unset, |m| slurm_duration(m * 60))),
             ("maxtresperjob", self.max_gpus.map_or_else(unset, |g| format!("gres/gpu={g}"))),
+            ("grptres", self.grp_gpus.map_or_else(unset, |g| format!("gres/gpu={g}"))),
             ("preempt", if self.preempt.is_empty() { unset() } else { self.preempt.join(",") }),
         ]
     }
@@ -59,6 +64,7 @@ impl Qos {
             "preemptexempttime" => self.preempt_exempt.map_or("-1".into(), slurm_duration),
             "maxwall" => self.max_wall.map_or("-1".into(), |m| m.to_string()),
             "maxtresperjob" => format!("gres/gpu={}", self.max_gpus.map_or("-1".into(), |g| g.to_string())),
+            "grptres" => format!("gres/gpu={}", self.grp_gpus.map_or("-1".into(), |g| g.to_string())),
             "preempt" => self.preempt.join(","),
             _ => unreachable!("not a managed QOS setting: {field}"),
         }
@@ -75,9 +81,10 @@ pub fn wanted(model: &Model) -> Vec<Qos> {
 
 /// Why `qos` is not a list [`wanted`] could give for the associations of `tree`, if it is
 /// not (a saved plan's wanted QOS are read back, and must not reach a QOS allot does not
-/// manage, or set what allot never sets): [`PREEMPTIBLE_QOS`] as `wanted` makes it, and
-/// otherwise QOS named by the tree's accounts, of priority 0, cancelled or requeued, that
-/// may preempt [`PREEMPTIBLE_QOS`] alone.
+/// manage, or set what allot never sets): [`PREEMPTIBLE_QOS`] as `wanted` makes it, QOS
+/// named by the tree's accounts, of priority 0, cancelled or requeued, that may preempt
+/// [`PREEMPTIBLE_QOS`] alone, and floors as [`of_floor`] makes them, each named
+/// `<partition>-floor-<account>` for an account of the tree.
 pub fn unwanted(qos: &[Qos], tree: &super::tree::Tree) -> Option<String> {
     let named: std::collections::HashSet<&str> =
         tree.accounts.iter().flat_map(|a| a.qos.iter().map(String::as_str)).collect();
@@ -85,9 +92,19 @@ pub fn unwanted(qos: &[Qos], tree: &super::tree::Tree) -> Option<String> {
     if !qos.iter().any(|q| q.name == PREEMPTIBLE_QOS) {
         return Some(format!("it lacks QOS {PREEMPTIBLE_QOS}"));
     }
+    let floor_of_account = |name: &str| {
+        tree.accounts.iter().any(|a| {
+            name.strip_suffix(a.name.as_str())
+                .and_then(|rest| rest.strip_suffix("-floor-"))
+                .is_some_and(|partition| allot_compiler::names::bad_slurm_partition(partition).is_none())
+        })
+    };
     qos.iter().find_map(|q| {
         let fine = if q.name == PREEMPTIBLE_QOS {
             q.fields() == preemptible.fields()
+        } else if let Some(gpus) = q.grp_gpus {
+            let floor = Qos { name: q.name.clone(), preempt_mode: "cluster".into(), grp_gpus: Some(gpus), ..Qos::default() };
+            floor_of_account(&q.name) && q.fields() == floor.fields()
         } else {
             named.contains(q.name.as_str())
                 && q.priority == 0
@@ -98,6 +115,18 @@ pub fn unwanted(qos: &[Qos], tree: &super::tree::Tree) -> Option<String> {
     })
 }
 
+/// A budget's floor as its partition QOS: its cap, and nothing else of its own (a partition
+/// QOS's `PreemptExemptTime` would override every contract's).
+pub fn of_floor(floor: &super::floors::Floor) -> Qos {
+    Qos {
+        name: floor.name.clone(),
+        preempt_mode: "cluster".into(),
+        grp_gpus: Some(floor.gpus),
+        source: Some(floor.source.clone()),
+        ..Qos::default()
+    }
+}
+
 fn of_contract(c: &Contract) -> Qos {
     Qos {
         name: c.name.clone(),
@@ -106,6 +135,7 @@ fn of_contract(c: &Contract) -> Qos {
         preempt_exempt: Some(c.min_runtime_seconds),
         max_wall: c.max_runtime_seconds.map(|s| s.div_ceil(60)),
         max_gpus: c.max_gpus,
+        grp_gpus: None,
         preempt: vec![PREEMPTIBLE_QOS.into()],
         source: Some(c.source.clone()),
     }
@@ -130,8 +160,8 @@ pub fn parse(text: &str) -> Result<Vec<Qos>, String> {
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let fail = |why: String| format!("line {}: {why}", i + 1);
         let columns: Vec<&str> = line.split('|').collect();
-        let [name, priority, mode, exempt, wall, tres, preempt] = columns[..] else {
-            return Err(fail(format!("{} columns, not the 7 of {SHOW_FORMAT}", columns.len())));
+        let [name, priority, mode, exempt, wall, tres, grp, preempt] = columns[..] else {
+            return Err(fail(format!("{} columns, not the 8 of {SHOW_FORMAT}", columns.len())));
         };
         let name = name.to_lowercase();
         let preempt: Vec<String> = if preempt.is_empty() {
@@ -162,6 +192,7 @@ pub fn parse(text: &str) -> Result<Vec<Qos>, String> {
             preempt_exempt: duration(exempt).map_err(&fail)?,
             max_wall: duration(wall).map_err(&fail)?.map(|s| s.div_ceil(60)),
             max_gpus: gpus(tres).map_err(&fail)?,
+            grp_gpus: gpus(grp).map_err(&fail)?,
             preempt,
             name,
             source: None,
@@ -209,11 +240,14 @@ mod tests {
     fn what_sacctmgr_shows_reads_back_as_allot_writes_it() {
         // Lines as Slurm 22.05 printed them for the QOS of the university example, and one
         // set by hand with a CPU limit beside the GPU one.
-        let shown = "normal|0|cluster||||\npreemptible|0|requeue||||\n\
-                     short|0|cancel|00:00:00|04:00:00|gres/gpu=4|preemptible\n\
-                     long|0|cancel|12:00:00|7-00:00:00|cpu=4,gres/gpu=16|preemptible\n";
+        let shown = "normal|0|cluster|||||\npreemptible|0|requeue|||||\n\
+                     short|0|cancel|00:00:00|04:00:00|gres/gpu=4||preemptible\n\
+                     long|0|cancel|12:00:00|7-00:00:00|cpu=4,gres/gpu=16||preemptible\n\
+                     gpu-floor-a|0|cluster||||gres/gpu=19|\n";
         let qos = parse(shown).unwrap();
-        assert_eq!(qos.len(), 4);
+        assert_eq!(qos.len(), 5);
+        assert_eq!((qos[4].grp_gpus, qos[4].max_gpus), (Some(19), None));
+        assert_eq!(qos[4].setting("grptres"), "gres/gpu=19");
         assert_eq!(qos[2].max_wall, Some(240));
         assert_eq!(qos[2].preempt_exempt, Some(0));
         assert_eq!(
@@ -229,13 +263,14 @@ mod tests {
     #[test]
     fn a_line_slurm_could_not_have_written_is_refused_with_its_number() {
         for (text, why) in [
-            ("a|0|cancel||||\nb|x|cancel||||\n", "line 2: priority"),
-            ("a|0|cancel|1:2|||\n", "line 1: duration"),
-            ("a|0|cancel||||b,c d\n", "line 1: QOS name"),
-            ("a|0|cancel|||\n", "line 1: 6 columns"),
-            ("a|0|cancel||||\nA|0|cancel||||\n", "line 2: QOS a is listed twice"),
-            ("a|0|can;cel||||\n", "line 1: preemption mode"),
-            ("a|0|cancel|||gres/gpu=x|\n", "line 1: GPU count"),
+            ("a|0|cancel|||||\nb|x|cancel|||||\n", "line 2: priority"),
+            ("a|0|cancel|1:2||||\n", "line 1: duration"),
+            ("a|0|cancel|||||b,c d\n", "line 1: QOS name"),
+            ("a|0|cancel||||\n", "line 1: 7 columns"),
+            ("a|0|cancel|||||\nA|0|cancel|||||\n", "line 2: QOS a is listed twice"),
+            ("a|0|can;cel|||||\n", "line 1: preemption mode"),
+            ("a|0|cancel|||gres/gpu=x||\n", "line 1: GPU count"),
+            ("a|0|cluster||||gres/gpu=y|\n", "line 1: GPU count"),
         ] {
             let error = parse(text).unwrap_err();
             assert!(error.starts_with(why), "{text:?}: {error}");

@@ -106,7 +106,7 @@ pub fn desired_with_loss(model: &Model, cluster: &str) -> (Tree, f64) {
     let preemptible = [model.policy.overflow, model.policy.unbudgeted].contains(&WorkRule::Preemptible);
     let default_contract = model.contracts.iter().find(|c| c.default).map(|c| c.name.clone());
     let mut tree =
-        Tree { cluster: cluster.to_string(), qos: Some(super::qos::wanted(model)), ..Tree::default() };
+        Tree { cluster: cluster.to_string(), qos: Some(wanted_qos(model, cluster)), ..Tree::default() };
     let mut loss = 0.0;
     let context = Context { bound: &bound, preemptible, default_qos: default_contract.as_deref() };
     let mut associations = HashSet::new();
@@ -116,6 +116,16 @@ pub fn desired_with_loss(model: &Model, cluster: &str) -> (Tree, f64) {
         user.default_account = defaults.get(&user.name).cloned();
     }
     (tree, loss)
+}
+
+/// The QOS the budgets want on Slurm cluster `cluster`: the contracts' and
+/// [`PREEMPTIBLE_QOS`] ([`super::qos::wanted`]), then the floors' ([`super::qos::of_floor`];
+/// a floor Slurm could not take is the build's violation, and left out).
+pub fn wanted_qos(model: &Model, cluster: &str) -> Vec<super::qos::Qos> {
+    let mut qos = super::qos::wanted(model);
+    let (floors, _) = super::floors::floors(model, cluster, "");
+    qos.extend(floors.floors.iter().map(super::qos::of_floor));
+    qos
 }
 
 /// What every level of [`add`] shares.
