@@ -103,7 +103,12 @@ pub fn unwanted(qos: &[Qos], tree: &super::tree::Tree) -> Option<String> {
         let fine = if q.name == PREEMPTIBLE_QOS {
             q.fields() == preemptible.fields()
         } else if let Some(gpus) = q.grp_gpus {
-            let floor = Qos { name: q.name.clone(), preempt_mode: "cluster".into(), grp_gpus: Some(gpus), ..Qos::default() };
+            let floor = Qos {
+                name: q.name.clone(),
+                preempt_mode: "cluster".into(),
+                grp_gpus: Some(gpus),
+                ..Qos::default()
+            };
             floor_of_account(&q.name) && q.fields() == floor.fields()
         } else {
             named.contains(q.name.as_str())
