@@ -1,7 +1,8 @@
 //! Slurm's client commands, run as programs (found on `PATH`) with their arguments as a
 //! list, never through a shell, their output read within a bound: the live association tree
-//! (`sacctmgr dump`) and QOS (`sacctmgr show qos`), the queue (`squeue`), the usage
-//! (`sshare`), the jobs' accounting (`sacct`); and a plan applied (`sacctmgr load` of a flat
+//! (`sacctmgr dump`) and QOS (`sacctmgr show qos`), the queue (`squeue`), the partitions
+//! (`scontrol show partition`), the usage (`sshare`), the jobs' accounting (`sacct`); and a
+//! plan applied (`sacctmgr load` of a flat
 //! file, and commands).
 
 use std::io::{Read, Write};
@@ -76,6 +77,20 @@ fn squeue(cluster: &str) -> Result<String, Error> {
 /// The jobs of `cluster` running and pending now, read from [`squeue`].
 pub fn queue(cluster: &str) -> Result<Vec<allot_verify::squeue::QueuedJob>, Error> {
     allot_verify::squeue::parse(&squeue(cluster)?, cluster).map_err(|e| Error::failed(format!("squeue: {e}")))
+}
+
+/// The names of the partitions of `cluster`, as `scontrol --oneliner show partition` lists
+/// them.
+pub fn partitions(cluster: &str) -> Result<Vec<String>, Error> {
+    let clusters = format!("--clusters={cluster}");
+    let read = Reading {
+        program: "scontrol",
+        what: "scontrol show partition",
+        to: "read the live partitions",
+        errors: true,
+    };
+    let text = read.output(&[&clusters, "--oneliner", "show", "partition"])?;
+    Ok(text.split_whitespace().filter_map(|w| w.strip_prefix("PartitionName=")).map(str::to_string).collect())
 }
 
 /// The raw usage of every association of `cluster`, as a usage file

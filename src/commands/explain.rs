@@ -1,17 +1,21 @@
 //! `allot explain JOB --live slurm|kueue [PATH]`: for a pending job, in budget language, why it
 //! waits and what would change that: Slurm's reason translated, its budget's standing now
 //! and over the fair-share window, the jobs ahead of it, the running jobs it may preempt and
-//! when their protection ends, and when it may start (allot's estimate beside Slurm's own).
-//! A running or finished job gets a short account of what happened to it. Nothing is
-//! written to the live system. This module explains Slurm's jobs; [`kueue`] Kueue's
-//! workloads.
+//! when their protection ends, and when it may start (allot's estimate beside Slurm's own);
+//! with allot's floors, whether its budget's floor has room for it and, when it waits to
+//! preempt protected work, when that protection ends. A running or finished job gets a short
+//! account of what happened to it (a running one with floors: the tier it runs in, and from
+//! when it is preemptible). Nothing is written to the live system. This module explains
+//! Slurm's jobs; [`kueue`] Kueue's workloads.
 
 mod kueue;
+
+use std::borrow::Cow;
 
 use allot_targets::slurm::fair_tree::{FairTree, ShareRow};
 use allot_targets::slurm::qos::{self, Qos};
 use allot_targets::slurm::tree;
-use allot_verify::explain::{self, Preemptible};
+use allot_verify::explain::{self, FloorWait, Preemptible, Tier};
 use allot_verify::live::{self, BudgetNow};
 use allot_verify::render;
 use allot_verify::squeue::{self, QueuedJob};
@@ -86,17 +90,32 @@ pub fn run(args: Args, format: Format) -> Outcome {
         print(&finished(&args.job, &line, args.format))?;
         return Ok(Exit::Success);
     };
-    let (_, path) = live::budget_of(&model, &job.job).map_err(|e| Error::failed(e.to_string()))?;
-    let status =
-        live::status(&model, squeue::demand(&queue), now).map_err(|e| Error::failed(e.to_string()))?;
+    let floors = status::floors(&model, &cluster)?;
+    let (_, path) = live::budget_of(&model, &job.job, &floors).map_err(|e| Error::failed(e.to_string()))?;
+    let status = live::status_with_floors(&model, squeue::demand(&queue), now, &floors)
+        .map_err(|e| Error::failed(e.to_string()))?;
     let budget = status.clusters.iter().flat_map(|c| &c.budgets).find(|b| b.path == path).cloned();
     let qos =
         qos::parse(&slurm::show_qos()?).map_err(|e| Error::failed(format!("sacctmgr show qos: {e}")))?;
+    // With floors, each job is counted on the bound partition its floors lie over (they
+    // share its nodes): the jobs ahead, the start estimate and the partition's GPUs are the
+    // bound partition's.
+    let homed: Cow<[QueuedJob]> = if floors.is_empty() {
+        Cow::Borrowed(&queue)
+    } else {
+        Cow::Owned(
+            queue
+                .iter()
+                .map(|q| QueuedJob { job: live::placed(&q.job, &floors).into_owned(), ..q.clone() })
+                .collect(),
+        )
+    };
+    let placed = homed.iter().find(|q| q.job.id == job.job.id).unwrap_or(job);
     // The GPUs of the job's partition: those of the clusters bound to it (to the Slurm
     // cluster, when none is bound to that partition).
     let bound = |partition: bool| -> u64 {
         let on = |s: &allot_compiler::ir::SlurmBinding| {
-            s.cluster == cluster && (!partition || s.partition == job.job.partition)
+            s.cluster == cluster && (!partition || s.partition == placed.job.partition)
         };
         model.clusters.iter().filter(|c| c.bindings.slurm.as_ref().is_some_and(on)).map(|c| c.gpus).sum()
     };
@@ -108,15 +127,21 @@ pub fn run(args: Args, format: Format) -> Outcome {
         .tree()
         .map_err(|e| Error::failed(format!("the live state of {cluster}: {e}")))?;
     let fair_tree = slurm::fair_tree(&cluster, &live_tree)?;
+    // A QOS's protection: its PreemptExemptTime (allot writes a contract's minimum runtime).
+    let exempt = |name: &str| {
+        qos.iter().find(|q| q.name == name).and_then(|q| q.preempt_exempt).map_or(0, |s| s as i64)
+    };
     let facts = Facts {
-        job,
+        job: placed,
         path: &path,
         budget: budget.as_ref(),
-        queue: &queue,
+        queue: &homed,
         qos: &qos,
         fair_tree: &fair_tree,
         gpus,
         now,
+        tier: explain::tier(job, &floors, exempt),
+        floor: explain::floor_wait(&queue, job, &floors, gpus, exempt),
     };
     print(&match args.format {
         ExplainFormat::Json => crate::output::json(&facts.json())?,
@@ -138,6 +163,10 @@ struct Facts<'a> {
     /// The GPUs of the partition's clusters.
     gpus: u64,
     now: i64,
+    /// With allot's floors: the tier a running job runs in.
+    tier: Option<Tier<'a>>,
+    /// With allot's floors: a pending job's floors, their room, and the work it would preempt.
+    floor: Option<FloorWait<'a, 'a>>,
 }
 
 impl Facts<'_> {
@@ -154,6 +183,39 @@ impl Facts<'_> {
 
     fn estimate(&self) -> Option<i64> {
         explain::estimated_start(self.queue, self.job, self.gpus, self.now)
+    }
+
+    /// With floors, a pending job whose floor has room but too few GPUs free: when the
+    /// protection of the work it would preempt ends (not before now).
+    fn preempt_from(&self) -> Option<i64> {
+        let floor = self.waiting_floor().filter(|f| f.must_preempt(u64::from(self.job.job.gpus)))?;
+        floor.preempt_from.map(|t| t.max(self.now))
+    }
+
+    /// A pending job's floors, when it waits for GPUs (or for room under a floor's cap,
+    /// Slurm's `QOSGrpGRES`) rather than for a limit, a hold, a dependency or a time.
+    fn waiting_floor(&self) -> Option<&FloorWait<'_, '_>> {
+        let waits = self.job.waits_for_gpus() || self.job.reason == "QOSGrpGRES";
+        self.floor.as_ref().filter(|_| waits)
+    }
+
+    /// What the floors say in place of Slurm's reason (see [`Facts::waiting_floor`]).
+    fn floor_reason(&self) -> Option<String> {
+        let floor = self.waiting_floor()?;
+        Some(format!(
+            "{} (Slurm: `{}`)",
+            floor_why(floor, u64::from(self.job.job.gpus), self.now),
+            self.job.reason
+        ))
+    }
+
+    /// The running jobs it may preempt: with floors, those of the bound partition when its
+    /// floor has room; else those whose QOS its QOS may preempt.
+    fn may_preempt(&self) -> Vec<Preemptible<'_>> {
+        match &self.floor {
+            Some(floor) => floor.preemptible.clone(),
+            None => self.preemptible(),
+        }
     }
 
     fn text(&self) -> String {
@@ -174,11 +236,23 @@ impl Facts<'_> {
                 .map(|q| q.name.as_str())
                 .collect();
             let until = self.qos(&j.contract).map(|q| start + q.preempt_exempt.unwrap_or(0) as i64);
-            match until {
+            match (self.tier, until) {
+                (Some(Tier::Floor(floor)), _) => out.push_str(&format!(
+                    "  runs in the floor {} of budget {} ({} GPUs): never preempted\n",
+                    floor.partition, floor.budget, floor.gpus
+                )),
+                (Some(Tier::Over { over, from }), _) => out.push_str(&format!(
+                    "  runs in {over}, beyond the budgets' floors: preemptible {} by any budget under its floor; the youngest jobs go first\n",
+                    if from > self.now {
+                        format!("from {} (its start plus its contract's protection)", time(from))
+                    } else {
+                        "now (past its contract's protection, or without one)".to_string()
+                    }
+                )),
                 _ if preemptors.is_empty() => {
                     out.push_str("  no QOS may preempt it (its QOS is in no QOS's Preempt list)\n")
                 }
-                Some(until) if until > self.now => out.push_str(&format!(
+                (_, Some(until)) if until > self.now => out.push_str(&format!(
                     "  protected from preemption until {} (then jobs of QOS {} may preempt it)\n",
                     time(until),
                     preemptors.join(", ")
@@ -192,7 +266,8 @@ impl Facts<'_> {
             return out;
         }
         out.push_str(&format!("  waiting since {} ({})\n", time(j.submit), span(self.now - j.submit)));
-        out.push_str(&format!("\nWhy: {}\n", explain::reason(&self.job.reason)));
+        let why = self.floor_reason().unwrap_or_else(|| explain::reason(&self.job.reason));
+        out.push_str(&format!("\nWhy: {why}\n"));
         out.push_str(&budget_lines(self.budget));
         out.push_str(&self.fair_tree_lines());
         let ahead = explain::ahead(self.queue, self.job);
@@ -208,11 +283,21 @@ impl Facts<'_> {
                 q.job.id, q.job.user, q.job.project, q.job.gpus, q.priority
             ));
         }
-        let preemptible = self.preemptible();
-        out.push_str(&format!(
-            "\nRunning jobs it may preempt (its contract's QOS may preempt theirs): {}\n",
-            preemptible.len()
-        ));
+        let preemptible = self.may_preempt();
+        let which = match &self.floor {
+            Some(FloorWait { room: Some(room), over, .. }) => format!(
+                "from its floor {}, the jobs in {over} once past their protection, the youngest first",
+                room.floor.partition
+            ),
+            Some(FloorWait { floors, over, .. }) if floors.is_empty() => {
+                format!("it may run only in {over}, beyond the floors, where no job preempts another")
+            }
+            Some(FloorWait { over, .. }) => {
+                format!("its floors are full, and in {over}, beyond them, no job preempts another")
+            }
+            None => "its contract's QOS may preempt theirs".to_string(),
+        };
+        out.push_str(&format!("\nRunning jobs it may preempt ({which}): {}\n", preemptible.len()));
         for p in preemptible.iter().take(AHEAD_SHOWN) {
             let when = if p.protected_until > self.now {
                 format!("protected until {}", time(p.protected_until))
@@ -225,12 +310,22 @@ impl Facts<'_> {
             ));
         }
         out.push_str("\nWhen it may start:\n");
-        out.push_str(&match self.estimate() {
-            Some(t) => format!("  allot: {} (every running job runs to its time limit, the jobs ahead start in priority order, no backfill or preemption)\n", time(t)),
-            None => "  allot: no estimate (a job it waits for has no time limit, or it asks for more GPUs than the cluster has)\n".to_string(),
+        let over = self.floor.as_ref().map_or("", |f| f.over);
+        out.push_str(&match (self.preempt_from(), self.estimate()) {
+            (Some(t), estimate) if estimate.is_none_or(|e| t <= e) => format!(
+                "  allot: {} (from its floor it preempts jobs in {over} once their protection ends; Slurm's main scheduler does so at its next pass)\n",
+                time(t)
+            ),
+            (_, Some(t)) => format!("  allot: {} (every running job runs to its time limit, the jobs ahead start in priority order, no backfill or preemption)\n", time(t)),
+            (_, None) => "  allot: no estimate (a job it waits for has no time limit, or it asks for more GPUs than the cluster has)\n".to_string(),
         });
+        // Slurm's backfill plans no preemption: a job that will start by preempting gets a
+        // start when the jobs it would preempt reach their time limits.
+        let backfill = if self.preempt_from().is_some() { ", which counts no preemption" } else { "" };
         out.push_str(&match self.job.expected_start {
-            Some(t) => format!("  Slurm (backfill's plan, as `squeue --start` shows it): {}\n", time(t)),
+            Some(t) => {
+                format!("  Slurm (backfill's plan, as `squeue --start` shows it{backfill}): {}\n", time(t))
+            }
             None => "  Slurm: no estimate (its backfill scheduler has not planned this job)\n".to_string(),
         });
         out
@@ -290,7 +385,7 @@ impl Facts<'_> {
             })
         });
         let preemptible: Vec<Value> = self
-            .preemptible()
+            .may_preempt()
             .iter()
             .map(|p| json!({ "job": p.job.job.id.as_str(), "qos": p.job.job.contract.as_str(), "gpus": p.job.job.gpus, "protected_until": p.protected_until }))
             .collect();
@@ -309,7 +404,7 @@ impl Facts<'_> {
             "submit": j.submit,
             "start": j.start,
             "reason": self.job.reason,
-            "reason_explained": j.start.is_none().then(|| explain::reason(&self.job.reason)),
+            "reason_explained": j.start.is_none().then(|| self.floor_reason().unwrap_or_else(|| explain::reason(&self.job.reason))),
             "budget_now": self.budget.map(|b| json!({
                 "running_gpus": b.running_gpus, "pending_gpus": b.pending_gpus,
                 "entitled_gpus": b.entitled_gpus, "standing": b.standing.word(),
@@ -317,10 +412,83 @@ impl Facts<'_> {
             "fair_tree": fair_tree,
             "ahead": ahead,
             "preemptible": preemptible,
-            "estimated_start": j.start.is_none().then(|| self.estimate()).flatten(),
+            "tier": self.tier.map(|tier| match tier {
+                Tier::Floor(floor) => json!({ "partition": floor.partition, "floor": true, "budget": floor.budget, "floor_gpus": floor.gpus }),
+                Tier::Over { over, from } => json!({ "partition": over, "floor": false, "preemptible_from": from }),
+            }),
+            "floor": self.floor.as_ref().map(|f| json!({
+                "floors": f.floors.iter().map(|r| json!({ "partition": r.floor.partition, "budget": r.floor.budget, "gpus": r.floor.gpus, "in_use": r.in_use })).collect::<Vec<_>>(),
+                "room": f.room.map(|r| r.floor.partition.as_str()),
+                "over": f.over,
+                "free_gpus": f.free_gpus,
+                "preemptible_from": self.preempt_from(),
+            })),
+            "estimated_start": j.start.is_none().then(|| {
+                let estimate = self.estimate();
+                match self.preempt_from() {
+                    Some(t) if estimate.is_none_or(|e| t <= e) => Some(t),
+                    _ => estimate,
+                }
+            }).flatten(),
             "slurm_expected_start": self.job.expected_start,
         })
     }
+}
+
+/// What a pending job's floors say of its wait (`want`: its GPUs).
+fn floor_why(floor: &FloorWait, want: u64, now: i64) -> String {
+    let over = floor.over;
+    let shown = |r: &explain::FloorRoom| format!("floor {} GPUs, {} in use", r.floor.gpus, r.in_use);
+    let Some(room) = floor.room else {
+        if floor.floors.is_empty() {
+            return format!(
+                "it may run only in {over}, beyond the budgets' floors (its QOS, or its budget, has no floor): it waits for GPUs to free up there, and preempts nothing"
+            );
+        }
+        let full: Vec<String> =
+            floor.floors.iter().map(|r| format!("{} ({})", r.floor.partition, shown(r))).collect();
+        let (its, are) = if full.len() == 1 { ("its floor", "is") } else { ("its floors", "are") };
+        let (full, asks) = (full.join(", "), gpus(want));
+        return if floor.in_over {
+            format!(
+                "{its} {full} {are} too full for its {asks}: it waits in {over}, beyond its floor, for GPUs to free up, and preempts nothing"
+            )
+        } else {
+            format!(
+                "{its} {full} {are} too full for its {asks}, and it runs in its floor only (it may not be requeued): it waits for the floor's jobs to end"
+            )
+        };
+    };
+    let has = format!("its floor {} has room for it ({})", room.floor.partition, shown(&room));
+    if floor.free_gpus >= want {
+        return format!(
+            "{has}, with {} free: it starts at the main scheduler's next pass, unless a job ahead takes them",
+            gpus(floor.free_gpus)
+        );
+    }
+    let free = floor.free_gpus;
+    let lacks = format!(
+        "{has}; of the {} it asks for, {free} {} free",
+        gpus(want),
+        if free == 1 { "is" } else { "are" }
+    );
+    match floor.preempt_from {
+        Some(t) if t > now => format!(
+            "{lacks}, and the rest are held by jobs in {over} still protected by their contracts: it preempts them (the youngest first) once their protection ends, at {}",
+            render::time(t)
+        ),
+        Some(_) => format!(
+            "{lacks}, and the rest are held by jobs in {over} past their protection: it preempts them (the youngest first) at the main scheduler's next pass"
+        ),
+        None => format!(
+            "{lacks}, and the rest are held by jobs in floors, which are never preempted: it waits for them to end"
+        ),
+    }
+}
+
+/// `n GPUs`, `1 GPU`.
+fn gpus(n: u64) -> String {
+    if n == 1 { "1 GPU".to_string() } else { format!("{n} GPUs") }
 }
 
 /// The budget's standing now.

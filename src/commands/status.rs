@@ -4,20 +4,22 @@
 //! protected; how the scheduler ranks it (Slurm: its usage over the fair-share window
 //! against its share, `sshare`'s raw usage through allot's Fair Tree on the live
 //! associations; Kueue: its ClusterQueue's reserved and borrowed GPUs and Fair Sharing's
-//! weighted share); and how far the live configuration is from the budgets (Slurm: the
-//! plan's summary; Kueue: the objects allot writes). Nothing is written to the live system.
+//! weighted share); on Slurm, the GPUs in use of its floor and its GPUs beyond the floors,
+//! in the bound partition (preemptible once past their protection); and how far the live
+//! configuration is from the budgets (Slurm: the plan's summary; Kueue: the objects allot
+//! writes). Nothing is written to the live system.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use std::collections::HashMap;
 
 use allot_compiler::escape::controls;
-use allot_compiler::ir::Model;
+use allot_compiler::ir::{Model, Project};
 use allot_targets::kubernetes::{drift, kueue as objects};
 use allot_targets::slurm::fair_tree::FairTree;
 use allot_targets::slurm::plan;
 use allot_targets::slurm::tree;
-use allot_verify::live::{self, QueueNow, Ranking, Status, WindowUsage};
+use allot_verify::live::{self, FloorPartition, QueueNow, Ranking, Status, WindowUsage};
 use allot_verify::trace::Job;
 use allot_verify::workloads::{self, Kueue};
 use allot_verify::{render, squeue};
@@ -103,7 +105,8 @@ fn read_slurm(model: &Model, cluster: Option<&str>) -> Result<Reading, Error> {
     let jobs = slurm::queue(&cluster)?;
     let state = Live::read(&cluster, true)?;
     let live_tree = state.tree().map_err(|e| Error::failed(format!("the live state of {cluster}: {e}")))?;
-    let mut status = live::status(model, squeue::demand(&jobs), now())
+    let floors = floors(model, &cluster)?;
+    let mut status = live::status_with_floors(model, squeue::demand(&jobs), now(), &floors)
         .map_err(|e| Error::failed(format!("the queue of Slurm cluster {cluster}: {e}")))?;
     keep_bound(&mut status, model, &cluster);
     add_fair_tree(&mut status, &slurm::fair_tree(&cluster, &live_tree)?);
@@ -187,6 +190,44 @@ fn add_queues(status: &mut Status, model: &Model, live: &Kueue) {
             };
         }
     }
+}
+
+/// The floors allot writes for Slurm cluster `cluster` (`allot build --target slurm`) that
+/// Slurm has (`scontrol show partition`, read only when the budgets have floors), as the live
+/// views count them: each with the allot cluster bound to the partition it lies over, and the
+/// path of its budget. Without the floor partitions, Slurm runs no floors, whatever the
+/// budgets say.
+pub fn floors(model: &Model, cluster: &str) -> Result<Vec<FloorPartition>, Error> {
+    let (found, _) = allot_targets::slurm::floors::floors(model, cluster, "");
+    if found.floors.is_empty() {
+        return Ok(Vec::new());
+    }
+    let live = slurm::partitions(cluster)?;
+    Ok(found
+        .floors
+        .into_iter()
+        .filter(|f| live.contains(&f.name))
+        .filter_map(|f| {
+            let on = |s: &allot_compiler::ir::SlurmBinding| s.cluster == cluster && s.partition == f.over;
+            let bound = model.clusters.iter().find(|c| c.bindings.slurm.as_ref().is_some_and(on))?;
+            let budget = path_of(&model.projects, &bound.name, f.accounts.first()?)?;
+            Some(FloorPartition {
+                cluster: bound.name.clone(),
+                budget,
+                partition: f.name,
+                over: f.over,
+                gpus: f.gpus,
+            })
+        })
+        .collect())
+}
+
+/// The path of the project named `name` on allot cluster `cluster` (an account's project).
+fn path_of(projects: &[Project], cluster: &str, name: &str) -> Option<String> {
+    projects
+        .iter()
+        .filter(|p| p.clusters.contains_key(cluster))
+        .find_map(|p| if p.name == name { Some(p.path.clone()) } else { path_of(&p.children, cluster, name) })
 }
 
 /// Seconds since the epoch, the instant the live commands measure.

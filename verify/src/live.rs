@@ -3,7 +3,11 @@
 //! against the budgets. For every budget of every cluster: the GPUs running and pending,
 //! what it is entitled to now (the cluster's GPUs divided among the budgets with demand, as
 //! the audit divides them), whether it runs under, within or over that, and until when its
-//! running jobs are protected by their contracts' minimum runtimes.
+//! running jobs are protected by their contracts' minimum runtimes; and on Slurm with allot's
+//! floors, how many of its GPUs run in its floors (never preempted) and how many beyond them,
+//! in the bound partition (preemptible once past their protection).
+
+use std::borrow::Cow;
 
 use allot_compiler::ir::Model;
 
@@ -62,6 +66,56 @@ pub struct BudgetNow {
     pub window: Option<WindowUsage>,
     /// Its quota and borrowing as Kueue holds them, when the caller read them.
     pub queue: Option<QueueNow>,
+    /// Its floors and the GPUs running in them and beyond them, when it or a budget below
+    /// it has a floor (Slurm, with the floors the caller gave).
+    pub floor: Option<FloorNow>,
+}
+
+/// A budget's floor on Slurm, as the caller finds it in the configuration allot writes (the
+/// library reads no scheduler's configuration): a partition whose jobs are never preempted,
+/// capped at `gpus`, over the partition its cluster is bound to, where every other job runs
+/// and is preempted by a job in a floor with room once past its protection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FloorPartition {
+    /// The allot cluster, and the path of the budget (project) whose floor it is.
+    pub cluster: String,
+    pub budget: String,
+    /// Its partition's name, and the bound partition it lies over.
+    pub partition: String,
+    pub over: String,
+    /// Its GPUs: the budget's guaranteed GPUs that none of its sub-projects is guaranteed.
+    pub gpus: u64,
+}
+
+/// A budget's floors now: its own and those of the budgets below it (whose jobs it holds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FloorNow {
+    /// The GPUs of those floors.
+    pub gpus: u64,
+    /// GPUs running in those floors now: never preempted.
+    pub in_floor_gpus: u64,
+    /// GPUs of its jobs running in the bound partition, beyond the floors: preemptible by a
+    /// job in a floor with room once past their protection.
+    pub over_gpus: u64,
+}
+
+/// The bound partition a job of `partition` (one partition, or the comma-separated list a
+/// pending job may run in) runs over: the one a floor of the list lies over, or a partition
+/// of the list that floors lie over; `None` when the list names neither.
+pub fn home_partition<'f>(partition: &str, floors: &'f [FloorPartition]) -> Option<&'f str> {
+    partition
+        .split(',')
+        .map(str::trim)
+        .find_map(|p| floors.iter().find(|f| f.partition == p || f.over == p).map(|f| f.over.as_str()))
+}
+
+/// The job as the budgets place it: a job in a floor, or listing floors, on the bound
+/// partition they lie over (the partition that binds its cluster).
+pub fn placed<'j>(job: &'j Job, floors: &[FloorPartition]) -> Cow<'j, Job> {
+    match home_partition(&job.partition, floors) {
+        Some(home) if home != job.partition => Cow::Owned(Job { partition: home.into(), ..job.clone() }),
+        _ => Cow::Borrowed(job),
+    }
 }
 
 /// A budget's quota and borrowing as Kueue holds them now: its ClusterQueue's, or for an
@@ -121,10 +175,13 @@ pub enum LiveError {
     Job { id: String, problem: JobError },
 }
 
-/// The cluster and budget path a job belongs to (see [`status`]).
-pub fn budget_of(model: &Model, job: &Job) -> Result<(String, String), LiveError> {
+/// The cluster and budget path a job belongs to (see [`status`]; a job in or listing one
+/// of `floors` is placed on the partition they lie over).
+pub fn budget_of(model: &Model, job: &Job, floors: &[FloorPartition]) -> Result<(String, String), LiveError> {
     let budgets = Budgets::new(model)?;
-    let at = budgets.assign(job).map_err(|problem| LiveError::Job { id: job.id.to_string(), problem })?;
+    let at = budgets
+        .assign(&placed(job, floors))
+        .map_err(|problem| LiveError::Job { id: job.id.to_string(), problem })?;
     let cluster = &budgets.clusters[at.cluster];
     Ok((cluster.name.clone(), cluster.paths[at.node.0].clone()))
 }
@@ -138,6 +195,9 @@ struct Held {
     pending_jobs: usize,
     protected_gpus: u64,
     protected_until: Option<i64>,
+    floor_gpus: u64,
+    in_floor_gpus: u64,
+    over_gpus: u64,
 }
 
 /// The budgets against the queue at `now`. Jobs that ended are not in a queue and are
@@ -146,6 +206,19 @@ pub fn status<'j>(
     model: &Model,
     jobs: impl IntoIterator<Item = &'j Job>,
     now: i64,
+) -> Result<Status, LiveError> {
+    status_with_floors(model, jobs, now, &[])
+}
+
+/// [`status`] on Slurm with allot's floors: each budget with a floor (its own, or a budget's
+/// below it) also gets the GPUs of its floors, those running in them, and those of its jobs
+/// running beyond them in the bound partition ([`FloorNow`]). A floor of a cluster or budget
+/// the model does not hold is passed over.
+pub fn status_with_floors<'j>(
+    model: &Model,
+    jobs: impl IntoIterator<Item = &'j Job>,
+    now: i64,
+    floors: &[FloorPartition],
 ) -> Result<Status, LiveError> {
     let budgets = Budgets::new(model)?;
     let mut held: Vec<Vec<Held>> =
@@ -156,10 +229,34 @@ pub fn status<'j>(
         let contract = if job.contract.is_empty() { budgets.contract(job) } else { job.contract.as_str() };
         model.contracts.iter().find(|c| c.name == contract).map_or(0, |c| c.min_runtime_seconds)
     };
+    // Each floor's cluster and the node of its budget (the project itself, an inner one's
+    // too: its floor holds the jobs of the budgets below it).
+    let floor_nodes: Vec<(&FloorPartition, usize, usize)> = floors
+        .iter()
+        .filter_map(|f| {
+            let cluster = budgets.clusters.iter().position(|c| c.name == f.cluster)?;
+            let node = budgets.clusters[cluster].paths.iter().position(|p| *p == f.budget)?;
+            Some((f, cluster, node))
+        })
+        .collect();
+    for &(f, cluster, node) in &floor_nodes {
+        held[cluster][node].floor_gpus += f.gpus;
+    }
     for job in jobs.into_iter().filter(|j| j.end.is_none()) {
-        let at = budgets.assign(job).map_err(|problem| LiveError::Job { id: job.id.to_string(), problem })?;
-        let h = &mut held[at.cluster][at.node.0];
+        let at = budgets
+            .assign(&placed(job, floors))
+            .map_err(|problem| LiveError::Job { id: job.id.to_string(), problem })?;
         let gpus = u64::from(job.gpus);
+        if job.start.is_some() {
+            // A running job runs in one partition: a floor, or the bound partition beyond them.
+            let mut on_cluster = floor_nodes.iter().filter(|(_, cluster, _)| *cluster == at.cluster);
+            if let Some(&(_, _, node)) = on_cluster.clone().find(|(f, ..)| f.partition == job.partition) {
+                held[at.cluster][node].in_floor_gpus += gpus;
+            } else if on_cluster.any(|(f, ..)| f.over == job.partition) {
+                held[at.cluster][at.node.0].over_gpus += gpus;
+            }
+        }
+        let h = &mut held[at.cluster][at.node.0];
         match job.start {
             Some(start) => {
                 h.running_gpus += gpus;
@@ -199,6 +296,9 @@ pub fn status<'j>(
                 up.pending_jobs += child.pending_jobs;
                 up.protected_gpus += child.protected_gpus;
                 up.protected_until = up.protected_until.max(child.protected_until);
+                up.floor_gpus += child.floor_gpus;
+                up.in_floor_gpus += child.in_floor_gpus;
+                up.over_gpus += child.over_gpus;
             }
         }
         let total_weight = |siblings: &[NodeId]| -> f64 {
@@ -252,6 +352,11 @@ pub fn status<'j>(
                     protected_until: h.protected_until,
                     window: None,
                     queue: None,
+                    floor: (h.floor_gpus > 0).then_some(FloorNow {
+                        gpus: h.floor_gpus,
+                        in_floor_gpus: h.in_floor_gpus,
+                        over_gpus: h.over_gpus,
+                    }),
                 }
             })
             .collect();
@@ -345,5 +450,89 @@ mod tests {
         let stray = Job { cluster: "elsewhere".into(), ..job("9", "a", 1, None, "") };
         let error = status(&model, &[stray], 0).unwrap_err().to_string();
         assert!(error.starts_with("job 9: cluster `elsewhere`"), "{error}");
+    }
+
+    /// A floor of `gpus` for `budget` on cluster `cluster`'s partition `over`.
+    fn floor(cluster: &str, budget: &str, over: &str, gpus: u64) -> FloorPartition {
+        let account = budget.rsplit('/').next().unwrap();
+        FloorPartition {
+            cluster: cluster.into(),
+            budget: budget.into(),
+            partition: format!("{over}-floor-{account}"),
+            over: over.into(),
+            gpus,
+        }
+    }
+
+    fn on(partition: &str, job: Job) -> Job {
+        Job { cluster: "s".into(), partition: partition.into(), ..job }
+    }
+
+    #[test]
+    fn the_gpus_in_each_floor_and_beyond_it_are_counted_by_hand() {
+        // 8 GPUs bound to Slurm partition gpu; a and b guarantee 4 each: a floor of 4 each.
+        let model = model(
+            "cluster c gpus=8 gpu-type=h100 gpus-per-node=8 {\n    slurm cluster=s partition=gpu\n}\n\
+             contract batch min-runtime=\"1h\" default=#true\n\
+             project a share=\"50%\"\nproject b share=\"50%\"\n",
+        );
+        let floors = [floor("c", "a", "gpu", 4), floor("c", "b", "gpu", 4)];
+        let jobs = [
+            // b runs 4 GPUs in its floor and 2 beyond it, in gpu.
+            on("gpu-floor-b", job("1", "b", 3, Some(0), "batch")),
+            on("gpu-floor-b", job("2", "b", 1, Some(100), "batch")),
+            on("gpu", job("3", "b", 2, Some(500), "batch")),
+            // a waits for 2, in its floor or gpu (squeue lists them in no set order).
+            on("gpu,gpu-floor-a", job("4", "a", 2, None, "batch")),
+        ];
+        let now = status_with_floors(&model, &jobs, 1_000, &floors).unwrap();
+        let by = |path: &str| now.clusters[0].budgets.iter().find(|b| b.path == path).unwrap().clone();
+        assert_eq!(by("b").floor, Some(FloorNow { gpus: 4, in_floor_gpus: 4, over_gpus: 2 }));
+        assert_eq!(by("a").floor, Some(FloorNow { gpus: 4, in_floor_gpus: 0, over_gpus: 0 }));
+        // The rest as without floors: b runs 6, a waits for 2.
+        assert_eq!((by("b").running_gpus, by("a").pending_gpus), (6, 2));
+        // Without floors, none.
+        let plain = status(&model, &jobs, 1_000);
+        assert!(plain.is_ok_and(|s| s.clusters[0].budgets.iter().all(|b| b.floor.is_none())));
+    }
+
+    #[test]
+    fn an_inner_budget_holds_its_floor_and_those_below_it_and_floors_place_jobs() {
+        // Two allot clusters on one Slurm cluster: a job is placed by its partition, and a
+        // job in a floor (or listing one) by the bound partition the floor lies over.
+        let model = model(
+            "cluster main gpus=8 gpu-type=h100 gpus-per-node=8 {\n    slurm cluster=s partition=gpu nodes=\"g1\"\n}\n\
+             cluster small gpus=4 gpu-type=l40s gpus-per-node=4 {\n    slurm cluster=s partition=l40s nodes=\"l1\"\n}\n\
+             contract batch min-runtime=\"1h\" default=#true\n\
+             project a share=\"50%\"\nproject b share=\"50%\" {\n    project b1 share=1\n    project b2 share=1\n}\n",
+        );
+        // On main: a 4; b1 and b2 2 each, b none of its own. On small, no floors.
+        let floors =
+            [floor("main", "a", "gpu", 4), floor("main", "b/b1", "gpu", 2), floor("main", "b/b2", "gpu", 2)];
+        let jobs = [
+            on("gpu-floor-b1", job("1", "b1", 2, Some(0), "batch")),
+            on("gpu-floor-b2", job("2", "b2", 1, Some(0), "batch")),
+            on("gpu", job("3", "b2", 2, Some(0), "batch")),
+            on("gpu-floor-b1,gpu", job("4", "b1", 1, None, "batch")),
+            on("l40s", job("5", "b1", 4, Some(0), "batch")),
+        ];
+        assert_eq!(home_partition("gpu-floor-b1,gpu", &floors), Some("gpu"));
+        assert_eq!(home_partition("l40s", &floors), None);
+        assert_eq!(budget_of(&model, &jobs[0], &floors).unwrap(), ("main".into(), "b/b1".into()));
+        let error = budget_of(&model, &jobs[0], &[]).unwrap_err().to_string();
+        assert!(error.contains("is on partition `gpu-floor-b1`"), "{error}");
+        let status = status_with_floors(&model, &jobs, 1_000, &floors).unwrap();
+        let by = |cluster: usize, path: &str| {
+            status.clusters[cluster].budgets.iter().find(|b| b.path == path).unwrap().clone()
+        };
+        let floor = |gpus, in_floor_gpus, over_gpus| Some(FloorNow { gpus, in_floor_gpus, over_gpus });
+        // b holds b1's and b2's floors: 2 + 2 GPUs, 2 + 1 in use, b2's 2 beyond them.
+        assert_eq!(
+            [by(0, "a").floor, by(0, "b").floor, by(0, "b/b1").floor, by(0, "b/b2").floor],
+            [floor(4, 0, 0), floor(4, 3, 2), floor(2, 2, 0), floor(2, 1, 2)]
+        );
+        assert_eq!((by(0, "b/b1").pending_gpus, by(0, "b").running_gpus), (1, 5));
+        // small has no floors: b1's job there counts on small, with no floor figures.
+        assert_eq!((by(1, "b/b1").running_gpus, by(1, "b/b1").floor), (4, None));
     }
 }

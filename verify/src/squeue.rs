@@ -34,13 +34,20 @@ impl QueuedJob {
         self.job.start.is_none()
     }
 
-    /// Whether it is pending and waits for GPUs (Slurm's `Priority`, `Resources`, or not
-    /// looked at yet), rather than for a limit, a hold, a dependency or a time: only such
-    /// jobs ask for GPUs now, and hold back the jobs behind them.
+    /// Whether it is pending and waits for GPUs (Slurm's `Priority`, `Resources`,
+    /// [`NODES_TAKEN`], or not looked at yet), rather than for a limit, a hold, a dependency
+    /// or a time: only such jobs ask for GPUs now, and hold back the jobs behind them.
     pub fn waits_for_gpus(&self) -> bool {
-        self.is_pending() && matches!(self.reason.as_str(), "Priority" | "Resources" | "None")
+        self.is_pending() && matches!(self.reason.as_str(), "Priority" | "Resources" | "None" | NODES_TAKEN)
     }
 }
+
+/// What Slurm says of a job whose nodes are taken by, or kept for, jobs of a partition of a
+/// higher `PriorityTier` (and of one whose nodes are down or drained): with allot's floors,
+/// a job waiting beyond its floor, or in its floor for the protection of the jobs it would
+/// preempt to pass.
+pub const NODES_TAKEN: &str =
+    "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions";
 
 /// The jobs of a queue that ask for GPUs now: those running, and those pending that wait
 /// for GPUs.

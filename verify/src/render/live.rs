@@ -1,5 +1,6 @@
 //! What `allot status` prints: every budget of every cluster now, as a tree with a bar of
-//! its running GPUs against its entitlement, as Markdown, or as JSON.
+//! its running GPUs against its entitlement, as Markdown, or as JSON. On a cluster with
+//! floors (Slurm), each budget's floor GPUs in use and its GPUs beyond them too.
 
 use serde_json::{Value, json};
 
@@ -20,6 +21,13 @@ const BUDGETS: [Column<'static>; 12] = [
     Column::left().fitted(" ", "STANDING").heading("standing").key("standing"),
     Column::right().fitted(" ", "PROTECTED").heading("protected GPUs").key("protected_gpus"),
     Column::left().fitted(" ", "UNTIL").heading("protected until").key("protected_until"),
+];
+
+/// On a cluster with floors: the GPUs in use of the budget's floors, and its GPUs beyond them
+/// (in JSON, `floor_gpus`, `in_floor_gpus` and `over_gpus`, present only where it has a floor).
+const FLOORS: [Column<'static>; 2] = [
+    Column::right().fitted(" ", "FLOOR").heading("floor GPUs in use"),
+    Column::right().fitted(" ", "BEYOND").heading("GPUs beyond the floor"),
 ];
 
 /// Slurm's: the Fair Tree figures.
@@ -53,7 +61,7 @@ fn bar(b: &BudgetNow) -> String {
     format!("{}{}{}", "█".repeat(within), "▒".repeat(beyond), "░".repeat(unused))
 }
 
-fn row(b: &BudgetNow, indent: bool, kueue: bool) -> Vec<Cell<'_>> {
+fn row(b: &BudgetNow, indent: bool, kueue: bool, floors: bool) -> Vec<Cell<'_>> {
     let name = if indent { format!("{}{}", "  ".repeat(b.depth), leaf(&b.path)) } else { b.path.clone() };
     let window = b.window;
     let mut row = vec![
@@ -70,6 +78,12 @@ fn row(b: &BudgetNow, indent: bool, kueue: bool) -> Vec<Cell<'_>> {
         Cell::Count(b.protected_gpus),
         b.protected_until.map_or(Cell::Absent, Cell::Time),
     ];
+    if floors {
+        row.extend(match b.floor {
+            Some(f) => [Cell::text(format!("{} of {}", f.in_floor_gpus, f.gpus)), Cell::Count(f.over_gpus)],
+            None => [Cell::Absent, Cell::Absent],
+        });
+    }
     let count = |n: Option<u64>| n.map_or(Cell::Absent, Cell::Count);
     if kueue {
         let queue = b.queue;
@@ -94,11 +108,20 @@ fn leaf(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
+/// Whether a budget of the cluster has a floor.
+fn has_floors(cluster: &ClusterNow) -> bool {
+    cluster.budgets.iter().any(|b| b.floor.is_some())
+}
+
 fn table(cluster: &ClusterNow, ranking: Ranking, indent: bool) -> Table<'_> {
     let kueue = ranking == Ranking::Kueue;
+    let floors = !kueue && has_floors(cluster);
     let mut columns = BUDGETS.to_vec();
+    if floors {
+        columns.extend_from_slice(&FLOORS);
+    }
     columns.extend_from_slice(if kueue { &KUEUE[..] } else { &FAIR_TREE[..] });
-    Table::new(columns, cluster.budgets.iter().map(|b| row(b, indent, kueue)).collect()).titled()
+    Table::new(columns, cluster.budgets.iter().map(|b| row(b, indent, kueue, floors)).collect()).titled()
 }
 
 fn headline(cluster: &ClusterNow) -> String {
@@ -127,6 +150,9 @@ pub fn text(status: &Status) -> String {
     if status.ranking == Ranking::Kueue {
         out.push_str(LEGEND_KUEUE);
     } else {
+        if status.clusters.iter().any(has_floors) {
+            out.push_str(LEGEND_FLOORS);
+        }
         out.push_str(LEGEND_FAIR_TREE);
     }
     out
@@ -136,6 +162,13 @@ const LEGEND: &str = "
 ENTITLED: the cluster's GPUs divided now among the budgets with work running or pending
   (bar: █ running within it, ▒ running beyond it, ░ entitled and not running).
 PROTECTED UNTIL: when the last running job's minimum runtime ends.
+";
+
+const LEGEND_FLOORS: &str =
+    "FLOOR: GPUs running in the budget's floors (its own and its sub-budgets'), where nothing is
+  preempted, of the floors' GPUs.
+BEYOND: GPUs of its jobs in the bound partition, beyond the floors: a job in a floor with
+  room preempts them once past their protection, the youngest first.
 ";
 
 const LEGEND_FAIR_TREE: &str =
@@ -158,7 +191,7 @@ pub fn markdown(status: &Status) -> String {
 }
 
 /// For programs: `{now, clusters: [{cluster, gpus, budgets: [...]}]}`, times in epoch
-/// seconds.
+/// seconds; a budget with a floor has `floor_gpus`, `in_floor_gpus` and `over_gpus`.
 pub fn json(status: &Status) -> Value {
     let clusters: Vec<Value> = status
         .clusters
@@ -168,6 +201,11 @@ pub fn json(status: &Status) -> Value {
             if let Value::Array(rows) = &mut budgets {
                 for (value, b) in rows.iter_mut().zip(&c.budgets) {
                     value["depth"] = json!(b.depth);
+                    if let (Some(f), false) = (b.floor, status.ranking == Ranking::Kueue) {
+                        value["floor_gpus"] = json!(f.gpus);
+                        value["in_floor_gpus"] = json!(f.in_floor_gpus);
+                        value["over_gpus"] = json!(f.over_gpus);
+                    }
                 }
             }
             json!({ "cluster": c.name, "gpus": c.gpus, "budgets": budgets })
@@ -196,6 +234,7 @@ mod tests {
             protected_until: None,
             window: None,
             queue: None,
+            floor: None,
         }
     }
 
@@ -208,5 +247,81 @@ mod tests {
         // 3 running of 6: half and half.
         assert_eq!(bar(&budget(3, 6.0)), "██████░░░░░░");
         assert_eq!(bar(&budget(0, 0.0)), "");
+    }
+
+    #[test]
+    fn floors_show_their_gpus_in_use_and_the_gpus_beyond_them() {
+        use crate::live::{FloorPartition, status_with_floors};
+        use crate::trace::Job;
+        // 8 GPUs bound to partition gpu; a and b have floors of 4 (their guaranteed GPUs).
+        // b runs 3 + 1 GPUs in its floor and 2 in gpu, started at 500 under batch (protected
+        // an hour: until 4,100); a waits for 4 in its floor or gpu.
+        let model = allot_compiler::test_support::model(
+            "cluster c gpus=8 gpu-type=h100 gpus-per-node=8 {\n    slurm cluster=s partition=gpu\n}\n\
+             contract batch min-runtime=\"1h\" default=#true\n\
+             project a share=\"50%\"\nproject b share=\"50%\"\n",
+        );
+        let floor = |budget: &str| FloorPartition {
+            cluster: "c".into(),
+            budget: budget.into(),
+            partition: format!("gpu-floor-{budget}"),
+            over: "gpu".into(),
+            gpus: 4,
+        };
+        let job = |id: &str, project: &str, partition: &str, gpus: u32, start: Option<i64>| Job {
+            id: id.into(),
+            project: project.into(),
+            cluster: "s".into(),
+            partition: partition.into(),
+            gpus,
+            start,
+            contract: "batch".into(),
+            ..Job::default()
+        };
+        let jobs = [
+            job("1", "b", "gpu-floor-b", 3, Some(0)),
+            job("2", "b", "gpu-floor-b", 1, Some(100)),
+            job("3", "b", "gpu", 2, Some(500)),
+            job("4", "a", "gpu,gpu-floor-a", 4, None),
+            // Work no budget covers has no floor.
+            job("5", "x", "gpu", 1, None),
+        ];
+        let mut status = status_with_floors(&model, &jobs, 1_000, &[floor("a"), floor("b")]).unwrap();
+        let text = text(&status);
+        // b: 4 of its floor's 4 GPUs in use, 2 beyond it; a: none of its 4 yet.
+        for line in [
+            "  BUDGET       SHARE GUARANTEED RUNNING PENDING ENTITLED               STANDING PROTECTED UNTIL                 FLOOR BEYOND USAGE/SHARE\n",
+            "  a            50.0%          4       0       4      4.0  ░░░░░░░░░░░░ under            0 -                    0 of 4      0           -\n",
+            "  b            50.0%          4       6       0      4.0  ████████▒▒▒▒ over             6 1970-01-01T01:08:20Z 4 of 4      2           -\n",
+            "  (unbudgeted)  0.0%          0       0       1      0.0               within           0 -                         -      -           -\n",
+            "FLOOR: GPUs running in the budget's floors",
+            "BEYOND: GPUs of its jobs in the bound partition, beyond the floors",
+        ] {
+            assert!(text.contains(line), "no {line:?} in\n{text}");
+        }
+        let markdown = markdown(&status);
+        assert!(
+            markdown.contains("| floor GPUs in use | GPUs beyond the floor |")
+                && markdown.contains("| 1970-01-01T01:08:20Z | 4 of 4 | 2 | - |"),
+            "{markdown}"
+        );
+        let value = json(&status);
+        let rows = value["clusters"][0]["budgets"].as_array().unwrap();
+        let floor_of = |row: &Value| {
+            ["floor_gpus", "in_floor_gpus", "over_gpus"].map(|key| row.get(key).and_then(Value::as_u64))
+        };
+        assert_eq!(
+            rows.iter().map(|r| (r["budget"].as_str().unwrap(), floor_of(r))).collect::<Vec<_>>(),
+            [
+                ("a", [Some(4), Some(0), Some(0)]),
+                ("b", [Some(4), Some(4), Some(2)]),
+                ("(unbudgeted)", [None, None, None])
+            ],
+            "the fields are absent for a budget without a floor"
+        );
+        // Kueue has no floors: neither columns nor fields.
+        status.ranking = Ranking::Kueue;
+        assert!(!super::text(&status).contains("FLOOR"));
+        assert!(json(&status)["clusters"][0]["budgets"][1].get("floor_gpus").is_none());
     }
 }

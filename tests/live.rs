@@ -1,0 +1,311 @@
+//! `allot status --live slurm` and `allot explain --live slurm` with allot's floors, against
+//! stand-ins for Slurm's client commands (scripts first on PATH that print a queue, a dump,
+//! the QOS and the usage written by the test): the GPUs of each budget's floor in use and
+//! beyond it, the tier a running job runs in and from when it is preemptible, and whether a
+//! pending job's floor has room and when the protection of the work it would preempt ends.
+//! tests/slurm_live.rs and tests/slurm_floors_real.rs run against a real Slurm.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+/// The stand-ins: each prints its file of the state (`sacctmgr`: the dump, or the QOS for
+/// `-n -P show qos`); `sacct` knows no job.
+const SQUEUE: &str = "#!/bin/sh\ncat \"$FAKE_SLURM_STATE/squeue.txt\"\n";
+const SCONTROL: &str = r#"#!/bin/sh
+if [ "$2 $3 $4" = "--oneliner show partition" ]; then cat "$FAKE_SLURM_STATE/partitions.txt"; exit 0; fi
+echo "scontrol stand-in: $*" >&2
+exit 1
+"#;
+const SSHARE: &str = "#!/bin/sh\ncat \"$FAKE_SLURM_STATE/sshare.txt\"\n";
+const SACCT: &str = "#!/bin/sh\nexit 0\n";
+const SACCTMGR: &str = r#"#!/bin/sh
+if [ "$1" = dump ]; then cat "$FAKE_SLURM_STATE/dump.cfg"; exit 0; fi
+if [ "$1 $2 $3 $4" = "-n -P show qos" ]; then cat "$FAKE_SLURM_STATE/qos.txt"; exit 0; fi
+echo "sacctmgr stand-in: $*" >&2
+exit 1
+"#;
+
+/// 8 GPUs bound to partition gpu of Slurm cluster s; a and b guarantee 4 each: a floor of 4
+/// each (`gpu-floor-a`, `gpu-floor-b`). Jobs under batch are protected for an hour.
+const BUDGETS: &str = r#"
+cluster main gpus=8 gpu-type=h100 gpus-per-node=8 {
+    slurm cluster=s partition=gpu
+}
+contract batch min-runtime="1h" default=#true
+project a share="50%" {
+    users alma
+}
+project b share="50%" {
+    users bert
+}
+"#;
+
+/// The live associations, as `allot build` writes them for these budgets.
+const DUMP: &str = "Cluster - 's'\nParent - 'root'\n\
+    Account - 'a':Description='a':Organization='allot':Fairshare=50:QOS='batch,preemptible':DefaultQOS='batch'\n\
+    Account - 'b':Description='b':Organization='allot':Fairshare=50:QOS='batch,preemptible':DefaultQOS='batch'\n\
+    Parent - 'a'\nUser - 'alma':DefaultAccount='a':Fairshare=1\n\
+    Parent - 'b'\nUser - 'bert':DefaultAccount='b':Fairshare=1\n";
+
+/// The live QOS: batch protects an hour (`PreemptExemptTime`); the floors' partition QOS.
+const QOS: &str = "normal|0|cluster|||||\npreemptible|0|requeue|||||\n\
+    batch|0|cancel|01:00:00||||preemptible\n\
+    gpu-floor-a|0|cluster||||gres/gpu=4|\ngpu-floor-b|0|cluster||||gres/gpu=4|\n";
+
+/// The live partitions, as `scontrol --oneliner show partition` prints them: the bound
+/// partition and the floors allot writes.
+const PARTITIONS: &str = "PartitionName=gpu AllowGroups=ALL AllowAccounts=ALL Default=YES PriorityTier=1 PreemptMode=REQUEUE State=UP TotalNodes=1\n\
+    PartitionName=gpu-floor-a AllowGroups=ALL AllowAccounts=a Default=NO PriorityTier=2 PreemptMode=OFF QoS=gpu-floor-a State=UP TotalNodes=1\n\
+    PartitionName=gpu-floor-b AllowGroups=ALL AllowAccounts=b Default=NO PriorityTier=2 PreemptMode=OFF QoS=gpu-floor-b State=UP TotalNodes=1\n";
+
+const SSHARE_TXT: &str = "root||0\na||0\na|alma|0\nb||100\nb|bert|100\n";
+
+/// 2026-01-01T00:00:00Z: every job's submission, and the start of b's jobs in its floor
+/// (their protection long over).
+const T0: i64 = 1_767_225_600;
+/// 2099-12-31T23:00:00Z: the start of b's job in gpu, so that its protection (an hour) ends
+/// at 2100-01-01T00:00:00Z, after the test's clock whenever it runs.
+const LATE: i64 = 4_102_441_200;
+
+/// The queue, as `squeue -O` prints it: b runs 3 + 1 GPUs in its floor and 2 in gpu; a
+/// waits for 4 in its floor or gpu (Slurm's reason: the nodes are kept for a higher tier;
+/// its backfill's estimate a year away); b waits for 1 more.
+fn squeue() -> String {
+    let nodes = "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions";
+    let year = T0 + 365 * 86_400;
+    [
+        format!("1|bert|b|batch|gpu-floor-b|RUNNING|{T0}|{T0}|{T0}|UNLIMITED|cpu=1,gres/gpu=3|100|None"),
+        format!(
+            "2|bert|b|batch|gpu-floor-b|RUNNING|{T0}|{T0}|{}|UNLIMITED|cpu=1,gres/gpu=1|100|None",
+            T0 + 100
+        ),
+        format!("3|bert|b|batch|gpu|RUNNING|{T0}|{T0}|{LATE}|1-00:00:00|cpu=1,gres/gpu=2|100|None"),
+        format!(
+            "4|alma|a|batch|gpu,gpu-floor-a|PENDING|{T0}|{T0}|{year}|1-00:00:00|cpu=1,gres/gpu=4|200|{nodes}"
+        ),
+        format!(
+            "5|bert|b|batch|gpu-floor-b,gpu|PENDING|{T0}|{T0}|N/A|1-00:00:00|cpu=1,gres/gpu=1|50|Priority"
+        ),
+    ]
+    .iter()
+    .map(|line| format!("{line}\n"))
+    .collect()
+}
+
+struct Fake {
+    dir: tempfile::TempDir,
+}
+
+impl Fake {
+    fn new() -> Fake {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let scripts = [
+            ("squeue", SQUEUE),
+            ("scontrol", SCONTROL),
+            ("sshare", SSHARE),
+            ("sacct", SACCT),
+            ("sacctmgr", SACCTMGR),
+        ];
+        for (name, script) in scripts {
+            let program = bin.join(name);
+            std::fs::write(&program, script).unwrap();
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
+        }
+        let state = [
+            ("dump.cfg", DUMP),
+            ("qos.txt", QOS),
+            ("sshare.txt", SSHARE_TXT),
+            ("partitions.txt", PARTITIONS),
+            ("squeue.txt", &squeue()),
+        ];
+        for (name, text) in state {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        let budgets = dir.path().join("budgets");
+        std::fs::create_dir(&budgets).unwrap();
+        std::fs::write(budgets.join("allot.kdl"), BUDGETS).unwrap();
+        Fake { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Runs allot on the budgets with the stand-ins first on PATH: (status, stdout, stderr).
+    fn allot(&self, args: &[&str]) -> (i32, String, String) {
+        let path = std::env::join_paths(
+            std::iter::once(self.path("bin"))
+                .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+        )
+        .unwrap();
+        let budgets = self.path("budgets");
+        let mut all: Vec<&str> = args.to_vec();
+        all.push(budgets.to_str().unwrap());
+        let output = assert_cmd::Command::cargo_bin("allot")
+            .unwrap()
+            .current_dir(self.dir.path())
+            .args(&all)
+            .env("PATH", path)
+            .env("NO_COLOR", "1")
+            .env("FAKE_SLURM_STATE", self.dir.path())
+            .env_remove("CI")
+            .write_stdin("")
+            .output()
+            .unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.extend(["--format", "json"]);
+        let (code, stdout, stderr) = self.allot(&all);
+        assert_eq!(code, 0, "allot {args:?}: {stdout}\n{stderr}");
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    }
+}
+
+fn contains(text: &str, wanted: &[&str]) {
+    for line in wanted {
+        assert!(text.contains(line), "no {line:?} in\n{text}");
+    }
+}
+
+#[test]
+fn status_shows_each_budgets_floor_in_use_and_its_gpus_beyond_it() {
+    let fake = Fake::new();
+    let (code, text, stderr) = fake.allot(&["status", "--live", "slurm"]);
+    assert_eq!(code, 0, "{text}\n{stderr}");
+    // b: 4 of its floor's 4 GPUs in use (jobs 1 and 2), 2 beyond it in gpu (job 3); a: none
+    // of its 4 in use, 4 pending (job 4; Slurm's higher-tier reason counts as waiting for
+    // GPUs). b waits for 1 more (job 5).
+    contains(
+        &text,
+        &[
+            "cluster main: 8 GPUs, 6 running, 5 pending; 1 budget over their entitlement, 1 budget under\n",
+            "  BUDGET SHARE GUARANTEED RUNNING PENDING ENTITLED               STANDING PROTECTED UNTIL                 FLOOR BEYOND USAGE/SHARE\n",
+            "  a      50.0%          4       0       4      4.0  ░░░░░░░░░░░░ under            0 -                    0 of 4      0",
+            "  b      50.0%          4       6       1      4.0  ████████▒▒▒▒ over             2 2100-01-01T00:00:00Z 4 of 4      2",
+            "FLOOR: GPUs running in the budget's floors",
+            "BEYOND: GPUs of its jobs in the bound partition, beyond the floors",
+        ],
+    );
+    let status = fake.json(&["status", "--live", "slurm"]);
+    let row = |name: &str| {
+        let rows = status["clusters"][0]["budgets"].as_array().unwrap();
+        rows.iter().find(|r| r["budget"] == name).unwrap().clone()
+    };
+    let floor = |name: &str| {
+        let row = row(name);
+        ["floor_gpus", "in_floor_gpus", "over_gpus"].map(|key| row[key].as_u64().unwrap())
+    };
+    assert_eq!((floor("a"), floor("b")), ([4, 0, 0], [4, 4, 2]));
+    assert_eq!(
+        (row("b")["protected_gpus"].as_u64(), row("b")["protected_until"].as_i64()),
+        (Some(2), Some(LATE + 3_600))
+    );
+    let (code, markdown, _) = fake.allot(&["status", "--live", "slurm", "--format", "markdown"]);
+    assert_eq!(code, 0);
+    contains(&markdown, &["| floor GPUs in use | GPUs beyond the floor |", "| 4 of 4 | 2 |"]);
+}
+
+#[test]
+fn explain_says_which_tier_a_job_runs_in_and_whether_a_floor_has_room() {
+    let fake = Fake::new();
+    // Job 1 runs in b's floor: never preempted.
+    let (code, text, stderr) = fake.allot(&["explain", "1", "--live", "slurm"]);
+    assert_eq!(code, 0, "{text}\n{stderr}");
+    contains(&text, &["  runs in the floor gpu-floor-b of budget b (4 GPUs): never preempted\n"]);
+    assert!(!text.contains("QOS"), "{text}");
+    // Job 3 runs in gpu: preemptible once its hour of protection has passed.
+    let (_, text, _) = fake.allot(&["explain", "3", "--live", "slurm"]);
+    contains(
+        &text,
+        &[
+            "  runs in gpu, beyond the budgets' floors: preemptible from 2100-01-01T00:00:00Z (its start plus its contract's protection) by any budget under its floor; the youngest jobs go first\n",
+        ],
+    );
+    let running = fake.json(&["explain", "3", "--live", "slurm"]);
+    assert_eq!(
+        running["tier"],
+        serde_json::json!({ "partition": "gpu", "floor": false, "preemptible_from": LATE + 3_600 })
+    );
+
+    // Job 4 of a: its floor has room (0 of 4 in use); 2 of its 4 GPUs are free, the other 2
+    // are job 3's, protected until 2100-01-01T00:00:00Z: it preempts job 3 then, in place of
+    // Slurm's reason and its estimate a year away.
+    let (_, text, _) = fake.allot(&["explain", "4", "--live", "slurm"]);
+    contains(
+        &text,
+        &[
+            "Why: its floor gpu-floor-a has room for it (floor 4 GPUs, 0 in use); of the 4 GPUs it asks for, 2 are free, and the rest are held by jobs in gpu still protected by their contracts: it preempts them (the youngest first) once their protection ends, at 2100-01-01T00:00:00Z (Slurm: `Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions`)\n",
+            "Running jobs it may preempt (from its floor gpu-floor-a, the jobs in gpu once past their protection, the youngest first): 1\n",
+            "  job 3 of bert (b, 2 GPUs, QOS batch): protected until 2100-01-01T00:00:00Z\n",
+            "  allot: 2100-01-01T00:00:00Z (from its floor it preempts jobs in gpu once their protection ends; Slurm's main scheduler does so at its next pass)\n",
+            "  Slurm (backfill's plan, as `squeue --start` shows it, which counts no preemption): 2027-01-01T00:00:00Z\n",
+            "Ahead of it in partition gpu: 0 jobs",
+        ],
+    );
+    let pending = fake.json(&["explain", "4", "--live", "slurm"]);
+    assert_eq!(
+        pending["floor"],
+        serde_json::json!({
+            "floors": [{ "partition": "gpu-floor-a", "budget": "a", "gpus": 4, "in_use": 0 }],
+            "room": "gpu-floor-a",
+            "over": "gpu",
+            "free_gpus": 2,
+            "preemptible_from": LATE + 3_600,
+        })
+    );
+    assert_eq!(pending["estimated_start"], LATE + 3_600);
+    assert_eq!(pending["preemptible"][0]["job"], "3");
+    assert!(pending["tier"].is_null());
+
+    // Job 5 of b: its floor is full (4 of 4): it waits in gpu, behind job 4, and preempts
+    // nothing.
+    let (_, text, _) = fake.allot(&["explain", "5", "--live", "slurm"]);
+    contains(
+        &text,
+        &[
+            "Why: its floor gpu-floor-b (floor 4 GPUs, 4 in use) is too full for its 1 GPU: it waits in gpu, beyond its floor, for GPUs to free up, and preempts nothing (Slurm: `Priority`)\n",
+            "Running jobs it may preempt (its floors are full, and in gpu, beyond them, no job preempts another): 0\n",
+            "Ahead of it in partition gpu: 1 jobs waiting for 4 GPUs",
+        ],
+    );
+}
+
+#[test]
+fn without_the_floor_partitions_slurm_runs_no_floors() {
+    // The budgets have floors, but Slurm runs only the bound partition (its jobs there): no
+    // floor columns, and a running job is explained by its QOS.
+    let fake = Fake::new();
+    std::fs::write(fake.path("partitions.txt"), PARTITIONS.lines().next().unwrap()).unwrap();
+    let plain = squeue()
+        .replace("gpu,gpu-floor-a", "gpu")
+        .replace("gpu-floor-b,gpu", "gpu")
+        .replace("gpu-floor-b", "gpu");
+    std::fs::write(fake.path("squeue.txt"), plain).unwrap();
+    let (code, text, stderr) = fake.allot(&["status", "--live", "slurm"]);
+    assert_eq!(code, 0, "{text}\n{stderr}");
+    assert!(!text.contains("FLOOR") && !text.contains("BEYOND"), "{text}");
+    let status = fake.json(&["status", "--live", "slurm"]);
+    assert!(status["clusters"][0]["budgets"][0].get("floor_gpus").is_none(), "{status}");
+    let (_, text, _) = fake.allot(&["explain", "3", "--live", "slurm"]);
+    contains(&text, &["  no QOS may preempt it (its QOS is in no QOS's Preempt list)\n"]);
+    let pending = fake.json(&["explain", "4", "--live", "slurm"]);
+    assert!(pending["floor"].is_null() && pending["tier"].is_null(), "{pending}");
+    assert!(
+        pending["reason_explained"]
+            .as_str()
+            .unwrap()
+            .starts_with("the nodes it could use are taken by, or kept for,"),
+        "{pending}"
+    );
+}
