@@ -50,15 +50,7 @@ struct Fake {
 impl Fake {
     fn new() -> Fake {
         let dir = tempfile::tempdir().unwrap();
-        let bin = dir.path().join("bin");
-        std::fs::create_dir(&bin).unwrap();
-        let program = bin.join("sacctmgr");
-        std::fs::write(&program, FAKE).unwrap();
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
+        common::stand_ins(dir.path(), &[("sacctmgr", FAKE)]);
         std::fs::write(dir.path().join("dump.cfg"), LIVE).unwrap();
         std::fs::write(dir.path().join("qos.txt"), LIVE_QOS).unwrap();
         Fake { dir }

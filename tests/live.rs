@@ -5,6 +5,8 @@
 //! pending job's floor has room and when the protection of the work it would preempt ends.
 //! tests/slurm_live.rs and tests/slurm_floors_real.rs run against a real Slurm.
 
+mod common;
+
 use std::path::PathBuf;
 
 use serde_json::Value;
@@ -100,24 +102,16 @@ struct Fake {
 impl Fake {
     fn new() -> Fake {
         let dir = tempfile::tempdir().unwrap();
-        let bin = dir.path().join("bin");
-        std::fs::create_dir(&bin).unwrap();
-        let scripts = [
-            ("squeue", SQUEUE),
-            ("scontrol", SCONTROL),
-            ("sshare", SSHARE),
-            ("sacct", SACCT),
-            ("sacctmgr", SACCTMGR),
-        ];
-        for (name, script) in scripts {
-            let program = bin.join(name);
-            std::fs::write(&program, script).unwrap();
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
-            }
-        }
+        common::stand_ins(
+            dir.path(),
+            &[
+                ("squeue", SQUEUE),
+                ("scontrol", SCONTROL),
+                ("sshare", SSHARE),
+                ("sacct", SACCT),
+                ("sacctmgr", SACCTMGR),
+            ],
+        );
         let state = [
             ("dump.cfg", DUMP),
             ("qos.txt", QOS),

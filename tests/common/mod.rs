@@ -14,6 +14,23 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Writes each (name, script) as an executable program in `dir/bin`, the stand-ins for a
+/// scheduler's commands that a test puts first on PATH; returns that folder.
+pub fn stand_ins(dir: &Path, programs: &[(&str, &str)]) -> PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for (name, script) in programs {
+        let program = bin.join(name);
+        std::fs::write(&program, script).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+    bin
+}
+
 /// Runs `allot` in the repository's root: (status, stdout, stderr).
 pub fn allot(args: &[&str]) -> (i32, String, String) {
     allot_in(&root(), args)
