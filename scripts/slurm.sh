@@ -7,6 +7,9 @@
 # usage decay by default (PriorityDecayHalfLife=0: RawUsage is exactly billing x seconds),
 # AccountingStorageEnforce=associations,limits,qos, AccountingStorageTRES=gres/gpu and QOS
 # preemption (PreemptType=preempt/qos, PreemptMode=REQUEUE). Needs root; no systemd is needed.
+# With ALLOT_SLURM_PARTITIONS, _PARTITION_OPTIONS, _JOB_SUBMIT and _QOS_HOOK (below) it runs
+# allot's floors configuration: floor partitions beside `gpu`, allot's job_submit.lua, and
+# allot's QOS script run in the order Slurm needs.
 #
 #   scripts/slurm.sh start         install the packages if missing (apt-get update only when
 #                                  needed; postinst scripts start nothing), write the
@@ -15,10 +18,23 @@
 #                                  StateSaveLocation emptied), wait until the cluster is registered
 #                                  in the accounting database, `sacctmgr show tres` lists gres/gpu
 #                                  and the node is idle, write "$STATE/env", print timings.
+#                                  With ALLOT_SLURM_QOS_HOOK and _PARTITIONS, in the order
+#                                  Slurm needs: the hook runs once slurmdbd answers (on the
+#                                  fresh database it fails at its first gres/gpu limit:
+#                                  "slurmdb_format_tres_str: no TRES known by type gres/gpu",
+#                                  as slurmctld has not registered the TRES yet); each QOS a
+#                                  partition names that is still missing is created without
+#                                  limits (else slurmctld exits: "fatal: Partition P has an
+#                                  invalid qos"); slurmctld starts and registers gres/gpu; the
+#                                  hook runs again (it must succeed now); the script waits until
+#                                  slurmctld holds each partition QOS's GrpTRES as slurmdbd
+#                                  does, and checks that slurmctld runs the preemption,
+#                                  job_submit plugin and partition QOS configured.
 #                                  Daemons of this script that still run are stopped first.
 #   scripts/slurm.sh stop          stop exactly the daemons this script started (by PID, after
 #                                  checking /proc/PID/cmdline), cancelling any jobs first; wait
-#                                  until they have exited. Nothing recorded: a no-op.
+#                                  until they have exited; remove the job_submit.lua it
+#                                  installed. Nothing recorded: a no-op.
 #   scripts/slurm.sh status        say which recorded daemons run (and the node's state)
 #   scripts/slurm.sh restart-ctld  restart slurmctld only (its state is kept) and wait until it
 #                                  answers: its priority thread then recomputes Fair Tree's
@@ -42,19 +58,50 @@
 #   ALLOT_SLURM_BILLING   [CPU=1.0,GRES/gpu=4.0] the partition's TRESBillingWeights
 #   ALLOT_SLURM_CONF_EXTRA  [none] a file of scheduling settings (Key=Value lines; blank lines
 #                         and # comments skipped) that replace this script's: Priority* (but
-#                         PriorityType), SchedulerParameters, AuthInfo, KillWait; any other key
-#                         is refused (exit 2). For replays of allot's emitted configuration.
+#                         PriorityType), SchedulerParameters (several lines are merged into one,
+#                         an option set twice keeps its last value), AuthInfo, KillWait,
+#                         PreemptType (preempt/qos, preempt/partition_prio, preempt/none),
+#                         PreemptMode, EnforcePartLimits (ALL, ANY, NO), JobSubmitPlugins (lua:
+#                         needs ALLOT_SLURM_JOB_SUBMIT), AccountingStorageEnforce (of
+#                         associations, limits, qos, safe, wckeys, nojobs, nosteps),
+#                         AccountingStorageTRES (must list gres/gpu); values of letters, digits
+#                         and _=,.:/+-; any other key, a key set twice (but
+#                         SchedulerParameters), or a value out of its set is refused (exit 2).
+#                         For replays of allot's emitted configuration.
+#   ALLOT_SLURM_PARTITIONS  [none] a file of partition lines added after the script's own
+#                         (allot's floor partitions): `PartitionName=NAME KEY=VALUE...` with the
+#                         keys Nodes (ALL or the node's name), PriorityTier (a number),
+#                         PreemptMode, QOS, AllowAccounts, TRESBillingWeights (may be in double
+#                         quotes); blank lines and # comments skipped; NAME not `gpu` nor
+#                         repeated; anything else refused (exit 2).
+#   ALLOT_SLURM_PARTITION_OPTIONS  [none] options added to the script's own partition `gpu`:
+#                         PriorityTier=N, PreemptMode=MODE, TRESBillingWeights=W (replaces
+#                         ALLOT_SLURM_BILLING; may be in double quotes), separated by spaces
+#                         (e.g. allot's comment line for the bound partition, without its `#`).
+#   ALLOT_SLURM_JOB_SUBMIT  [none] a job_submit.lua installed as /etc/slurm/job_submit.lua
+#                         (beside slurm.conf, where JobSubmitPlugins=lua reads it; the line is
+#                         added when ALLOT_SLURM_CONF_EXTRA does not set it). Checked with
+#                         luac5.1 -p when there is one (exit 2 on a syntax error). The plugin is
+#                         in the package slurm-wlm-basic-plugins (installed if missing).
+#   ALLOT_SLURM_QOS_HOOK  [none] a shell script (allot's CLUSTER-qos.sh) run with sh as root,
+#                         SLURM_CONF set, output in log/qos-hook.out: once slurmdbd answers,
+#                         before slurmctld starts (it may fail there), and again once slurmctld
+#                         has registered gres/gpu (it must succeed).
 #
 # "$STATE/env" (KEY='value' lines, sourceable): SLURM_CLUSTER, SLURM_CONF, ALLOT_SLURM_PARTITION,
 # ALLOT_SLURM_NODE, ALLOT_SLURM_CPUS, ALLOT_SLURM_GPUS, ALLOT_SLURM_BILLING, ALLOT_SLURM_HALFLIFE,
 # ALLOT_SLURM_CALC_PERIOD_MIN, ALLOT_SLURM_VERSION, ALLOT_SLURM_STATE, ALLOT_SLURM_LOGS,
-# ALLOT_SLURM_SCRIPT.
+# ALLOT_SLURM_SCRIPT, ALLOT_SLURM_EXTRA_PARTITIONS (the names of ALLOT_SLURM_PARTITIONS' lines,
+# space-separated).
 #
 # Files outside the state folder: /etc/slurm/{slurm.conf,gres.conf,slurmdbd.conf} (the Debian
 # default location, so that plain sinfo/sacctmgr/sshare work; an /etc/slurm/slurm.conf not written
-# by this script is never overwritten), the MariaDB database allot_slurm_acct_db and user
-# allot_slurm (dropped / re-created at each start), /run/munge, /run/mysqld. munged and MariaDB
-# are reused, not started (and so not stopped), when they already answer.
+# by this script is never overwritten), /etc/slurm/job_submit.lua with ALLOT_SLURM_JOB_SUBMIT
+# (its first line marks it as this script's; one not so marked is never overwritten nor
+# removed; removed by stop, and by a start without ALLOT_SLURM_JOB_SUBMIT), the MariaDB
+# database allot_slurm_acct_db and user allot_slurm (dropped / re-created at each start),
+# /run/munge, /run/mysqld. munged and MariaDB are reused, not started (and so not stopped),
+# when they already answer.
 #
 # Notes for tests: use `sacctmgr -i` (without -i it asks for confirmation); submit as a Unix user
 # with `runuser -u USER -- sbatch --chdir=/tmp -o /dev/null ...` (an output file the user cannot
@@ -75,11 +122,16 @@ TIMEOUT="${ALLOT_SLURM_TIMEOUT:-60}"
 PARTITION=gpu
 BILLING="${ALLOT_SLURM_BILLING:-CPU=1.0,GRES/gpu=4.0}"
 EXTRA="${ALLOT_SLURM_CONF_EXTRA:-}"
+PARTS="${ALLOT_SLURM_PARTITIONS:-}"
+PART_OPTIONS="${ALLOT_SLURM_PARTITION_OPTIONS:-}"
+JOB_SUBMIT="${ALLOT_SLURM_JOB_SUBMIT:-}"
+QOS_HOOK="${ALLOT_SLURM_QOS_HOOK:-}"
 ETC=/etc/slurm
+LUA_MARKER="-- Written by allot scripts/slurm.sh"
 DB=allot_slurm_acct_db
 DBUSER=allot_slurm
 MARKER="# Written by allot scripts/slurm.sh"
-PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge mariadb-server)
+PACKAGES=(slurmctld slurmd slurmdbd slurm-client slurm-wlm-basic-plugins munge mariadb-server)
 # Start order (stop: slurmd + slurmctld, then slurmdbd, then MariaDB + munged).
 DAEMONS=(munged mariadbd slurmdbd slurmctld slurmd)
 LOGS="$STATE/log"
@@ -239,6 +291,7 @@ do_stop() {
         return 0
     fi
     [ "$(id -u)" = 0 ] || die "stop needs root (the daemons were started by root)"
+    remove_job_submit
     local t0
     t0=$(now)
     # Jobs first: their slurmstepd processes would outlive slurmd.
@@ -433,8 +486,12 @@ PriorityWeightPartition=0
 PriorityWeightQOS=0
 NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$NCPU Boards=1 SocketsPerBoard=1 CoresPerSocket=$NCPU ThreadsPerCore=1 RealMemory=4000 Gres=gpu:$NGPU State=UNKNOWN
 # Usage (RawUsage) is billing x seconds: a CPU costs 1, a GPU 4.
-PartitionName=$PARTITION Nodes=ALL Default=YES MaxTime=INFINITE State=UP TRESBillingWeights="$BILLING"
+PartitionName=$PARTITION Nodes=ALL Default=YES MaxTime=INFINITE State=UP TRESBillingWeights="$BILLING"$PART_OPTS
 EOF
+    if [ "${#PART_LINES[@]}" != 0 ]; then
+        echo "# Partitions of ALLOT_SLURM_PARTITIONS" >>"$ETC/slurm.conf"
+        printf '%s\n' "${PART_LINES[@]}" >>"$ETC/slurm.conf"
+    fi
     # The extra settings replace this script's lines of the same keys, before the node lines.
     extra_settings >"$ETC/slurm.conf.extra"
     if [ -s "$ETC/slurm.conf.extra" ]; then
@@ -448,6 +505,18 @@ EOF
         mv "$ETC/slurm.conf.tmp" "$ETC/slurm.conf"
     fi
     rm -f "$ETC/slurm.conf.extra"
+
+    # job_submit.lua beside slurm.conf, where JobSubmitPlugins=lua reads it.
+    if [ -n "$JOB_SUBMIT" ]; then
+        {
+            echo "$LUA_MARKER (start of $(date -Is)) from ALLOT_SLURM_JOB_SUBMIT; removed at stop."
+            cat "$JOB_SUBMIT"
+        } >"$ETC/job_submit.lua.tmp"
+        chmod 644 "$ETC/job_submit.lua.tmp"
+        mv "$ETC/job_submit.lua.tmp" "$ETC/job_submit.lua"
+    else
+        remove_job_submit
+    fi
 
     # slurmdbd refuses a slurmdbd.conf that is not mode 600 and owned by SlurmUser.
     (
@@ -473,30 +542,171 @@ EOF
     chmod 644 "$ETC/slurm.conf" "$ETC/gres.conf"
 }
 
-# The settings of ALLOT_SLURM_CONF_EXTRA, checked: one Key=Value per line, on stdout.
+# Refuse an input value: exit 2 (usage), whatever the caller.
+refuse() {
+    log "$1"
+    exit 2
+}
+
+# Is VALUE (already of the safe characters) one that KEY of ALLOT_SLURM_CONF_EXTRA may take?
+extra_value_ok() {
+    local key=$1 value=$2 v
+    case "$key" in
+        PriorityType) return 1 ;;
+        Priority[A-Za-z]* | SchedulerParameters | AuthInfo | KillWait) return 0 ;;
+        PreemptType) [[ "$value" =~ ^preempt/(qos|partition_prio|none)$ ]] ;;
+        PreemptMode) [[ "$value" =~ ^[A-Za-z]+(,[A-Za-z]+)*$ ]] ;;
+        EnforcePartLimits) [[ "$value" =~ ^(ALL|ANY|NO)$ ]] ;;
+        JobSubmitPlugins) [ "$value" = lua ] ;;
+        AccountingStorageEnforce)
+            for v in ${value//,/ }; do
+                case "$v" in associations | limits | qos | safe | wckeys | nojobs | nosteps) ;; *) return 1 ;; esac
+            done
+            ;;
+        AccountingStorageTRES) [[ ",$value," == *,gres/gpu,* ]] ;;
+        *) return 1 ;;
+    esac
+}
+
+# The settings of ALLOT_SLURM_CONF_EXTRA, checked: one Key=Value per line, on stdout. Its
+# SchedulerParameters lines come out as one (an option set twice keeps its last value, in the
+# place of its first); with ALLOT_SLURM_JOB_SUBMIT and no JobSubmitPlugins, JobSubmitPlugins=lua.
 extra_settings() {
-    [ -n "$EXTRA" ] || return 0
-    [ -f "$EXTRA" ] || {
-        log "ALLOT_SLURM_CONF_EXTRA: $EXTRA is not a file"
-        exit 2
-    }
-    local line key value
+    local line key value seen=" " sched=() option i found
+    if [ -n "$EXTRA" ]; then
+        [ -f "$EXTRA" ] || refuse "ALLOT_SLURM_CONF_EXTRA: $EXTRA is not a file"
+        while IFS= read -r line || [ -n "$line" ]; do
+            case "$line" in '' | '#'*) continue ;; esac
+            key=${line%%=*}
+            value=${line#*=}
+            if ! [[ "$key" =~ ^[A-Za-z]+$ && "$value" =~ ^[A-Za-z0-9_=,.:/+-]+$ ]] ||
+                ! extra_value_ok "$key" "$value"; then
+                refuse "ALLOT_SLURM_CONF_EXTRA: refused line: $line (only Priority* but PriorityType, SchedulerParameters, AuthInfo, KillWait, PreemptType, PreemptMode, EnforcePartLimits, JobSubmitPlugins=lua, AccountingStorageEnforce, AccountingStorageTRES with gres/gpu; values of letters, digits and _=,.:/+-)"
+            fi
+            if [ "$key" = SchedulerParameters ]; then
+                for option in ${value//,/ }; do
+                    found=0
+                    for i in "${!sched[@]}"; do
+                        if [ "${sched[$i]%%=*}" = "${option%%=*}" ]; then
+                            sched[i]=$option
+                            found=1
+                        fi
+                    done
+                    [ "$found" = 1 ] || sched+=("$option")
+                done
+                continue
+            fi
+            case "$seen" in *" $key "*) refuse "ALLOT_SLURM_CONF_EXTRA: $key is set twice" ;; esac
+            seen="$seen$key "
+            printf '%s=%s\n' "$key" "$value"
+        done <"$EXTRA"
+    fi
+    if [ "${#sched[@]}" != 0 ]; then
+        local IFS=,
+        printf 'SchedulerParameters=%s\n' "${sched[*]}"
+    fi
+    case "$seen" in
+        *" JobSubmitPlugins "*)
+            [ -n "$JOB_SUBMIT" ] || refuse "ALLOT_SLURM_CONF_EXTRA: JobSubmitPlugins=lua needs ALLOT_SLURM_JOB_SUBMIT (the job_submit.lua)"
+            ;;
+        *) if [ -n "$JOB_SUBMIT" ]; then printf 'JobSubmitPlugins=lua\n'; fi ;;
+    esac
+}
+
+# Is VALUE one that KEY of a partition line (ALLOT_SLURM_PARTITIONS, _PARTITION_OPTIONS) may take?
+partition_value_ok() {
+    local key=$1 value=$2
+    case "$key" in
+        PartitionName | QOS) [[ "$value" =~ ^[A-Za-z0-9_.-]+$ ]] ;;
+        Nodes) [ "$value" = ALL ] || [ "$value" = "$NODE" ] ;;
+        PriorityTier) [[ "$value" =~ ^[0-9]{1,5}$ ]] ;;
+        PreemptMode) [[ "$value" =~ ^[A-Za-z]+(,[A-Za-z]+)*$ ]] ;;
+        AllowAccounts) [[ "$value" =~ ^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$ ]] ;;
+        TRESBillingWeights) [[ "$value" =~ ^[A-Za-z0-9/=.,]+$ || "$value" =~ ^\"[A-Za-z0-9/=.,]+\"$ ]] ;;
+        *) return 1 ;;
+    esac
+}
+
+# ALLOT_SLURM_PARTITIONS, checked, into PART_LINES (one line per partition, its words separated
+# by one space), PART_NAMES and PART_QOS (each partition's QOS, without repeats).
+PART_LINES=()
+PART_NAMES=()
+PART_QOS=()
+read_partitions() {
+    PART_LINES=() PART_NAMES=() PART_QOS=()
+    [ -n "$PARTS" ] || return 0
+    [ -f "$PARTS" ] || refuse "ALLOT_SLURM_PARTITIONS: $PARTS is not a file"
+    local line words word key value keys out
     while IFS= read -r line || [ -n "$line" ]; do
         case "$line" in '' | '#'*) continue ;; esac
-        key=${line%%=*}
-        value=${line#*=}
-        case "$key" in
-            PriorityType) ;;
-            Priority[A-Za-z]* | SchedulerParameters | AuthInfo | KillWait)
-                if [[ "$key" =~ ^[A-Za-z]+$ && "$value" =~ ^[A-Za-z0-9_=,.:/+-]+$ ]]; then
-                    printf '%s=%s\n' "$key" "$value"
-                    continue
-                fi
-                ;;
-        esac
-        log "ALLOT_SLURM_CONF_EXTRA: refused line: $line (only Priority* but PriorityType, SchedulerParameters, AuthInfo, KillWait; values of letters, digits and _=,.:/+-)"
-        exit 2
-    done <"$EXTRA"
+        read -ra words <<<"$line"
+        out="" keys=" "
+        for word in "${words[@]}"; do
+            key=${word%%=*}
+            value=${word#*=}
+            { [ "$key" != "$word" ] && partition_value_ok "$key" "$value"; } ||
+                refuse "ALLOT_SLURM_PARTITIONS: refused '$word' in: $line (keys PartitionName, Nodes=ALL or =$NODE, PriorityTier, PreemptMode, QOS, AllowAccounts, TRESBillingWeights; names of letters, digits and _.-)"
+            case "$keys" in *" $key "*) refuse "ALLOT_SLURM_PARTITIONS: $key twice in: $line" ;; esac
+            keys="$keys$key "
+            if [ -z "$out" ]; then
+                [ "$key" = PartitionName ] || refuse "ALLOT_SLURM_PARTITIONS: a line starts with PartitionName=: $line"
+                case " $PARTITION ${PART_NAMES[*]} " in
+                    *" $value "*) refuse "ALLOT_SLURM_PARTITIONS: partition $value is the script's own or defined twice" ;;
+                esac
+                PART_NAMES+=("$value")
+            fi
+            if [ "$key" = QOS ]; then
+                case " ${PART_QOS[*]} " in *" $value "*) ;; *) PART_QOS+=("$value") ;; esac
+            fi
+            out="$out${out:+ }$word"
+        done
+        PART_LINES+=("$out")
+    done <"$PARTS"
+}
+
+# ALLOT_SLURM_PARTITION_OPTIONS, checked, into PART_OPTS (" KEY=VALUE" each); its
+# TRESBillingWeights replaces BILLING.
+PART_OPTS=""
+read_partition_options() {
+    local words word key value keys=" "
+    read -ra words <<<"$PART_OPTIONS"
+    for word in "${words[@]}"; do
+        key=${word%%=*}
+        value=${word#*=}
+        case "$key" in PriorityTier | PreemptMode | TRESBillingWeights) ;; *) key="" ;; esac
+        { [ -n "$key" ] && [ "$key" != "$word" ] && partition_value_ok "$key" "$value"; } ||
+            refuse "ALLOT_SLURM_PARTITION_OPTIONS: refused '$word' (PriorityTier=N, PreemptMode=MODE, TRESBillingWeights=W)"
+        case "$keys" in *" $key "*) refuse "ALLOT_SLURM_PARTITION_OPTIONS: $key twice" ;; esac
+        keys="$keys$key "
+        if [ "$key" = TRESBillingWeights ]; then
+            BILLING=${value//\"/}
+        else
+            PART_OPTS="$PART_OPTS $word"
+        fi
+    done
+}
+
+# ALLOT_SLURM_JOB_SUBMIT, checked.
+check_job_submit() {
+    [ -n "$JOB_SUBMIT" ] || return 0
+    [ -f "$JOB_SUBMIT" ] && [ -s "$JOB_SUBMIT" ] || refuse "ALLOT_SLURM_JOB_SUBMIT: $JOB_SUBMIT is not a non-empty file"
+    if command -v luac5.1 >/dev/null; then
+        local said
+        said=$(luac5.1 -p "$JOB_SUBMIT" 2>&1) || refuse "ALLOT_SLURM_JOB_SUBMIT: $JOB_SUBMIT is not valid Lua 5.1: $said"
+    fi
+}
+
+# Is $ETC/job_submit.lua this script's (or absent)?
+job_submit_ours() {
+    local first=""
+    [ -e "$ETC/job_submit.lua" ] || return 0
+    IFS= read -r first <"$ETC/job_submit.lua" || true
+    [[ "$first" == "$LUA_MARKER"* ]]
+}
+
+remove_job_submit() {
+    if [ -e "$ETC/job_submit.lua" ] && job_submit_ours; then rm -f "$ETC/job_submit.lua"; fi
+    return 0
 }
 
 # PriorityCalcPeriod in minutes, as configured.
@@ -523,8 +733,72 @@ ALLOT_SLURM_VERSION='$version'
 ALLOT_SLURM_STATE='$STATE'
 ALLOT_SLURM_LOGS='$LOGS'
 ALLOT_SLURM_SCRIPT='$SELF'
+ALLOT_SLURM_EXTRA_PARTITIONS='${PART_NAMES[*]}'
 EOF
     mv "$STATE/env.tmp" "$STATE/env"
+}
+
+# run_qos_hook WHEN: run ALLOT_SLURM_QOS_HOOK, its output appended to log/qos-hook.out.
+run_qos_hook() {
+    echo "=== $(date -Is): $1" >>"$LOGS/qos-hook.out"
+    local rc=0
+    SLURM_CONF="$ETC/slurm.conf" sh "$QOS_HOOK" </dev/null >>"$LOGS/qos-hook.out" 2>&1 || rc=$?
+    echo "=== exit status $rc" >>"$LOGS/qos-hook.out"
+    [ "$rc" = 0 ] && log "QOS hook ran ($1)"
+    return "$rc"
+}
+
+# The QOS a partition names that slurmdbd does not hold, created bare: slurmctld refuses to
+# start with a partition whose QOS is unknown ("Partition ... has an invalid qos").
+make_partition_qos() {
+    local q have
+    for q in "${PART_QOS[@]}"; do
+        have=$(sacctmgr -n -P show qos "$q" format=name 2>/dev/null || true)
+        [ "$have" != "$q" ] || continue
+        log "QOS $q of a partition does not exist: created without limits (the QOS hook's run after slurmctld sets them)"
+        sacctmgr -i add qos "$q" >>"$LOGS/qos-hook.out" 2>&1 || start_failed "cannot create QOS $q" qos-hook
+    done
+}
+
+# Does slurmctld hold QOS Q's GrpTRES as slurmdbd does (each TRES limit slurmdbd has)?
+qos_synced() {
+    local db ctld limit
+    db=$(sacctmgr -n -P show qos "$1" format=grptres) || return 1
+    ctld=$(scontrol show assoc_mgr flags=qos qos="$1") || return 1
+    ctld=$(sed -n 's/^ *GrpTRES=\([^ ]*\).*/\1/p' <<<"$ctld")
+    [ -n "$ctld" ] || return 1
+    for limit in ${db//,/ }; do
+        [[ ",$ctld" == *",$limit("* ]] || return 1
+    done
+}
+
+# config_value TEXT KEY: KEY's value in TEXT, `scontrol show config`'s output.
+config_value() { sed -n "s/^$2 *= *//p" <<<"$1"; }
+
+# slurmctld runs what slurm.conf says: preemption, Fair Tree, job_submit.lua, each partition's
+# QOS.
+check_ctld_config() {
+    local cfg want_type want_mode got p q line
+    cfg=$(scontrol show config)
+    want_type=$(extra_settings | sed -n 's/^PreemptType=//p')
+    want_mode=$(extra_settings | sed -n 's/^PreemptMode=//p')
+    want_type=${want_type:-preempt/qos} want_mode=${want_mode:-REQUEUE}
+    got="$(config_value "$cfg" PreemptType) $(config_value "$cfg" PreemptMode)"
+    [ "${got^^}" = "${want_type^^} ${want_mode^^}" ] ||
+        start_failed "slurmctld does not run with PreemptType=$want_type PreemptMode=$want_mode: $(grep -E '^Preempt' <<<"$cfg" | tr -s ' ' | tr '\n' ';')" slurmctld
+    { [ "$(config_value "$cfg" PriorityType)" = priority/multifactor ] && [ -z "$(config_value "$cfg" PriorityFlags)" ]; } ||
+        start_failed "slurmctld does not run multifactor priority with empty PriorityFlags (Fair Tree)" slurmctld
+    if [ -n "$JOB_SUBMIT" ] && [ "$(config_value "$cfg" JobSubmitPlugins)" != lua ]; then
+        start_failed "slurmctld does not run JobSubmitPlugins=lua" slurmctld
+    fi
+    for line in "${PART_LINES[@]}"; do
+        p=${line%% *}
+        p=${p#PartitionName=}
+        q=$(sed -n 's/.* QOS=\([^ ]*\).*/\1/p' <<<" $line")
+        got=$(scontrol show partition "$p" -o 2>/dev/null) || start_failed "slurmctld has no partition $p" slurmctld
+        [ -z "$q" ] || [[ "$got" == *" QoS=$q "* ]] ||
+            start_failed "slurmctld's partition $p has not QOS $q: $got" slurmctld
+    done
 }
 
 start_ctld() {
@@ -540,7 +814,13 @@ check_env_values() {
     [[ "$HALFLIFE" =~ ^[0-9:-]+$ ]] || die "ALLOT_SLURM_HALFLIFE='$HALFLIFE' is not a Slurm duration" 2
     case "$STATE" in /*) ;; *) die "ALLOT_SLURM_STATE='$STATE' is not an absolute path" 2 ;; esac
     [ "$STATE" != / ] || die "ALLOT_SLURM_STATE must not be /" 2
+    read_partition_options # its TRESBillingWeights replaces BILLING
     [[ "$BILLING" =~ ^[A-Za-z0-9/=.,]+$ ]] || die "ALLOT_SLURM_BILLING='$BILLING' is not a TRESBillingWeights list" 2
+    read_partitions
+    check_job_submit
+    if [ -n "$QOS_HOOK" ]; then
+        [ -f "$QOS_HOOK" ] || refuse "ALLOT_SLURM_QOS_HOOK: $QOS_HOOK is not a file"
+    fi
     extra_settings >/dev/null
 }
 
@@ -569,6 +849,7 @@ do_start() {
     if [ -e "$ETC/slurm.conf" ] && ! grep -qF "$MARKER" "$ETC/slurm.conf"; then
         die "$ETC/slurm.conf was not written by this script: move it away first"
     fi
+    job_submit_ours || die "$ETC/job_submit.lua was not written by this script: move it away first"
     local n p
     for n in slurmctld slurmd slurmdbd; do
         p=$(pids_named "$n" | tr '\n' ' ')
@@ -639,6 +920,16 @@ EOF
     local t_dbd
     t_dbd=$(since "$t")
 
+    # The QOS hook, first run: the partitions' QOS must exist before slurmctld reads them.
+    t=$(now)
+    if [ -n "$QOS_HOOK" ]; then
+        run_qos_hook "before slurmctld" ||
+            log "the QOS hook failed before slurmctld started (expected on a fresh database: a limit on gres/gpu cannot be set before slurmctld registers the TRES): $(grep -v '^===' "$LOGS/qos-hook.out" | tail -n 1)"
+    fi
+    make_partition_qos
+    local t_hook1
+    t_hook1=$(since "$t")
+
     # slurmctld: registers the cluster and creates the TRES gres/gpu in the database.
     t=$(now)
     start_ctld
@@ -646,14 +937,22 @@ EOF
         "sacctmgr -n -P show cluster format=cluster,controlhost | grep -qx '$CLUSTER|127.0.0.1'"
     wait_until slurmctld "sacctmgr show tres to list gres/gpu" sh -c \
         'sacctmgr -n -P show tres format=type,name | grep -qx "gres|gpu"'
-    local cfg
-    cfg=$(scontrol show config)
-    { grep -Eq '^PreemptType += preempt/qos$' <<<"$cfg" && grep -Eq '^PreemptMode += REQUEUE$' <<<"$cfg"; } ||
-        start_failed "slurmctld does not run with PreemptType=preempt/qos PreemptMode=REQUEUE: $(grep -E '^Preempt' <<<"$cfg" | tr -s ' ' | tr '\n' ';')" slurmctld
-    { grep -Eq '^PriorityType += priority/multifactor$' <<<"$cfg" && grep -Eq '^PriorityFlags += *$' <<<"$cfg"; } ||
-        start_failed "slurmctld does not run multifactor priority with empty PriorityFlags (Fair Tree)" slurmctld
     local t_ctld
     t_ctld=$(since "$t")
+
+    # The QOS hook again, now that gres/gpu is known; slurmctld gets the QOS from slurmdbd.
+    t=$(now)
+    if [ -n "$QOS_HOOK" ]; then
+        run_qos_hook "after slurmctld registered gres/gpu" || start_failed "the QOS hook $QOS_HOOK failed" qos-hook
+    fi
+    local q
+    for q in "${PART_QOS[@]}"; do
+        wait_until slurmctld "slurmctld to hold QOS $q's limits as slurmdbd does" qos_synced "$q"
+    done
+    local t_hook2
+    t_hook2=$(since "$t")
+
+    check_ctld_config
 
     # slurmd (runs as root, it launches the jobs)
     t=$(now)
@@ -663,7 +962,9 @@ EOF
     t_slurmd=$(since "$t")
 
     write_env
-    log "timings: install $t_install, munge $t_munge, MariaDB + clean database $t_db, slurmdbd $t_dbd, slurmctld (cluster + TRES) $t_ctld, slurmd (node idle) $t_slurmd"
+    local hooks=""
+    [ -z "$QOS_HOOK$PARTS" ] || hooks=", partition QOS before slurmctld $t_hook1, QOS hook after it $t_hook2"
+    log "timings: install $t_install, munge $t_munge, MariaDB + clean database $t_db, slurmdbd $t_dbd, slurmctld (cluster + TRES) $t_ctld$hooks, slurmd (node idle) $t_slurmd"
     echo "slurm: cluster $CLUSTER up in $(since "$t0"): $(sinfo -h -o '%P %a %D %T %N %G' | tr '\n' ' ')(env: $STATE/env)"
 }
 

@@ -1,8 +1,10 @@
 //! A trace replayed through a real Slurm (`scripts/slurm.sh`: one node of 8 fake GPUs) with
-//! the configuration `allot build` emits, time-scaled where Slurm allows it, and the same
-//! submissions replayed by allot's simulator: how far the simulated schedule is from what
-//! Slurm did, per budget share of GPU-time per window, start order and waits per contract,
-//! and how well each job's simulated wait predicts its real one.
+//! the configuration `allot build` emits (its floors: floor partitions, preemption by
+//! partition tier, job_submit.lua, the QOS script), time-scaled where Slurm allows it, and
+//! the same submissions replayed by allot's simulator under the settings Slurm ran with:
+//! how far the simulated schedule is from what Slurm did, per budget share of GPU-time per
+//! window, start order and waits per contract, and how well each job's simulated wait
+//! predicts its real one.
 //!
 //! The trace is generated (a fixed seed): `ALLOT_REPLAY_JOBS` jobs (default 200) of 4 to 24
 //! seconds, of four users in three budgets and three QOS (two contracts and `preemptible`),
@@ -13,7 +15,8 @@
 //! `ALLOT_REPLAY_RECORD=FILE` writes the real runs to FILE (a line `# slurmctld started at
 //! SECONDS`, then `job,start,end`: the job's index in the trace; times in seconds after the
 //! first submission); `ALLOT_REPLAY_FROM=FILE` compares with runs recorded so instead of
-//! running Slurm, to work on the simulator without a Slurm.
+//! running Slurm, to work on the simulator without a Slurm. `ALLOT_REPLAY_DETAIL=1` prints
+//! each job's real and simulated runs (the `slurm` policy, decay passes' phase known).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -23,7 +26,7 @@ use allot_verify::trace::Job;
 
 mod common;
 
-use common::slurm::{Slurm, allot, apply_budgets, budgets_in, ok, run, sbatch};
+use common::slurm::{Floors, Slurm, allot, apply_budgets, borrowed, budgets_in, ok, run, sbatch};
 
 const BUDGETS: &str = r#"
 cluster replay gpus=8 gpu-type=h100 gpus-per-node=8 {
@@ -43,15 +46,17 @@ project robotics share="20%" {
 }
 "#;
 
-/// Users, their budget, and how often each submits (out of 100).
-/// The scheduling settings the test's Slurm runs with beside the `Priority*` lines allot
-/// emits, time-scaled where Slurm allows: priority recomputed every minute (its least),
+/// The scheduling settings the test's Slurm runs with beside the lines allot emits (they
+/// replace allot's of the same keys; `SchedulerParameters` options are merged into allot's),
+/// time-scaled where Slurm allows: priority recomputed every minute (its least), the main
+/// scheduler's periodic pass every 2 s (allot's 10 s, scaled as backfill's 30 s is),
 /// backfill every 5 s planned in 5-second steps, a preempted job eligible again after 11 s
-/// (credentials of 10 s). The simulator reads the same lines.
+/// (credentials of 10 s). The simulator reads the same lines, allot's included.
 const SCHEDULING: &str = "PriorityCalcPeriod=1\n\
-                          SchedulerParameters=bf_interval=5,bf_resolution=5\n\
+                          SchedulerParameters=sched_interval=2,bf_interval=5,bf_resolution=5\n\
                           AuthInfo=cred_expire=10\n";
 
+/// Users, their budget, and how often each submits (out of 100).
 const USERS: [(&str, &str, u32); 4] =
     [("ana", "vision", 25), ("ben", "vision", 20), ("cai", "speech", 30), ("dee", "robotics", 25)];
 
@@ -272,9 +277,16 @@ fn real_runs(ids: &[String], t0: i64) -> Vec<Runs> {
 fn a_trace_replayed_through_slurm_and_through_allot() {
     let count: usize = std::env::var("ALLOT_REPLAY_JOBS").ok().and_then(|n| n.parse().ok()).unwrap_or(200);
     let jobs = trace(count);
+    // The configuration allot emits, with the test's time-scaled settings.
+    let work = tempfile::tempdir().unwrap();
+    let budgets = budgets_in(work.path(), BUDGETS);
+    let out = work.path().join("out");
+    let built = allot(&["build", budgets.as_str(), "--out", out.to_str().unwrap(), "--target", "slurm"]);
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let floors = Floors::from_build(&out, "replay", SCHEDULING);
     let Replayed { runs: real, started } = match std::env::var_os("ALLOT_REPLAY_FROM") {
         Some(path) => read_runs(std::path::Path::new(&path), jobs.len()),
-        None => match through_slurm(&jobs) {
+        None => match through_slurm(&jobs, work.path(), &budgets, &floors) {
             Some(replayed) => replayed,
             None => return,
         },
@@ -314,10 +326,17 @@ fn a_trace_replayed_through_slurm_and_through_allot() {
     // the second, and the decay thread starts a moment after: its passes fall within the
     // next second. The simulator applies a pass at a whole second to all that happens in
     // it, so the first whole second by which a pass has certainly been made is the next.
-    let slurm = SlurmSettings {
-        started: Some(started + 1),
-        ..SlurmSettings::read(SCHEDULING).expect("the test's own settings")
-    };
+    let settings = SlurmSettings::read(&floors.conf).expect("the settings Slurm ran with");
+    assert!(settings.floors, "allot's configuration has floors:\n{}", floors.conf);
+    println!(
+        "Slurm and the simulator: floors, sched_interval {} s, bf_interval {} s, bf_resolution {} s, requeued jobs held {} s, PriorityCalcPeriod {} s",
+        settings.sched_interval,
+        settings.backfill_interval,
+        settings.backfill_resolution,
+        settings.requeue_delay,
+        settings.calc_period
+    );
+    let slurm = SlurmSettings { started: Some(started + 1), ..settings };
     let unphased = SlurmSettings { started: None, ..slurm };
     for policy in [Policy::Slurm(slurm), Policy::Slurm(unphased), Policy::Budget, Policy::Priority] {
         let trace = jobs.iter().enumerate().map(|(i, j)| {
@@ -339,6 +358,25 @@ fn a_trace_replayed_through_slurm_and_through_allot() {
             simulated[run.id.parse::<usize>().unwrap()].push((run.start, run.end));
         }
         simulated.iter_mut().for_each(|r| r.sort());
+        if std::env::var_os("ALLOT_REPLAY_DETAIL").is_some()
+            && matches!(policy, Policy::Slurm(SlurmSettings { started: Some(_), .. }))
+        {
+            println!("job,user,account,qos,gpus,submit,seconds,limit,real runs,simulated runs");
+            for (i, job) in jobs.iter().enumerate() {
+                println!(
+                    "{i},{},{},{},{},{},{},{},{:?},{:?}",
+                    job.user,
+                    job.account,
+                    job.qos,
+                    job.gpus,
+                    job.at,
+                    job.seconds,
+                    job.limit_minutes * 60,
+                    real[i],
+                    simulated[i]
+                );
+            }
+        }
         let a = agreement(&jobs, &real, &simulated, end);
         let phase = match policy {
             Policy::Slurm(SlurmSettings { started: Some(_), .. }) => ", decay passes' phase known",
@@ -384,38 +422,23 @@ struct Replayed {
     started: i64,
 }
 
-/// Runs `jobs` through a real Slurm started for them with the configuration allot emits.
-/// Prints Slurm's own start estimates against the real waits. `None` when Slurm cannot run
-/// here.
-fn through_slurm(jobs: &[Submission]) -> Option<Replayed> {
+/// Runs `jobs` through a real Slurm started for them with the configuration allot emits
+/// (`floors`, built from `budgets` in `work`). Prints Slurm's own start estimates against
+/// the real waits. `None` when Slurm cannot run here.
+fn through_slurm(
+    jobs: &[Submission],
+    work: &std::path::Path,
+    budgets: &str,
+    floors: &Floors,
+) -> Option<Replayed> {
     for (user, _, _) in USERS {
         let _ = run("useradd", &["-M", user], &[]);
     }
-    let work = tempfile::tempdir().unwrap();
-    let budgets = budgets_in(work.path(), BUDGETS);
-    let budgets = budgets.as_str();
-    // The priority lines of the configuration allot emits, then the time-scaled SCHEDULING.
-    let out = work.path().join("out");
-    let built = allot(&["build", budgets, "--out", out.to_str().unwrap(), "--target", "slurm"]);
-    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
-    let emitted = std::fs::read_to_string(out.join("slurm/replay-slurm.conf")).unwrap();
-    let mut lines: Vec<String> = emitted
-        .lines()
-        .filter(|l| {
-            l.starts_with("Priority")
-                && !l.starts_with("PriorityCalcPeriod")
-                && !l.starts_with("PriorityType")
-        })
-        .map(str::to_string)
-        .collect();
-    lines.push(SCHEDULING.to_string());
-    let conf = work.path().join("scheduling.conf");
-    std::fs::write(&conf, lines.join("\n")).unwrap();
-    let _slurm = Slurm::start_with(
-        "replay",
-        &[("ALLOT_SLURM_CONF_EXTRA", conf.to_str().unwrap()), ("ALLOT_SLURM_BILLING", "GRES/gpu=1.0")],
-    )?;
-    apply_budgets(work.path(), budgets);
+    // scripts/slurm.sh runs allot's QOS script before slurmctld reads the floor partitions
+    // and again once gres/gpu is registered; the associations come from `allot apply`.
+    let settings = floors.settings();
+    let _slurm = Slurm::start_with("replay", &borrowed(&settings))?;
+    apply_budgets(work, budgets);
     // Its decay thread passes when it starts and every PriorityCalcPeriod after.
     let config = run("scontrol", &["show", "config"], &[("SLURM_TIME_FORMAT", "%s")]);
     let config = String::from_utf8_lossy(&config.stdout);
@@ -439,6 +462,9 @@ fn through_slurm(jobs: &[Submission]) -> Option<Replayed> {
             std::thread::sleep(wait);
         }
         let options = [
+            // The bound partition, which job_submit.lua turns into the budget's floors then
+            // it (but for QOS preemptible).
+            "--partition=gpu".to_string(),
             format!("--account={}", job.account),
             format!("--qos={}", job.qos),
             format!("--gres=gpu:{}", job.gpus),

@@ -88,3 +88,85 @@ pub fn sbatch(user: &str, options: &[&str], command: &str) -> String {
     args.extend(["--wrap", command]);
     ok("runuser", &args).trim().split(';').next().unwrap_or_default().to_string()
 }
+
+/// allot's floors configuration of one Slurm cluster, from the files `allot build --target
+/// slurm` wrote, split as `scripts/slurm.sh` takes it.
+pub struct Floors {
+    /// The `slurm.conf` settings (`ALLOT_SLURM_CONF_EXTRA`): every `KEY=VALUE` line of
+    /// `CLUSTER-slurm.conf` but `PriorityType` (the script's) and the keys `scheduling` sets
+    /// (but `SchedulerParameters`, whose options the script merges), then `scheduling`.
+    pub conf: String,
+    /// The floor partitions' `PartitionName=` lines (`ALLOT_SLURM_PARTITIONS`).
+    pub partitions: String,
+    /// The options allot adds to the bound partition's line, from its comment
+    /// (`ALLOT_SLURM_PARTITION_OPTIONS`).
+    pub options: String,
+    files: tempfile::TempDir,
+    /// `CLUSTER-job_submit.lua` and `CLUSTER-qos.sh`.
+    lua: std::path::PathBuf,
+    qos: std::path::PathBuf,
+}
+
+impl Floors {
+    /// The configuration in `out` (`allot build`'s `--out`) of Slurm cluster `cluster`, with
+    /// the time-scaled `scheduling` lines of a test.
+    pub fn from_build(out: &Path, cluster: &str, scheduling: &str) -> Floors {
+        let slurm = out.join("slurm");
+        let read = |name: String| {
+            std::fs::read_to_string(slurm.join(&name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+        };
+        let emitted = read(format!("{cluster}-slurm.conf"));
+        let key = |line: &str| line.split_once('=').map(|(k, _)| k.trim().to_string());
+        let overridden: Vec<String> =
+            scheduling.lines().filter_map(key).filter(|k| k != "SchedulerParameters").collect();
+        let (mut conf, mut partitions, mut options) = (String::new(), String::new(), String::new());
+        for line in emitted.lines().map(str::trim) {
+            if let Some(comment) = line.strip_prefix('#') {
+                // The options to add to the bound partition's own line.
+                if comment.trim_start().starts_with("PriorityTier=") {
+                    assert!(options.is_empty(), "two bound partitions in {cluster}-slurm.conf:\n{emitted}");
+                    options = comment.trim().to_string();
+                }
+            } else if line.starts_with("PartitionName=") {
+                partitions += &format!("{line}\n");
+            } else if let Some(k) = key(line)
+                && k != "PriorityType"
+                && !overridden.contains(&k)
+            {
+                conf += &format!("{line}\n");
+            }
+        }
+        conf += scheduling;
+        let files = tempfile::tempdir().unwrap();
+        Floors {
+            conf,
+            partitions,
+            options,
+            lua: slurm.join(format!("{cluster}-job_submit.lua")),
+            qos: slurm.join(format!("{cluster}-qos.sh")),
+            files,
+        }
+    }
+
+    /// The settings of `scripts/slurm.sh` that run this configuration (the files they name
+    /// live as long as `self`).
+    pub fn settings(&self) -> Vec<(&'static str, String)> {
+        let write = |name: &str, text: &str| {
+            let path = self.files.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path.to_str().unwrap().to_string()
+        };
+        vec![
+            ("ALLOT_SLURM_CONF_EXTRA", write("slurm.conf", &self.conf)),
+            ("ALLOT_SLURM_PARTITIONS", write("partitions.conf", &self.partitions)),
+            ("ALLOT_SLURM_PARTITION_OPTIONS", self.options.clone()),
+            ("ALLOT_SLURM_JOB_SUBMIT", self.lua.to_str().unwrap().to_string()),
+            ("ALLOT_SLURM_QOS_HOOK", self.qos.to_str().unwrap().to_string()),
+        ]
+    }
+}
+
+/// `pairs` as [`Slurm::start_with`] takes them.
+pub fn borrowed<'a>(pairs: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    pairs.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}

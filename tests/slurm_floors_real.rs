@@ -1,0 +1,476 @@
+//! allot's floors on a real Slurm (`scripts/slurm.sh`: one node of 8 fake GPUs), run with the
+//! configuration `allot build --target slurm` emits: the floor partitions of a higher
+//! `PriorityTier`, `preempt/partition_prio` with requeue, allot's job_submit.lua and its QOS
+//! script. Two budgets of 4 guaranteed GPUs each (a third whose share guarantees none), the
+//! contract `batch` with a 2-minute `PreemptExemptTime`; credentials of 5 s (Slurm's least),
+//! so that a requeued job is held 6 s; the main scheduler's pass every 10 s (allot's).
+//!
+//! B fills the 8 GPUs: 4 jobs in its floor, 4 in `gpu`. A asks for 2: they preempt the two
+//! youngest of B's jobs in `gpu` once their protection has passed, and run in A's floor. A
+//! asks for 4 more: 2 preempt B's last jobs in `gpu` at once, 2 wait (A's floor is full). A
+//! requeued job is held `cred_expire` + 1 from its preemption; restarted, it is protected
+//! again for 2 minutes. A job that may not be requeued runs in its budget's floor only. A
+//! user cannot move a job to another partition. The timings measured are printed.
+//!
+//! Needs root and apt (CI has both); elsewhere it says so and skips, unless
+//! `ALLOT_REQUIRE_SLURM` is set, when it fails. About 5 minutes.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use allot_verify::simulate::SlurmSettings;
+
+mod common;
+
+use common::slurm::{Floors, Slurm, allot, apply_budgets, borrowed, budgets_in, ok, run, sbatch};
+
+/// a and b guarantee 4 GPUs each (50% of 8, scaled by 100/101 under overcommit: 3.96,
+/// rounded); c guarantees none (1%: 0.08 GPUs). allot refuses a share of 0%.
+const BUDGETS: &str = r#"
+cluster main gpus=8 gpu-type=h100 gpus-per-node=8 {
+    slurm cluster=floors partition=gpu
+}
+policy overcommit=#true
+contract batch min-runtime="2m" resumable=#true default=#true
+project a share="50%" {
+    users alma
+}
+project b share="50%" {
+    users bert
+}
+project c share="1%" {
+    users cleo
+}
+"#;
+
+/// The test's settings beside allot's: credentials of 5 s, Slurm's least (below it Slurm
+/// takes 120 s), so that a requeued job is held 6 s.
+const SCHEDULING: &str = "AuthInfo=cred_expire=5\n";
+
+/// The contract's protection (`min-runtime`), in seconds.
+const PROTECTION: i64 = 120;
+
+fn now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64
+}
+
+/// A job as `squeue` shows it.
+#[derive(Clone, Debug)]
+struct Queued {
+    state: String,
+    /// Its partition when it runs; the partitions it may run in while it waits.
+    partition: String,
+    reason: String,
+    /// When it started (running); `None` while it waits.
+    start: Option<i64>,
+}
+
+/// Every job in the queue, by id.
+fn queue() -> BTreeMap<String, Queued> {
+    let output = run("squeue", &["-h", "-a", "-o", "%i|%T|%P|%r|%S"], &[("SLURM_TIME_FORMAT", "%s")]);
+    assert!(output.status.success(), "squeue: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split('|').map(str::trim).collect();
+            let [id, state, partition, reason, start] = f[..] else { return None };
+            let start = (state == "RUNNING").then(|| start.parse().ok()).flatten();
+            Some((
+                id.to_string(),
+                Queued { state: state.into(), partition: partition.into(), reason: reason.into(), start },
+            ))
+        })
+        .collect()
+}
+
+/// One run of a job, from `sacct -D`: its start, its end (`None` while it runs) and state.
+#[derive(Clone, Debug)]
+struct Run {
+    start: i64,
+    end: Option<i64>,
+    state: String,
+}
+
+/// Every run of job `id` that started, in order.
+fn runs(id: &str) -> Vec<Run> {
+    let args = ["-j", id, "-X", "-D", "-P", "-n", "-o", "Start,End,State"];
+    let output = run("sacct", &args, &[("SLURM_TIME_FORMAT", "%s")]);
+    assert!(output.status.success(), "sacct: {}", String::from_utf8_lossy(&output.stderr));
+    let mut runs: Vec<Run> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split('|').collect();
+            let [start, end, state] = f[..] else { return None };
+            Some(Run { start: start.parse().ok()?, end: end.parse().ok(), state: state.to_string() })
+        })
+        .collect();
+    runs.sort_by_key(|r| r.start);
+    runs
+}
+
+/// The runs of job `id` that ended preempted (requeued).
+fn preemptions(id: &str) -> Vec<Run> {
+    runs(id)
+        .into_iter()
+        .filter(|r| r.state.starts_with("PREEMPTED") || r.state.starts_with("REQUEUE"))
+        .collect()
+}
+
+/// `scontrol show job`'s field `key` of job `id` (times in epoch seconds).
+fn job_field(id: &str, key: &str) -> String {
+    let output = run("scontrol", &["-o", "show", "job", id], &[("SLURM_TIME_FORMAT", "%s")]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.split_whitespace()
+        .find_map(|f| f.strip_prefix(key)?.strip_prefix('='))
+        .unwrap_or_else(|| panic!("no {key} in `scontrol show job {id}`: {text}"))
+        .to_string()
+}
+
+/// Polls `check` every half second until it gives a value; fails after `limit` seconds.
+fn wait_for<T>(what: &str, limit: i64, mut check: impl FnMut() -> Option<T>) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(limit.max(1) as u64),
+            "waited {limit} s for {what}: {:#?}",
+            queue()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// A 1-GPU job of `user` in budget `account`, submitted to the bound partition (which
+/// job_submit.lua turns into the budget's floor, then it), running 20 minutes: its id.
+fn submit(user: &str, account: &str, extra: &[&str]) -> String {
+    let account = format!("--account={account}");
+    let mut options = vec!["--partition=gpu", "--gres=gpu:1", account.as_str()];
+    options.extend_from_slice(extra);
+    sbatch(user, &options, "sleep 1200")
+}
+
+fn cancel(ids: &[String]) {
+    let mut args = vec!["--quiet"];
+    args.extend(ids.iter().map(String::as_str));
+    ok("scancel", &args);
+    wait_for("the cancelled jobs to leave the queue", 60, || {
+        let q = queue();
+        ids.iter().all(|id| !q.contains_key(id)).then_some(())
+    });
+}
+
+fn in_state<'a>(q: &BTreeMap<String, Queued>, ids: &'a [String], state: &str) -> Vec<&'a String> {
+    ids.iter().filter(|id| q.get(*id).is_some_and(|j| j.state == state)).collect()
+}
+
+#[test]
+fn floors_on_a_real_slurm() {
+    let begun = Instant::now();
+    // The submitters, as Unix users before Slurm starts.
+    for user in ["alma", "bert", "cleo"] {
+        let _ = run("useradd", &["-M", user], &[]);
+    }
+    let work = tempfile::tempdir().unwrap();
+    let budgets = budgets_in(work.path(), BUDGETS);
+    let out = work.path().join("out");
+    let built = allot(&["build", budgets.as_str(), "--out", out.to_str().unwrap(), "--target", "slurm"]);
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let floors = Floors::from_build(&out, "floors", SCHEDULING);
+    // What allot emitted: a floor of 4 GPUs for a and for b, none for c.
+    let qos = std::fs::read_to_string(out.join("slurm/floors-qos.sh")).unwrap();
+    for budget in ["a", "b"] {
+        let floor = format!("qos gpu-floor-{budget} ");
+        let line = qos.lines().find(|l| l.starts_with(&floor));
+        assert!(
+            line.is_some_and(|l| l.split_whitespace().any(|w| w == "GrpTRES=gres/gpu=4")),
+            "no `{floor}... GrpTRES=gres/gpu=4` in floors-qos.sh:\n{qos}"
+        );
+        assert!(
+            floors.partitions.contains(&format!("PartitionName=gpu-floor-{budget} ")),
+            "{}",
+            floors.partitions
+        );
+    }
+    assert!(!qos.contains("floor-c") && !floors.partitions.contains("floor-c"), "c guarantees no GPU");
+    let settings = SlurmSettings::read(&floors.conf).expect("allot's settings");
+    assert!(settings.floors, "{}", floors.conf);
+    let (sched_interval, hold) = (settings.sched_interval, settings.requeue_delay);
+    assert_eq!(hold, 6, "cred_expire=5: held 6 s");
+
+    let env = floors.settings();
+    let Some(_slurm) = Slurm::start_with("floors", &borrowed(&env)) else { return };
+    apply_budgets(work.path(), &budgets);
+    let started = begun.elapsed().as_secs();
+    // Slurm runs allot's partitions, with the floors' limits.
+    for (partition, expected) in [
+        ("gpu", &["PriorityTier=1", "PreemptMode=REQUEUE", "QoS=N/A"][..]),
+        ("gpu-floor-a", &["PriorityTier=2", "PreemptMode=OFF", "QoS=gpu-floor-a", "AllowAccounts=a"]),
+        ("gpu-floor-b", &["PriorityTier=2", "PreemptMode=OFF", "QoS=gpu-floor-b", "AllowAccounts=b"]),
+    ] {
+        let shown = ok("scontrol", &["-o", "show", "partition", partition]);
+        for field in expected {
+            assert!(shown.split_whitespace().any(|f| f == *field), "{partition}: no {field} in {shown}");
+        }
+    }
+    for budget in ["a", "b"] {
+        let shown = ok("scontrol", &["show", "assoc_mgr", "flags=qos", &format!("qos=gpu-floor-{budget}")]);
+        assert!(shown.contains(",gres/gpu=4("), "slurmctld's QOS gpu-floor-{budget}:\n{shown}");
+    }
+
+    // 1. B fills the GPUs: 4 jobs in its floor, 4 in `gpu`.
+    let t1 = now();
+    let b: Vec<String> = (0..8).map(|_| submit("bert", "b", &[])).collect();
+    let q = wait_for("B's 8 jobs to run", 60, || {
+        let q = queue();
+        (in_state(&q, &b, "RUNNING").len() == 8).then_some(q)
+    });
+    let (b_floor, b_over): (Vec<String>, Vec<String>) =
+        b.iter().cloned().partition(|id| q[id].partition == "gpu-floor-b");
+    assert_eq!((b_floor.len(), b_over.len()), (4, 4), "B's jobs: {q:#?}");
+    assert!(b_over.iter().all(|id| q[id].partition == "gpu"), "{q:#?}");
+    let b_started: BTreeMap<String, i64> = b.iter().map(|id| (id.clone(), q[id].start.unwrap())).collect();
+    println!(
+        "1. B's 8 jobs ran {} to {} s after their submission: 4 in gpu-floor-b, 4 in gpu",
+        b_started.values().min().unwrap() - t1,
+        b_started.values().max().unwrap() - t1
+    );
+
+    // 2. A asks for 2: they wait for B's protection, then preempt the two youngest of B's
+    // jobs in `gpu` and run in A's floor.
+    let a: Vec<String> = (0..2).map(|_| submit("alma", "a", &[])).collect();
+    let t2 = now();
+    // A user may not move their job to another partition (nor QOS): job_submit.lua refuses.
+    let pending = &a[0];
+    for change in ["partition=gpu-floor-a", "qos=preemptible"] {
+        let tried = run(
+            "runuser",
+            &["-u", "alma", "--", "scontrol", "update", &format!("jobid={pending}"), change],
+            &[],
+        );
+        let said = String::from_utf8_lossy(&tried.stderr).trim().to_string();
+        assert!(!tried.status.success(), "`scontrol update {change}` by its user was accepted");
+        println!(
+            "2. alma's `scontrol update jobid={pending} {change}`: refused, exit {:?}: {said}",
+            tried.status.code()
+        );
+    }
+    let q = queue();
+    // (squeue lists a waiting job's partitions in no set order.)
+    let mut listed: Vec<&str> = q[pending].partition.split(',').collect();
+    listed.sort_unstable();
+    assert_eq!(
+        (listed, q[pending].state.as_str()),
+        (vec!["gpu", "gpu-floor-a"], "PENDING"),
+        "{:?}",
+        q[pending]
+    );
+    let protection_end = b_over.iter().map(|id| b_started[id]).min().unwrap() + PROTECTION;
+    let q = wait_for("A's 2 jobs to run", protection_end + 2 * PROTECTION - now(), || {
+        let q = queue();
+        // Until then, B's jobs in `gpu` run: nothing preempts them.
+        if now() < protection_end - 1 {
+            assert_eq!(
+                in_state(&q, &b, "RUNNING").len(),
+                8,
+                "a job of B stopped before its protection ended: {q:#?}"
+            );
+        }
+        (in_state(&q, &a, "RUNNING").len() == 2).then_some(q)
+    });
+    assert!(a.iter().all(|id| q[id].partition == "gpu-floor-a"), "{q:#?}");
+    assert!(b_floor.iter().all(|id| q[id].state == "RUNNING"), "B's floor untouched: {q:#?}");
+    let requeued: Vec<String> = wait_for("sacct to show the preempted runs", 30, || {
+        let r: Vec<String> = b_over.iter().filter(|id| !preemptions(id).is_empty()).cloned().collect();
+        (r.len() >= 2).then_some(r)
+    });
+    assert_eq!(requeued.len(), 2, "exactly two of B's jobs in gpu preempted: {requeued:?} of {b_over:?}");
+    let still: Vec<&String> = b_over.iter().filter(|id| !requeued.contains(id)).collect();
+    assert!(still.iter().all(|id| q[*id].state == "RUNNING" && q[*id].partition == "gpu"), "{q:#?}");
+    // The youngest first.
+    for r in &requeued {
+        assert!(
+            still.iter().all(|s| b_started[r] >= b_started[*s]),
+            "{r} preempted before a younger job: {b_started:?}"
+        );
+    }
+    let mut preempted_at: BTreeMap<String, i64> = BTreeMap::new();
+    let mut delays = Vec::new();
+    for id in &requeued {
+        let run = &preemptions(id)[0];
+        assert_eq!(run.start, b_started[id]);
+        let at = run.end.unwrap();
+        let delay = at - (run.start + PROTECTION);
+        assert!(delay >= 0, "job {id} preempted {} s before its protection ended", -delay);
+        assert!(delay <= sched_interval + 20, "job {id} preempted {delay} s after its protection ended");
+        preempted_at.insert(id.clone(), at);
+        delays.push(delay);
+    }
+    let a_runs: Vec<i64> = a.iter().map(|id| q[id].start.unwrap()).collect();
+    println!(
+        "2. A's 2 jobs (submitted at +{} s) waited for the protection of B's jobs in gpu (till +{} s); \
+         protection end -> preemption {delays:?} s (sched_interval {sched_interval} s); A's jobs ran {:?} s after the preemptions",
+        t2 - t1,
+        protection_end - t1,
+        a_runs.iter().zip(&requeued).map(|(s, id)| s - preempted_at[id]).collect::<Vec<_>>()
+    );
+
+    // 3. A asks for 4 more: 2 preempt B's last jobs in `gpu` at once (their protection is
+    // over), 2 wait, A's floor full.
+    let a_more: Vec<String> = (0..4).map(|_| submit("alma", "a", &[])).collect();
+    let t3 = now();
+    let mut reasons_of_requeued: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    wait_for("2 more of A's jobs to run", 3 * sched_interval + 30, || {
+        let q = queue();
+        for id in &b_over {
+            if let Some(j) = q.get(id).filter(|j| j.state == "PENDING") {
+                let seen = reasons_of_requeued.entry(id.clone()).or_default();
+                if seen.last() != Some(&j.reason) {
+                    seen.push(j.reason.clone());
+                }
+            }
+        }
+        (in_state(&q, &a_more, "RUNNING").len() == 2).then_some(())
+    });
+    let ran = now();
+    // The other 2 wait: still, a pass later.
+    std::thread::sleep(Duration::from_secs((sched_interval + 5) as u64));
+    let q2 = queue();
+    let running: Vec<&String> = in_state(&q2, &a_more, "RUNNING");
+    let waiting: Vec<&String> = in_state(&q2, &a_more, "PENDING");
+    assert_eq!((running.len(), waiting.len()), (2, 2), "{q2:#?}");
+    assert!(running.iter().all(|id| q2[*id].partition == "gpu-floor-a"), "{q2:#?}");
+    let reasons: Vec<&str> = waiting.iter().map(|id| q2[*id].reason.as_str()).collect();
+    for reason in &reasons {
+        assert!(["QOSGrpGRES", "Resources", "Priority"].contains(reason), "a waiting job's reason: {reason}");
+    }
+    assert!(b_floor.iter().all(|id| q2[id].state == "RUNNING"), "B's floor untouched: {q2:#?}");
+    let second: Vec<String> = b_over.iter().filter(|id| !requeued.contains(id)).cloned().collect();
+    let mut quick = Vec::new();
+    for id in &second {
+        let run = wait_for("sacct to show the preemption", 30, || preemptions(id).into_iter().next());
+        let at = run.end.unwrap();
+        assert!(at >= t3, "job {id} preempted before A asked");
+        assert!(at - t3 <= 2 * sched_interval + 15, "job {id} preempted {} s after A asked", at - t3);
+        preempted_at.insert(id.clone(), at);
+        quick.push(at - t3);
+    }
+    println!(
+        "3. A's 4 more jobs: B's last 2 jobs in gpu preempted {quick:?} s after A asked, A's 2 ran {} s after; \
+         the other 2 wait with reason {reasons:?}; B's requeued jobs waited with reasons {reasons_of_requeued:?}",
+        running.iter().filter_map(|id| q2[*id].start).max().unwrap_or(ran) - t3,
+    );
+
+    // 4. Requeued, a job is held cred_expire + 1 from its preemption (its eligible time), and
+    // restarts no sooner; restarted, it is protected again.
+    let mut holds = Vec::new();
+    for id in &b_over {
+        let eligible: i64 = job_field(id, "EligibleTime").parse().unwrap();
+        let held = eligible - preempted_at[id];
+        assert!((hold - 1..=hold + 10).contains(&held), "job {id} held {held} s, not about {hold} s");
+        holds.push(held);
+    }
+    // Room for two of them: A's waiting jobs cancelled, then two of its running ones.
+    cancel(&waiting.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    let freed = now();
+    cancel(&a);
+    let q = wait_for("2 of B's requeued jobs to restart", 60, || {
+        let q = queue();
+        (in_state(&q, &b_over, "RUNNING").len() == 2).then_some(q)
+    });
+    let restarted: Vec<String> = in_state(&q, &b_over, "RUNNING").into_iter().cloned().collect();
+    let mut restart_delays = Vec::new();
+    for id in &restarted {
+        assert_eq!(q[id].partition, "gpu", "{q:#?}");
+        let start = q[id].start.unwrap();
+        let eligible: i64 = job_field(id, "EligibleTime").parse().unwrap();
+        assert!(start >= eligible && start >= preempted_at[id] + hold - 1, "job {id} restarted at {start}");
+        assert_eq!(job_field(id, "Restarts"), "1");
+        restart_delays.push((start - preempted_at[id], start - freed));
+    }
+    println!(
+        "4. requeued jobs held {holds:?} s (cred_expire + 1 = {hold}); 2 restarted (preemption -> restart, GPUs freed -> restart): {restart_delays:?} s"
+    );
+    // A asks for 2 again: B's restarted jobs are protected 2 minutes from their restart.
+    let a_last: Vec<String> = (0..2).map(|_| submit("alma", "a", &[])).collect();
+    let restart_end = restarted.iter().map(|id| q[id].start.unwrap()).min().unwrap() + PROTECTION;
+    wait_for("A's last 2 jobs to run", restart_end + PROTECTION - now(), || {
+        let q = queue();
+        if now() < restart_end - 1 {
+            assert!(
+                restarted.iter().all(|id| q[id].state == "RUNNING"),
+                "a restarted job stopped before its protection ended: {q:#?}"
+            );
+        }
+        (in_state(&q, &a_last, "RUNNING").len() == 2).then_some(())
+    });
+    let mut again = Vec::new();
+    for id in &restarted {
+        let runs = wait_for("sacct to show the second preemption", 30, || {
+            let p = preemptions(id);
+            (p.len() == 2).then_some(p)
+        });
+        let delay = runs[1].end.unwrap() - (runs[1].start + PROTECTION);
+        assert!(
+            delay >= 0,
+            "job {id} preempted {} s into its protection after its restart",
+            PROTECTION + delay
+        );
+        assert!(delay <= sched_interval + 20, "job {id} preempted {delay} s after its protection ended");
+        again.push(delay);
+    }
+    println!(
+        "4. A's next 2 jobs preempted B's restarted ones {again:?} s after their protection (from their restart) ended"
+    );
+
+    // 5. A job that may not be requeued runs in its budget's floor only, where nothing
+    // preempts it: it waits for B's floor even with GPUs free in `gpu`.
+    let q = queue();
+    let b_waiting: Vec<String> =
+        q.iter().filter(|(id, j)| b.contains(id) && j.state == "PENDING").map(|(id, _)| id.clone()).collect();
+    cancel(&b_waiting);
+    let pinned = submit("bert", "b", &["--no-requeue"]);
+    let q = queue();
+    assert_eq!(q[&pinned].partition, "gpu-floor-b", "a job with --no-requeue: {:?}", q[&pinned]);
+    let a_running: Vec<String> = q
+        .iter()
+        .filter(|(_, j)| j.state == "RUNNING" && j.partition == "gpu-floor-a")
+        .map(|(id, _)| id.clone())
+        .collect();
+    cancel(&a_running);
+    std::thread::sleep(Duration::from_secs((sched_interval + 5) as u64));
+    let q = queue();
+    let busy = q.values().filter(|j| j.state == "RUNNING").count();
+    assert_eq!(busy, 4, "B's floor only runs: {q:#?}");
+    assert_eq!(q[&pinned].state, "PENDING", "with 4 GPUs free in gpu: {:?}", q[&pinned]);
+    let waited_for = q[&pinned].reason.clone();
+    cancel(&b_floor[..1]);
+    let q = wait_for("the job with --no-requeue to run", 3 * sched_interval, || {
+        let q = queue();
+        (q[&pinned].state == "RUNNING").then_some(q)
+    });
+    assert_eq!(q[&pinned].partition, "gpu-floor-b");
+    println!(
+        "5. a job of B with --no-requeue: partitions gpu-floor-b only; with 4 GPUs free in gpu and B's floor full it waited ({waited_for}); it ran in gpu-floor-b once a floor job ended"
+    );
+
+    // 6. c guarantees no GPU: its jobs go to `gpu` only. A job submitted without a partition.
+    let c_job = submit("cleo", "c", &[]);
+    let unrouted = sbatch("alma", &["--gres=gpu:1", "--account=a"], "sleep 1200");
+    let q = queue();
+    assert!(q[&c_job].partition == "gpu", "c's job: {:?}", q[&c_job]);
+    println!(
+        "6. c's job: partitions {}; A's job submitted without --partition: partitions {}{}",
+        q[&c_job].partition,
+        q[&unrouted].partition,
+        if q[&unrouted].partition.contains("gpu-floor-a") { "" } else { " (NOTE: not A's floor)" }
+    );
+    // Nothing preempted the job that may not be requeued.
+    assert_eq!((q[&pinned].state.as_str(), q[&pinned].partition.as_str()), ("RUNNING", "gpu-floor-b"));
+    assert_eq!(job_field(&pinned, "Restarts"), "0");
+    println!(
+        "Slurm up and budgets applied in {started} s; the whole test took {} s",
+        begun.elapsed().as_secs()
+    );
+}
