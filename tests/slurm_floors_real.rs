@@ -460,11 +460,12 @@ fn floors_on_a_real_slurm() {
     let unrouted = sbatch("alma", &["--gres=gpu:1", "--account=a"], "sleep 1200");
     let q = queue();
     assert!(q[&c_job].partition == "gpu", "c's job: {:?}", q[&c_job]);
+    // `gpu` is the cluster's default partition: a job that names none is routed as if it
+    // had named it (job_submit.lua reads the default; targets/tests/slurm_floors.rs checks
+    // it). Where it runs depends on the floor's room now: shown, not asserted.
     println!(
-        "6. c's job: partitions {}; A's job submitted without --partition: partitions {}{}",
-        q[&c_job].partition,
-        q[&unrouted].partition,
-        if q[&unrouted].partition.contains("gpu-floor-a") { "" } else { " (NOTE: not A's floor)" }
+        "6. c's job: partitions {}; A's job submitted without --partition: partitions {}",
+        q[&c_job].partition, q[&unrouted].partition
     );
     // Nothing preempted the job that may not be requeued.
     assert_eq!((q[&pinned].state.as_str(), q[&pinned].partition.as_str()), ("RUNNING", "gpu-floor-b"));

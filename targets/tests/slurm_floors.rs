@@ -155,7 +155,7 @@ fn run_lua(script: &str, jobs: &str) -> Option<String> {
     let lua = "lua5.1";
     Command::new(lua).arg("-v").output().ok()?;
     let harness = format!(
-        "slurm = {{ SUCCESS = 0, ERROR = -1, NO_VAL16 = 65534, log_user = function(m) io.write('user: ', m, '\\n') end }}\n\
+        "slurm = {{ SUCCESS = 0, ERROR = -1, ESLURM_ACCESS_DENIED = 2002, NO_VAL16 = 65534 }}\n\
          {script}\n\
          local function show(j) return tostring(j.partition) .. ' ' .. tostring(j.qos) end\n\
          {jobs}\n"
@@ -194,6 +194,13 @@ fn job_submit_lua_routes_jobs_to_their_floors_in_a_real_lua() {
           local rc = slurm_job_submit(job, {}, 1000)
           io.write(rc, ' ', show(job), '\n')
         end
+        -- No partition asked for: the cluster's default, when it is a bound one.
+        local job = { account = "nlp" }
+        slurm_job_submit(job, { cpu = { flag_default = 0 }, gpu = { flag_default = 1 } }, 1000)
+        io.write(show(job), '\n')
+        job = { account = "nlp" }
+        slurm_job_submit(job, { cpu = { flag_default = 1 }, gpu = { flag_default = 0 } }, 1000)
+        io.write(show(job), '\n')
         io.write(slurm_job_modify({ partition = "gpu-floor-nlp" }, {}, {}, 1000), '\n')
         io.write(slurm_job_modify({ qos = "batch" }, {}, {}, 1000), '\n')
         io.write(slurm_job_modify({ partition = "gpu" }, {}, {}, 0), '\n')
@@ -214,10 +221,10 @@ fn job_submit_lua_routes_jobs_to_their_floors_in_a_real_lua() {
          0 cpu nil\n\
          0 nil nil\n\
          0 gpu nil\n\
-         user: allot: a job's partitions and QOS follow its budget; only root may change them\n\
-         -1\n\
-         user: allot: a job's partitions and QOS follow its budget; only root may change them\n\
-         -1\n\
+         gpu-floor-nlp,gpu nil\n\
+         nil nil\n\
+         2002\n\
+         2002\n\
          0\n\
          0\n"
     );

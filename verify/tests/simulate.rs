@@ -270,6 +270,20 @@ fn slurm_blocks_behind_the_first_job_and_backfills_by_time_limits() {
 }
 
 #[test]
+fn under_floors_the_preemptible_qos_runs_beyond_the_floors_unprotected() {
+    // b's job 1 (QOS preemptible, 6 GPUs, from 0) runs in `over` only, though b's floor is
+    // empty, and is protected by nothing (the QOS sets no PreemptExemptTime; Slurm's global
+    // one is 0), unlike `batch`'s 2 minutes. a's job 2 (4 GPUs at 10) has room in a's floor
+    // and 2 GPUs free: it preempts job 1 at once. Job 1, held to 131, does not fit beside
+    // job 2 (4 free); it starts over (no contract of its own) when job 2 ends, at 3610.
+    let jobs = [job(1, "b", 6, 0, 3600, "preemptible"), job(2, "a", 4, 10, 3600, "batch")];
+    let (sim, runs) = run(&model(FLOORS), &jobs, floors());
+    assert_eq!(runs_of(&runs, "2"), [(10, 3610)]);
+    assert_eq!(runs_of(&runs, "1"), [(0, 10), (3610, 7210)]);
+    assert_eq!(sim.preemptions, 1);
+}
+
+#[test]
 fn under_floors_a_job_its_floor_cannot_hold_waits_in_over_and_smaller_ones_pass_it() {
     // The jobs of the test above, under floors: the budget's floor is the whole node (8).
     // Job 2 (8 GPUs, at 10) finds 6 of the floor's 8 taken by job 1: its floor's cap holds

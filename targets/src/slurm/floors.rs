@@ -207,10 +207,12 @@ pub fn lua_string(text: &str) -> String {
 }
 
 /// `job_submit.lua` for a Slurm cluster: on submission, a job sent to a bound partition
-/// (`-p <partition>`) is given its account's floors then that partition; a job of QOS
-/// `preemptible`, or one that may not be requeued (`--no-requeue`), keeps one of them only
-/// (the bound partition, where it may be preempted; its nearest floor, where it never is).
-/// On modification, only root may change a job's partitions or QOS.
+/// (`-p <partition>`, or none when the bound partition is the cluster's default) is given
+/// its account's floors then that partition; a job of QOS `preemptible`, or one that may
+/// not be requeued (`--no-requeue`), keeps one of them only (the bound partition, where it
+/// may be preempted; its nearest floor, where it never is). On modification, only root may
+/// change a job's partitions or QOS (Slurm 22.05 shows no message of the script's there:
+/// the user reads "Access/permission denied").
 pub fn job_submit_lua(cluster: &str, floors: &Floors) -> String {
     let mut out = format!(
         "-- allot: job_submit.lua of Slurm cluster {}; install it as job_submit.lua beside slurm.conf\n\
@@ -236,8 +238,22 @@ pub fn job_submit_lua(cluster: &str, floors: &Floors) -> String {
     }
     out.push_str("}\n\n");
     out.push_str(&format!(
-        r#"function slurm_job_submit(job_desc, part_list, submit_uid)
-    local bound = job_desc.partition and routes[job_desc.partition]
+        r#"-- The partition a job asks for: its own, else the cluster's default.
+local function requested(job_desc, part_list)
+    if job_desc.partition ~= nil then
+        return job_desc.partition
+    end
+    for name, part in pairs(part_list) do
+        if part.flag_default == 1 then
+            return name
+        end
+    end
+    return nil
+end
+
+function slurm_job_submit(job_desc, part_list, submit_uid)
+    local partition = requested(job_desc, part_list)
+    local bound = partition and routes[partition]
     if bound == nil then
         return slurm.SUCCESS
     end
@@ -262,9 +278,9 @@ pub fn job_submit_lua(cluster: &str, floors: &Floors) -> String {
 end
 
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+    -- A job's partitions and QOS follow its budget: only root may change them.
     if modify_uid ~= 0 and (job_desc.partition ~= nil or job_desc.qos ~= nil) then
-        slurm.log_user("allot: a job's partitions and QOS follow its budget; only root may change them")
-        return slurm.ERROR
+        return slurm.ESLURM_ACCESS_DENIED
     end
     return slurm.SUCCESS
 end

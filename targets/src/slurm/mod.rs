@@ -160,29 +160,35 @@ pub fn slurm_duration(seconds: u64) -> String {
 fn qos_script(model: &Model, cluster: &str, floors: &floors::Floors) -> String {
     let cluster = comment(cluster);
     let mut out = format!(
-        "#!/bin/sh\n# allot: QOS of Slurm cluster {cluster}, one per contract plus `{PREEMPTIBLE_QOS}`, and one per budget's floor.\n# Run before loading {cluster}.cfg and before slurmctld reads {cluster}-slurm.conf's partitions; running it again changes nothing.\nset -eu\n\n"
+        "#!/bin/sh\n# allot: QOS of Slurm cluster {cluster}, one per contract plus `{PREEMPTIBLE_QOS}`, and one per budget's floor.\n# Run before loading {cluster}.cfg and before slurmctld reads {cluster}-slurm.conf's partitions; running it again changes nothing.\n# It makes every QOS first, then sets them: on a Slurm whose accounting does not know the gres/gpu TRES yet\n# (slurmctld registers it when it runs with AccountingStorageTRES=gres/gpu), the settings stop at the\n# first GPU limit; run it again once slurmctld has started.\nset -eu\n\n"
     );
-    out.push_str("qos() {\n    name=\"$1\"\n    shift\n    sacctmgr -n -P show qos \"$name\" format=name | grep -qx \"$name\" || sacctmgr -i add qos \"$name\"\n    sacctmgr -i modify qos where name=\"$name\" set \"$@\"\n}\n\n");
+    out.push_str("exists() {\n    sacctmgr -n -P show qos \"$1\" format=name | grep -qx \"$1\" || sacctmgr -i add qos \"$1\"\n}\n\n");
+    out.push_str("qos() {\n    name=\"$1\"\n    shift\n    sacctmgr -i modify qos where name=\"$name\" set \"$@\"\n}\n\n");
     // Slurm 22.05 reports a preemption loop when a QOS's Preempt list is set to what it is.
     out.push_str("preempt() {\n    [ \"$(sacctmgr -n -P show qos \"$1\" format=preempt)\" = \"$2\" ] || sacctmgr -i modify qos where name=\"$1\" set Preempt=\"$2\"\n}\n\n");
-    for q in qos::wanted(model) {
+    let contracts = qos::wanted(model);
+    let floors: Vec<qos::Qos> = floors.floors.iter().map(qos::of_floor).collect();
+    for q in contracts.iter().chain(&floors) {
+        out.push_str(&format!("exists {}\n", shell_word(&q.name)));
+    }
+    for q in &contracts {
         let heading = if q.name == PREEMPTIBLE_QOS {
-            "# Work beyond a budget and unbudgeted work: first to go.".to_string()
+            "\n# Work beyond a budget and unbudgeted work: first to go.".to_string()
         } else {
             format!("\n# contract {}", comment(&q.name))
         };
         let name = shell_word(&q.name);
         out.push_str(&format!(
             "{heading}\nqos {name} {}\npreempt {name} {}\n",
-            qos_settings(&q),
+            qos_settings(q),
             shell_word(&q.setting("preempt"))
         ));
     }
-    if !floors.floors.is_empty() {
+    if !floors.is_empty() {
         out.push_str("\n# The budgets' floors: each caps its partition at the budget's guaranteed GPUs. No\n# PreemptExemptTime of their own: a partition QOS's would override every contract's.\n");
     }
-    for q in floors.floors.iter().map(qos::of_floor) {
-        out.push_str(&format!("qos {} {}\n", shell_word(&q.name), qos_settings(&q)));
+    for q in &floors {
+        out.push_str(&format!("qos {} {}\n", shell_word(&q.name), qos_settings(q)));
     }
     out
 }

@@ -43,6 +43,7 @@ pub(super) trait Rules {
         let _ = job;
         Admission {
             tier: 0,
+            contractless: false,
             limit: contract_max,
             max_runtime: contract_max.unwrap_or(i64::MAX),
             cut_by: EndedBy::MaxRuntime,
@@ -94,6 +95,9 @@ pub(super) enum Ranking {
 pub(super) struct Admission {
     /// Its place among the queue's tiers, served in order (0 first).
     pub tier: u8,
+    /// It runs under no contract of its own (Slurm's QOS `preemptible`): not protected, and
+    /// requeued it starts over.
+    pub contractless: bool,
     /// The time limit each run is planned with; `None`: its remaining work.
     pub limit: Option<i64>,
     /// Its work is cut at this: the longest it may run.
@@ -215,9 +219,8 @@ impl Engine {
         let preempted = preempted_for.is_some();
         let job = &self.jobs[id];
         let start = job.started.expect("a running job");
-        // A job of a later tier (the preemptible QOS) has no contract of its own: requeued,
-        // it starts over.
-        let resumable = self.terms(job).is_some_and(|t| t.resumable) && job.tier == 0;
+        // A job without a contract of its own (the preemptible QOS): requeued, it starts over.
+        let resumable = self.terms(job).is_some_and(|t| t.resumable) && !job.contractless;
         let elapsed = now - start;
         let run = Ended {
             queued: job.queued_at,

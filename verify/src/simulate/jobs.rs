@@ -94,6 +94,8 @@ pub(super) struct SimJob {
     /// Its place among the queue's tiers, served in order (see
     /// [`Admission`](super::engine::Admission)).
     pub(super) tier: u8,
+    /// See [`Admission::contractless`](super::engine::Admission).
+    pub(super) contractless: bool,
     /// The time limit its runs are planned with, as its policy gave it; `None`: its
     /// remaining work.
     pub(super) limit: Option<i64>,

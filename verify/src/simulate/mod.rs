@@ -513,7 +513,8 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, '_, '_, I> {
         let contract = self.budgets.contract(&job);
         let terms = engine.contracts.iter().position(|c| *c.name == *contract);
         let contract_max = terms.and_then(|t| engine.contracts[t].max_runtime);
-        let Admission { tier, limit, max_runtime, cut_by } = self.rules.admit(&job, contract_max);
+        let Admission { tier, contractless, limit, max_runtime, cut_by } =
+            self.rules.admit(&job, contract_max);
         // It enters its queue when it becomes eligible.
         let entered = job.eligible.map_or(job.submit, |e| e.max(job.submit));
         let id = engine.jobs.add(|number| SimJob {
@@ -525,6 +526,7 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, '_, '_, I> {
             terms: terms.map(|t| t as u16),
             gpus: job.gpus,
             tier,
+            contractless,
             limit,
             cut: (work > max_runtime).then_some(cut_by),
             submit: job.submit,

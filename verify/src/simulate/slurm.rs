@@ -56,13 +56,16 @@ impl Rules for Slurm {
         Ranking::FairTree { at_stops: false }
     }
 
-    /// Slurm ends a job at its time limit, and serves jobs of the QOS every contract's QOS
-    /// may preempt after all others.
+    /// Slurm ends a job at its time limit. Under `preempt/qos` it serves jobs of the QOS
+    /// every contract's QOS may preempt after all others (Slurm sorts a job that may preempt
+    /// another first); under floors, the partitions' tiers order the queue, not the QOS.
     fn admit(&self, job: &Job, contract_max: Option<i64>) -> Admission {
         let max = contract_max.unwrap_or(i64::MAX);
         let requested = job.time_limit.unwrap_or(max);
+        let contractless = job.contract == PREEMPTIBLE_QOS;
         Admission {
-            tier: u8::from(job.contract == PREEMPTIBLE_QOS),
+            tier: u8::from(contractless && !self.settings.floors),
+            contractless,
             limit: Some(requested),
             max_runtime: max.min(requested),
             cut_by: if requested < max { EndedBy::TimeLimit } else { EndedBy::MaxRuntime },
@@ -74,9 +77,11 @@ impl Rules for Slurm {
     /// its contract's `PreemptExemptTime` has passed.
     fn at_start(&self, _: &ClusterState, job: &SimJob, min_runtime: i64) -> Start {
         if self.settings.floors {
+            // QOS `preemptible` sets no PreemptExemptTime: Slurm's global one (0) applies.
+            let protected_for = if job.contractless { 0 } else { min_runtime };
             return match self.partition {
                 Some(floor) => Start { floor: Some(floor), preemptible: false, protected_for: 0 },
-                None => Start { floor: None, preemptible: min_runtime == 0, protected_for: min_runtime },
+                None => Start { floor: None, preemptible: protected_for == 0, protected_for },
             };
         }
         Start { floor: None, preemptible: job.tier == 1, protected_for: 0 }
@@ -173,9 +178,13 @@ impl Slurm {
         while cluster.any_floor_room()
             && let Some(head) = cursor.next(cluster)
         {
-            let Head(tier, _, _, id, leaf, gpus) = head;
-            // The preemptible QOS runs in `over` only.
-            if tier > 0 || !cluster.within_limits(leaf, gpus) {
+            let Head(_, _, _, id, leaf, gpus) = head;
+            if !cluster.within_limits(leaf, gpus) {
+                continue;
+            }
+            // The preemptible QOS runs in `over` only (its group may hold other jobs).
+            if engine.jobs[id].contractless {
+                cursor.follow(cluster, head);
                 continue;
             }
             // No floor with room: none for the later jobs of its group either (floors only
@@ -271,8 +280,14 @@ impl Slurm {
                 // group either (floors only fill as the walk goes on).
                 self.partition = None;
                 if walk == Walk::Floors {
-                    let floor = cluster.path(leaf).find(|&n| cluster.floor_room(n, gpus));
-                    let Some(floor) = floor.filter(|_| tier == 0) else { continue };
+                    let Some(floor) = cluster.path(leaf).find(|&n| cluster.floor_room(n, gpus)) else {
+                        continue;
+                    };
+                    // The preemptible QOS runs in `over` only (its group may hold other jobs).
+                    if engine.jobs[id].contractless {
+                        cursor.follow(cluster, head);
+                        continue;
+                    }
                     self.partition = Some(floor as u32);
                 }
                 cursor.follow(cluster, head);
