@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 
 use allot_compiler::test_support::model;
 use allot_targets::slurm::Slurm;
-use allot_targets::slurm::floors::{floors, lua_string};
+use allot_targets::slurm::floors::{Floors, floors, lua_string};
 use allot_targets::{Emitted, Target};
 
 /// 64 GPUs: ml 60% (38 guaranteed: nlp and vision 19 each, none left to ml itself), physics
@@ -23,6 +23,15 @@ project ml share="60%" {
 project physics share="30%"
 "#;
 
+/// Each floor's (name, GPUs, accounts).
+fn caps(found: &Floors) -> Vec<(&str, u64, Vec<&str>)> {
+    found
+        .floors
+        .iter()
+        .map(|f| (f.name.as_str(), f.gpus, f.accounts.iter().map(String::as_str).collect()))
+        .collect()
+}
+
 fn file<'e>(emitted: &'e Emitted, path: &str) -> &'e str {
     &emitted.files.iter().find(|f| f.path == path).unwrap_or_else(|| panic!("{path} written")).contents
 }
@@ -32,13 +41,8 @@ fn each_guaranteed_budget_gets_a_floor_over_the_bound_partition() {
     let model = model(BUDGETS);
     let (found, violations) = floors(&model, "lab", "lab-slurm.conf");
     assert!(violations.is_empty(), "{violations:?}");
-    let caps: Vec<(&str, u64, Vec<&str>)> = found
-        .floors
-        .iter()
-        .map(|f| (f.name.as_str(), f.gpus, f.accounts.iter().map(String::as_str).collect()))
-        .collect();
     assert_eq!(
-        caps,
+        caps(&found),
         [
             ("gpu-floor-nlp", 19, vec!["nlp"]),
             ("gpu-floor-vision", 19, vec!["vision"]),
@@ -85,13 +89,8 @@ fn a_parent_with_gpus_of_its_own_has_a_floor_its_sub_projects_share() {
     "#;
     let (found, violations) = floors(&model(text), "lab", "lab-slurm.conf");
     assert!(violations.is_empty(), "{violations:?}");
-    let caps: Vec<(&str, u64, Vec<&str>)> = found
-        .floors
-        .iter()
-        .map(|f| (f.name.as_str(), f.gpus, f.accounts.iter().map(String::as_str).collect()))
-        .collect();
     assert_eq!(
-        caps,
+        caps(&found),
         [
             ("gpu-floor-ml", 10, vec!["ml", "nlp", "vision"]),
             ("gpu-floor-nlp", 20, vec!["nlp"]),

@@ -175,9 +175,9 @@ impl Slurm {
         now: i64,
     ) -> bool {
         let mut cursor = Cursor::new(heads);
-        while cluster.any_floor_room()
-            && let Some(head) = cursor.next(cluster)
-        {
+        // Floors only fill as the walk goes on: once none has room, none will.
+        let mut room = cluster.any_floor_room();
+        while room && let Some(head) = cursor.next(cluster) {
             let Head(_, _, _, id, leaf, gpus) = head;
             if !cluster.within_limits(leaf, gpus) {
                 continue;
@@ -196,6 +196,7 @@ impl Slurm {
             self.partition = Some(floor as u32);
             if let Some(placement) = cluster.pool.place(gpus) {
                 engine.start(self, cluster, id, placement, now);
+                room = cluster.any_floor_room();
             } else {
                 return self.preempt_for(engine, cluster, id, now);
             }
