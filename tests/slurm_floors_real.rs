@@ -475,3 +475,69 @@ fn floors_on_a_real_slurm() {
         begun.elapsed().as_secs()
     );
 }
+
+/// What many floors cost slurmctld, for docs/slurm.md: budgets of `n` projects, each with a
+/// floor of 8 GPUs (`n` floor partitions beside `gpu`), on the test's one node. Per `n`: how
+/// long Slurm took to start (the QOS script run twice, partitions read), slurmctld's memory,
+/// and its main and backfill scheduler cycles with 400 one-GPU jobs of 20 users queued (8
+/// run, the rest wait, each with its floor and `gpu`), read from `sdiag` after a minute.
+/// Not in CI (about 8 minutes): `cargo test --test slurm_floors_real -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement for docs/slurm.md"]
+fn what_floors_cost_slurmctld() {
+    let users: Vec<String> = (0..20).map(|i| format!("floorcost{i}")).collect();
+    for user in &users {
+        let _ = run("useradd", &["-M", user], &[]);
+    }
+    println!("floors | start (s) | slurmctld RSS (MiB) | main cycle mean (µs) | backfill cycle mean (µs)");
+    for n in [1, 100, 400] {
+        let work = tempfile::tempdir().unwrap();
+        let mut text = format!(
+            "cluster main gpus={} gpu-type=h100 gpus-per-node=8 {{\n    slurm cluster=cost partition=gpu\n}}\n\
+             contract batch min-runtime=\"1h\" resumable=#true default=#true\n",
+            8 * n
+        );
+        for p in 0..n {
+            text += &format!("project p{p} share=1 {{\n");
+            if let Some(user) = users.get(p) {
+                text += &format!("    users {user}\n");
+            }
+            text += "}\n";
+        }
+        let budgets = budgets_in(work.path(), &text);
+        let out = work.path().join("out");
+        let built = allot(&["build", budgets.as_str(), "--out", out.to_str().unwrap(), "--target", "slurm"]);
+        assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+        let floors = Floors::from_build(&out, "cost", "");
+        assert_eq!(floors.partitions.lines().count(), n, "a floor per project");
+        let env = floors.settings();
+        let begun = Instant::now();
+        let Some(_slurm) = Slurm::start_with("cost", &borrowed(&env)) else { return };
+        let start = begun.elapsed().as_secs_f64();
+        apply_budgets(work.path(), &budgets);
+        for i in 0..400 {
+            let p = i % users.len().min(n);
+            let user = users[p].as_str();
+            sbatch(user, &[&format!("--account=p{p}"), "--gres=gpu:1", "--partition=gpu"], "sleep 60");
+        }
+        std::thread::sleep(Duration::from_secs(60));
+        let sdiag = ok("sdiag", &[]);
+        let means: Vec<f64> =
+            sdiag.lines().filter_map(|l| l.trim().strip_prefix("Mean cycle:")?.trim().parse().ok()).collect();
+        // scripts/slurm.sh's record of the daemon: "PID BINARY".
+        let state = std::env::var("ALLOT_SLURM_STATE").unwrap_or_else(|_| "/var/lib/allot-slurm".into());
+        let pid = std::fs::read_to_string(format!("{state}/pids/slurmctld")).unwrap();
+        let pid = pid.split_whitespace().next().unwrap();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let rss_kib: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:")?.trim().strip_suffix("kB")?.trim().parse().ok())
+            .unwrap();
+        println!(
+            "{n} | {start:.1} | {:.1} | {} | {}",
+            rss_kib / 1024.0,
+            means.first().map_or("-".into(), |m| format!("{m:.0}")),
+            means.get(1).map_or("-".into(), |m| format!("{m:.0}"))
+        );
+    }
+}

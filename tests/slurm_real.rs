@@ -17,7 +17,7 @@ use allot_targets::slurm::tree;
 mod common;
 
 use common::root;
-use common::slurm::{Slurm, allot, ok, run, sbatch};
+use common::slurm::{Floors, Slurm, allot, borrowed, ok, run, sbatch};
 
 /// One `sacctmgr show assoc wopl` row: parent, share, grptres, qos, defaultqos.
 type Association = (String, String, String, Vec<String>, String);
@@ -37,11 +37,38 @@ fn associations(cluster: &str) -> BTreeMap<(String, String), Association> {
         .collect()
 }
 
-/// Loads an example's Slurm files for `cluster` and checks what Slurm stored.
-fn load_and_compare(example: &Path, cluster: &str, out: &Path) {
+/// `allot build --target slurm` of `example` into `out`.
+fn build(example: &Path, out: &Path) {
     let build =
         allot(&["build", example.to_str().unwrap(), "--out", out.to_str().unwrap(), "--target", "slurm"]);
     assert!(build.status.success(), "{}", String::from_utf8_lossy(&build.stderr));
+}
+
+/// The settings that replace allot's for check_fair_tree: no decay, a pass every minute.
+const FAIR_TREE_SETTINGS: &str = "PriorityDecayHalfLife=0\nPriorityCalcPeriod=1\n";
+
+/// slurmctld runs every partition of allot's floors configuration, each floor with its QOS
+/// (`scripts/slurm.sh` has checked that slurmctld holds their caps as slurmdbd does).
+fn check_floors_loaded(floors: &Floors, cluster: &str) {
+    let live = ok("scontrol", &["show", "partition", "-o"]);
+    let live: BTreeMap<&str, &str> = live
+        .lines()
+        .filter_map(|line| Some((line.strip_prefix("PartitionName=")?.split(' ').next()?, line)))
+        .collect();
+    let wanted: Vec<&str> = floors.partitions.lines().collect();
+    for line in &wanted {
+        let name = line.strip_prefix("PartitionName=").and_then(|l| l.split(' ').next()).unwrap();
+        let shown = live.get(name).unwrap_or_else(|| panic!("partition {name} not in slurmctld"));
+        if let Some(qos) = line.split(' ').find_map(|w| w.strip_prefix("QOS=")) {
+            assert!(shown.contains(&format!(" QoS={qos} ")), "{name} runs without its QOS {qos}: {shown}");
+            assert!(shown.contains(" PriorityTier=2 ") && shown.contains(" PreemptMode=OFF "), "{shown}");
+        }
+    }
+    eprintln!("{cluster}: slurmctld runs allot's {} partitions beside gpu", wanted.len());
+}
+
+/// Loads an example's Slurm files for `cluster` and checks what Slurm stored.
+fn load_and_compare(example: &Path, cluster: &str, out: &Path) {
     let qos = out.join(format!("slurm/{cluster}-qos.sh"));
     for _ in 0..2 {
         ok("sh", &[qos.to_str().unwrap()]); // twice: it is idempotent
@@ -108,16 +135,27 @@ fn edit(text: &str, from: &str, to: &str) -> String {
     text.replacen(from, to, 1)
 }
 
-/// Job usage under two sibling accounts, read back through sshare.
+/// Job usage under two sibling accounts, read back through sshare. The cluster runs allot's
+/// floors: job_submit.lua gives each job its budget's floor, where it runs.
 fn check_fair_tree(cluster: &str) {
-    for (user, account, gpus) in [("priya", "sft", "2"), ("rosa", "rlvr", "1")] {
-        sbatch(user, &[&format!("--account={account}"), &format!("--gres=gpu:{gpus}")], "sleep 5");
-    }
+    let jobs: Vec<(String, &str)> = [("priya", "sft", "2"), ("rosa", "rlvr", "1")]
+        .into_iter()
+        .map(|(user, account, gpus)| {
+            (
+                sbatch(user, &[&format!("--account={account}"), &format!("--gres=gpu:{gpus}")], "sleep 5"),
+                account,
+            )
+        })
+        .collect();
     for _ in 0..60 {
         if ok("squeue", &["-h"]).trim().is_empty() {
             break;
         }
         std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+    for (id, account) in &jobs {
+        let ran = ok("sacct", &["-j", id, "-X", "-n", "-P", "-o", "Partition,State"]);
+        assert_eq!(ran.trim(), format!("gpu-floor-{account}|COMPLETED"), "job {id} of {account}");
     }
     ok("scripts/slurm.sh", &["restart-ctld"]);
     let text = ok(
@@ -200,17 +238,31 @@ fn compare_with_allot_fairshare(cluster: &str) {
 
 #[test]
 fn allot_against_a_real_slurm() {
-    let examples = [("published-case", "jupiter"), ("published-case", "ceres"), ("university-hpc", "tern")];
+    // Each Slurm cluster of the examples, and whether its Slurm runs allot's floors (their
+    // partitions, job_submit.lua, preemption; ceres runs without them, so that its QOS
+    // come from the plan alone).
+    let examples = [
+        ("published-case", "jupiter", true),
+        ("published-case", "ceres", false),
+        ("university-hpc", "tern", true),
+    ];
     let work = tempfile::tempdir().unwrap();
     // The job submitters, as Unix users before Slurm starts: slurmctld maps associations to
     // user ids when it loads them.
     for user in ["priya", "rosa"] {
         let _ = run("useradd", &["-M", user], &[]);
     }
-    for (name, cluster) in examples {
-        let Some(_slurm) = Slurm::start(cluster) else { return };
+    for (name, cluster, with_floors) in examples {
         let example = root().join("examples").join(name);
         let out = work.path().join(format!("{name}-{cluster}"));
+        build(&example, &out);
+        // Usage as billing x seconds, recomputed every minute, as check_fair_tree expects.
+        let floors = with_floors.then(|| Floors::from_build(&out, cluster, FAIR_TREE_SETTINGS));
+        let settings = floors.as_ref().map(Floors::settings).unwrap_or_default();
+        let Some(_slurm) = Slurm::start_with(cluster, &borrowed(&settings)) else { return };
+        if let Some(floors) = &floors {
+            check_floors_loaded(floors, cluster);
+        }
         apply_from_scratch(&example, cluster, &out);
         // What Slurm holds after the apply is exactly what the model says (the load finds
         // nothing new to add).
@@ -293,10 +345,11 @@ fn speed_budgets(dir: &Path, sub: usize, changed: usize) {
 /// the plan's script (one `sacctmgr` command per change, as account-sync scripts do) and by
 /// `allot apply` of a saved plan (one `sacctmgr load` of what is added, one command per
 /// distinct setting run side by side, the live state read before and after).
-/// `ALLOT_APPLY_SUBPROJECTS` sets the projects per top-level project (default 10: 110
-/// accounts, 10 changed; 100 gives the 1,010 accounts and 100 changes of docs/slurm.md).
+/// `ALLOT_APPLY_SUBPROJECTS` sets the projects per top-level project (default 3, CI's: 40
+/// accounts, 10 changed, about a minute; 100 gives the 1,010 accounts and 100 changes of
+/// docs/slurm.md).
 fn apply_against_a_command_per_change(work: &Path) {
-    let sub: usize = std::env::var("ALLOT_APPLY_SUBPROJECTS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+    let sub: usize = std::env::var("ALLOT_APPLY_SUBPROJECTS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
     let changed = (sub / 10).max(1);
     let budgets = work.join("speed");
     let timed = |what: &dyn Fn()| {
@@ -370,9 +423,6 @@ fn assert_applied(applied: &Output, after: &Output) {
 /// none: planned again, nothing is left, and the build's QOS script finds the QOS as it
 /// would make them.
 fn apply_from_scratch(example: &Path, cluster: &str, out: &Path) {
-    let build =
-        allot(&["build", example.to_str().unwrap(), "--out", out.to_str().unwrap(), "--target", "slurm"]);
-    assert!(build.status.success(), "{}", String::from_utf8_lossy(&build.stderr));
     let saved = out.join("scratch.plan");
     let plan_live = |extra: &[&str]| {
         let mut args = vec![

@@ -6,11 +6,12 @@
 //! window, start order and waits per contract, and how well each job's simulated wait
 //! predicts its real one.
 //!
-//! The trace is generated (a fixed seed): `ALLOT_REPLAY_JOBS` jobs (default 200) of 4 to 24
-//! seconds, of four users in three budgets and three QOS (two contracts and `preemptible`),
-//! submitted over about eight minutes so that they contend for the GPUs; the run takes
-//! about a quarter of an hour. Needs root and apt (CI has both); elsewhere it says so and
-//! skips, unless `ALLOT_REQUIRE_SLURM` is set, when it fails.
+//! The trace is generated (a fixed seed): `ALLOT_REPLAY_JOBS` jobs (default 100, CI's) of 4
+//! to 24 seconds, of four users in three budgets and three QOS (two contracts and
+//! `preemptible`), submitted in bursts (about 2.4 s apart on average) so that they contend
+//! for the GPUs; 100 jobs take about 9 minutes, the 200 of `scripts/slurm-replay.sh` (whose
+//! figures docs/verifier.md records) about 16. Needs root and apt (CI has both); elsewhere
+//! it says so and skips, unless `ALLOT_REQUIRE_SLURM` is set, when it fails.
 //!
 //! `ALLOT_REPLAY_RECORD=FILE` writes the real runs to FILE (a line `# slurmctld started at
 //! SECONDS`, then `job,start,end`: the job's index in the trace; times in seconds after the
@@ -56,6 +57,11 @@ const SCHEDULING: &str = "PriorityCalcPeriod=1\n\
                           SchedulerParameters=sched_interval=2,bf_interval=5,bf_resolution=5\n\
                           AuthInfo=cred_expire=10\n";
 
+/// How far a percentile of simulated waits may be from the real one whatever their ratio,
+/// in seconds: a backfill period (5 s) and a requeued job's hold (11 s), what Slurm's
+/// periods can add to or take from a wait of seconds.
+const WAIT_SLACK: f64 = 16.0;
+
 /// Users, their budget, and how often each submits (out of 100).
 const USERS: [(&str, &str, u32); 4] =
     [("ana", "vision", 25), ("ben", "vision", 20), ("cai", "speech", 30), ("dee", "robotics", 25)];
@@ -84,7 +90,8 @@ impl Lcg {
     }
 }
 
-/// The trace: `count` jobs over about eight minutes, in submit order.
+/// The trace: `count` jobs, about 2.4 s apart on average (200 take about eight minutes),
+/// in submit order.
 fn trace(count: usize) -> Vec<Submission> {
     let mut random = Lcg(2026);
     let mut at = 0;
@@ -275,7 +282,7 @@ fn real_runs(ids: &[String], t0: i64) -> Vec<Runs> {
 
 #[test]
 fn a_trace_replayed_through_slurm_and_through_allot() {
-    let count: usize = std::env::var("ALLOT_REPLAY_JOBS").ok().and_then(|n| n.parse().ok()).unwrap_or(200);
+    let count: usize = std::env::var("ALLOT_REPLAY_JOBS").ok().and_then(|n| n.parse().ok()).unwrap_or(100);
     let jobs = trace(count);
     // The configuration allot emits, with the test's time-scaled settings.
     let work = tempfile::tempdir().unwrap();
@@ -402,13 +409,18 @@ fn a_trace_replayed_through_slurm_and_through_allot() {
             // 2x of the real. Each budget's share per 2-minute window is off by about 0.1
             // on average when the decay passes fall when Slurm's did (up to 0.17 with them
             // a second or two off), and by 0.2 to 0.26 when they fall from the first start:
-            // the phase moves the budgets' ranks for whole minutes (docs/verifier.md).
+            // the phase moves the budgets' ranks for whole minutes (docs/verifier.md). A
+            // percentile of waits may also be off by WAIT_SLACK, what the schedulers'
+            // periods make of a short wait (the 100-job trace's `batch` p50 is 18 s real).
             let share_bound = if settings.started.is_some() { 0.2 } else { 0.3 };
             assert!(a.share_mean <= share_bound, "shares off by {} on average", a.share_mean);
             assert!(a.order >= 0.85, "start order agrees for {} of pairs", a.order);
             let within_2x = |ratio: f64| (0.5..=2.0).contains(&ratio);
+            let close = |simulated: f64, real: f64| {
+                within_2x(simulated / real) || (simulated - real).abs() <= WAIT_SLACK
+            };
             for (qos, [r50, r90, s50, s90, p50, _]) in &a.waits {
-                assert!(within_2x(s50 / r50) && within_2x(s90 / r90), "{qos}: waits {a:?}");
+                assert!(close(*s50, *r50) && close(*s90, *r90), "{qos}: waits {a:?}");
                 assert!(within_2x(*p50), "{qos}: predicted / real wait p50 {p50}");
             }
         }

@@ -90,7 +90,9 @@ pub fn sbatch(user: &str, options: &[&str], command: &str) -> String {
 }
 
 /// allot's floors configuration of one Slurm cluster, from the files `allot build --target
-/// slurm` wrote, split as `scripts/slurm.sh` takes it.
+/// slurm` wrote, split as `scripts/slurm.sh` takes it, on the script's one node: each floor's
+/// `Nodes=` becomes `ALL`, and a bound partition other than the script's own `gpu` is added
+/// as a partition over that node with the options allot gives it.
 pub struct Floors {
     /// The `slurm.conf` settings (`ALLOT_SLURM_CONF_EXTRA`): every `KEY=VALUE` line of
     /// `CLUSTER-slurm.conf` but `PriorityType` (the script's) and the keys `scheduling` sets
@@ -120,15 +122,29 @@ impl Floors {
         let overridden: Vec<String> =
             scheduling.lines().filter_map(key).filter(|k| k != "SchedulerParameters").collect();
         let (mut conf, mut partitions, mut options) = (String::new(), String::new(), String::new());
+        // The bound partition the next options comment is for.
+        let mut bound = None;
         for line in emitted.lines().map(str::trim) {
             if let Some(comment) = line.strip_prefix('#') {
-                // The options to add to the bound partition's own line.
-                if comment.trim_start().starts_with("PriorityTier=") {
-                    assert!(options.is_empty(), "two bound partitions in {cluster}-slurm.conf:\n{emitted}");
-                    options = comment.trim().to_string();
+                let comment = comment.trim();
+                if let Some((_, rest)) = comment.split_once("add to the PartitionName=") {
+                    bound = rest.strip_suffix(" line").map(str::to_string);
+                } else if comment.starts_with("PriorityTier=") {
+                    // The options to add to the bound partition's own line.
+                    match bound.take().as_deref() {
+                        Some("gpu") => {
+                            assert!(options.is_empty(), "gpu bound twice in {cluster}-slurm.conf");
+                            options = comment.to_string();
+                        }
+                        Some(name) => partitions += &format!("PartitionName={name} Nodes=ALL {comment}\n"),
+                        None => panic!("options for no partition in {cluster}-slurm.conf:\n{emitted}"),
+                    }
                 }
             } else if line.starts_with("PartitionName=") {
-                partitions += &format!("{line}\n");
+                let words: Vec<&str> = line.split(' ').collect();
+                let on_node: Vec<&str> =
+                    words.iter().map(|w| if w.starts_with("Nodes=") { "Nodes=ALL" } else { w }).collect();
+                partitions += &format!("{}\n", on_node.join(" "));
             } else if let Some(k) = key(line)
                 && k != "PriorityType"
                 && !overridden.contains(&k)
