@@ -748,27 +748,39 @@ run_qos_hook() {
     return "$rc"
 }
 
-# The QOS a partition names that slurmdbd does not hold, created bare: slurmctld refuses to
-# start with a partition whose QOS is unknown ("Partition ... has an invalid qos").
+# The QOS the partitions name that slurmdbd does not hold, created bare in one call:
+# slurmctld refuses to start with a partition whose QOS is unknown ("Partition ... has an
+# invalid qos").
 make_partition_qos() {
-    local q have
+    local q have missing=()
+    have=$(sacctmgr -n -P show qos format=name 2>/dev/null || true)
     for q in "${PART_QOS[@]}"; do
-        have=$(sacctmgr -n -P show qos "$q" format=name 2>/dev/null || true)
-        [ "$have" != "$q" ] || continue
-        log "QOS $q of a partition does not exist: created without limits (the QOS hook's run after slurmctld sets them)"
-        sacctmgr -i add qos "$q" >>"$LOGS/qos-hook.out" 2>&1 || start_failed "cannot create QOS $q" qos-hook
+        grep -qxF -- "$q" <<<"$have" || missing+=("$q")
     done
+    [ "${#missing[@]}" -gt 0 ] || return 0
+    local list
+    list=$(IFS=,; echo "${missing[*]}")
+    log "QOS of partitions that do not exist, created without limits (the QOS hook's run after slurmctld sets them): $list"
+    sacctmgr -i add qos "$list" >>"$LOGS/qos-hook.out" 2>&1 || start_failed "cannot create QOS $list" qos-hook
 }
 
-# Does slurmctld hold QOS Q's GrpTRES as slurmdbd does (each TRES limit slurmdbd has)?
-qos_synced() {
-    local db ctld limit
-    db=$(sacctmgr -n -P show qos "$1" format=grptres) || return 1
-    ctld=$(scontrol show assoc_mgr flags=qos qos="$1") || return 1
-    ctld=$(sed -n 's/^ *GrpTRES=\([^ ]*\).*/\1/p' <<<"$ctld")
-    [ -n "$ctld" ] || return 1
-    for limit in ${db//,/ }; do
-        [[ ",$ctld" == *",$limit("* ]] || return 1
+# Does slurmctld hold every partition QOS's GrpTRES as slurmdbd does (each TRES limit
+# slurmdbd has)? Both read once: `sacctmgr show qos` and `scontrol show assoc_mgr`'s QOS
+# records (a `QOS=NAME(ID)` line, then its `GrpTRES=` line).
+partition_qos_synced() {
+    local db ctld q limit
+    db=$(sacctmgr -n -P show qos format=name,grptres) || return 1
+    ctld=$(scontrol show assoc_mgr flags=qos) || return 1
+    ctld=$(awk '/^QOS=/ { sub(/^QOS=/, ""); sub(/\([0-9]+\)$/, ""); name = $0 }
+                /^ *GrpTRES=/ && name != "" { sub(/^ *GrpTRES=/, ""); sub(/ .*/, ""); print name "|" $0; name = "" }' <<<"$ctld")
+    local -A db_limits=() ctld_limits=()
+    while IFS='|' read -r q limit; do db_limits[$q]=$limit; done <<<"$db"
+    while IFS='|' read -r q limit; do ctld_limits[$q]=$limit; done <<<"$ctld"
+    for q in "${PART_QOS[@]}"; do
+        [ -n "${ctld_limits[$q]:-}" ] || return 1
+        for limit in ${db_limits[$q]//,/ }; do
+            [[ ",${ctld_limits[$q]}" == *",$limit("* ]] || return 1
+        done
     done
 }
 
@@ -945,10 +957,8 @@ EOF
     if [ -n "$QOS_HOOK" ]; then
         run_qos_hook "after slurmctld registered gres/gpu" || start_failed "the QOS hook $QOS_HOOK failed" qos-hook
     fi
-    local q
-    for q in "${PART_QOS[@]}"; do
-        wait_until slurmctld "slurmctld to hold QOS $q's limits as slurmdbd does" qos_synced "$q"
-    done
+    [ "${#PART_QOS[@]}" -eq 0 ] ||
+        wait_until slurmctld "slurmctld to hold the partitions' QOS limits as slurmdbd does" partition_qos_synced
     local t_hook2
     t_hook2=$(since "$t")
 

@@ -181,11 +181,16 @@ fn floors_on_a_real_slurm() {
     // What allot emitted: a floor of 4 GPUs for a and for b, none for c.
     let qos = std::fs::read_to_string(out.join("slurm/floors-qos.sh")).unwrap();
     for budget in ["a", "b"] {
-        let floor = format!("qos gpu-floor-{budget} ");
-        let line = qos.lines().find(|l| l.starts_with(&floor));
+        // The floors of the same cap are set in one call: `qos NAME,NAME ... GrpTRES=...`.
+        let floor = format!("gpu-floor-{budget}");
+        let line = qos.lines().find(|l| {
+            l.strip_prefix("qos ")
+                .and_then(|l| l.split(' ').next())
+                .is_some_and(|n| n.split(',').any(|n| n == floor))
+        });
         assert!(
             line.is_some_and(|l| l.split_whitespace().any(|w| w == "GrpTRES=gres/gpu=4")),
-            "no `{floor}... GrpTRES=gres/gpu=4` in floors-qos.sh:\n{qos}"
+            "no `qos {floor} ... GrpTRES=gres/gpu=4` in floors-qos.sh:\n{qos}"
         );
         assert!(
             floors.partitions.contains(&format!("PartitionName=gpu-floor-{budget} ")),
@@ -479,8 +484,10 @@ fn floors_on_a_real_slurm() {
 /// What many floors cost slurmctld, for docs/slurm.md: budgets of `n` projects, each with a
 /// floor of 8 GPUs (`n` floor partitions beside `gpu`), on the test's one node. Per `n`: how
 /// long Slurm took to start (the QOS script run twice, partitions read), slurmctld's memory,
-/// and its main and backfill scheduler cycles with 400 one-GPU jobs of 20 users queued (8
-/// run, the rest wait, each with its floor and `gpu`), read from `sdiag` after a minute.
+/// its main and backfill scheduler cycles with 400 one-GPU jobs of 20 users queued (8 run,
+/// the rest wait, each with its floor and `gpu`), read from `sdiag` after a minute, the QOS
+/// script run again (every QOS there: it reads them and sets each), and a restart of
+/// slurmctld alone (its state and the partitions read again).
 /// Not in CI (about 8 minutes): `cargo test --test slurm_floors_real -- --ignored --nocapture`.
 #[test]
 #[ignore = "a measurement for docs/slurm.md"]
@@ -489,7 +496,14 @@ fn what_floors_cost_slurmctld() {
     for user in &users {
         let _ = run("useradd", &["-M", user], &[]);
     }
-    println!("floors | start (s) | slurmctld RSS (MiB) | main cycle mean (µs) | backfill cycle mean (µs)");
+    println!(
+        "floors | start (s) | slurmctld RSS (MiB) | main cycle mean (µs) | backfill cycle mean (µs) | QOS script again (s) | slurmctld restart (s)"
+    );
+    let timed = |what: &dyn Fn()| {
+        let begun = Instant::now();
+        what();
+        begun.elapsed().as_secs_f64()
+    };
     for n in [1, 100, 400] {
         let work = tempfile::tempdir().unwrap();
         let mut text = format!(
@@ -533,8 +547,15 @@ fn what_floors_cost_slurmctld() {
             .lines()
             .find_map(|l| l.strip_prefix("VmRSS:")?.trim().strip_suffix("kB")?.trim().parse().ok())
             .unwrap();
+        let script = out.join("slurm/cost-qos.sh");
+        let again = timed(&|| {
+            ok("sh", &[script.to_str().unwrap()]);
+        });
+        let restart = timed(&|| {
+            ok("scripts/slurm.sh", &["restart-ctld"]);
+        });
         println!(
-            "{n} | {start:.1} | {:.1} | {} | {}",
+            "{n} | {start:.1} | {:.1} | {} | {} | {again:.1} | {restart:.1}",
             rss_kib / 1024.0,
             means.first().map_or("-".into(), |m| format!("{m:.0}")),
             means.get(1).map_or("-".into(), |m| format!("{m:.0}"))

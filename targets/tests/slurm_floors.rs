@@ -71,7 +71,8 @@ fn each_guaranteed_budget_gets_a_floor_over_the_bound_partition() {
     );
     assert!(conf.contains("# PriorityTier=1 PreemptMode=REQUEUE TRESBillingWeights="), "{conf}");
     let qos = file(&emitted, "lab-qos.sh");
-    assert!(qos.contains("\nqos gpu-floor-physics Priority=0 PreemptMode=cluster PreemptExemptTime=-1 MaxWall=-1 MaxTRESPerJob=gres/gpu=-1 GrpTRES=gres/gpu=19\n"), "{qos}");
+    // The three floors of 19 GPUs are set in one call.
+    assert!(qos.contains("\nqos gpu-floor-nlp,gpu-floor-vision,gpu-floor-physics Priority=0 PreemptMode=cluster PreemptExemptTime=-1 MaxWall=-1 MaxTRESPerJob=gres/gpu=-1 GrpTRES=gres/gpu=19\n"), "{qos}");
 }
 
 #[test]

@@ -155,22 +155,28 @@ pub fn slurm_duration(seconds: u64) -> String {
     if days > 0 { format!("{days}-{clock}") } else { clock }
 }
 
-/// The QOS of [`qos::wanted`], created if missing and then set whole, so the script can run
-/// any number of times.
+/// The QOS of [`qos::wanted`] and the floors', created if missing and then set whole, so
+/// the script can run any number of times. Each `sacctmgr` call costs slurmdbd a request
+/// or three (a fraction of a second), so the script makes every missing QOS in one call
+/// and sets the floors in one call per distinct cap: a few calls whatever the number of
+/// budgets.
 fn qos_script(model: &Model, cluster: &str, floors: &floors::Floors) -> String {
     let cluster = comment(cluster);
     let mut out = format!(
         "#!/bin/sh\n# allot: QOS of Slurm cluster {cluster}, one per contract plus `{PREEMPTIBLE_QOS}`, and one per budget's floor.\n# Run before loading {cluster}.cfg and before slurmctld reads {cluster}-slurm.conf's partitions; running it again changes nothing.\n# It makes every QOS first, then sets them: on a Slurm whose accounting does not know the gres/gpu TRES yet\n# (slurmctld registers it when it runs with AccountingStorageTRES=gres/gpu), the settings stop at the\n# first GPU limit; run it again once slurmctld has started.\nset -eu\n\n"
     );
-    out.push_str("exists() {\n    sacctmgr -n -P show qos \"$1\" format=name | grep -qx \"$1\" || sacctmgr -i add qos \"$1\"\n}\n\n");
+    out.push_str("# Sets QOS $1 (a name, or names separated by commas) as the rest of the arguments say.\n");
     out.push_str("qos() {\n    name=\"$1\"\n    shift\n    sacctmgr -i modify qos where name=\"$name\" set \"$@\"\n}\n\n");
     // Slurm 22.05 reports a preemption loop when a QOS's Preempt list is set to what it is.
     out.push_str("preempt() {\n    [ \"$(sacctmgr -n -P show qos \"$1\" format=preempt)\" = \"$2\" ] || sacctmgr -i modify qos where name=\"$1\" set Preempt=\"$2\"\n}\n\n");
     let contracts = qos::wanted(model);
     let floors: Vec<qos::Qos> = floors.floors.iter().map(qos::of_floor).collect();
+    out.push_str("# Every QOS that Slurm does not hold yet, made in one call.\nhave=\"$(sacctmgr -n -P show qos format=name)\"\nmissing=\nfor name in");
     for q in contracts.iter().chain(&floors) {
-        out.push_str(&format!("exists {}\n", shell_word(&q.name)));
+        out.push_str(&format!(" \\\n    {}", shell_word(&q.name)));
     }
+    out.push_str("; do\n    printf '%s\\n' \"$have\" | grep -qxF -- \"$name\" || missing=\"$missing${missing:+,}$name\"\ndone\n");
+    out.push_str("[ -z \"$missing\" ] || sacctmgr -i add qos \"$missing\"\n");
     for q in &contracts {
         let heading = if q.name == PREEMPTIBLE_QOS {
             "\n# Work beyond a budget and unbudgeted work: first to go.".to_string()
@@ -185,10 +191,14 @@ fn qos_script(model: &Model, cluster: &str, floors: &floors::Floors) -> String {
         ));
     }
     if !floors.is_empty() {
-        out.push_str("\n# The budgets' floors: each caps its partition at the budget's guaranteed GPUs. No\n# PreemptExemptTime of their own: a partition QOS's would override every contract's.\n");
+        out.push_str("\n# The budgets' floors, those of the same cap in one call: each caps its partition at the\n# budget's guaranteed GPUs. No PreemptExemptTime of their own: a partition QOS's would\n# override every contract's.\n");
     }
+    let mut by_settings: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     for q in &floors {
-        out.push_str(&format!("qos {} {}\n", shell_word(&q.name), qos_settings(q)));
+        by_settings.entry(qos_settings(q)).or_default().push(&q.name);
+    }
+    for (settings, names) in by_settings {
+        out.push_str(&format!("qos {} {settings}\n", shell_word(&names.join(","))));
     }
     out
 }
