@@ -131,7 +131,7 @@ fn outcomes<'r>(runs: &'r Runs<'_, '_>) -> Vec<Outcome<'r>> {
     runs.iter()
         .map(|(scenario, simulation)| Outcome {
             label: &scenario.label,
-            policy: scenario.policy,
+            policy: scenario.policy.clone(),
             simulation,
             model: scenario.model,
         })
@@ -166,9 +166,9 @@ fn simulated(
             .expect("a valid template"),
     );
     let mut progress = |read: usize| bar.set_position(read as u64);
-    let (model, policy, skip) = (scenario.model, scenario.policy, input.skip_bad_rows);
+    let (model, policy, skip) = (scenario.model, &scenario.policy, input.skip_bad_rows);
     let result = match schedule {
-        None => input.replay(|jobs| simulate(model, jobs, policy, skip, &mut progress)),
+        None => input.replay(|jobs| simulate(model, jobs, policy.clone(), skip, &mut progress)),
         Some((path, file)) => input
             .replay(|jobs| {
                 // A trace found out of order is replayed again: its schedule is written again.
@@ -180,14 +180,15 @@ fn simulated(
                 // A schedule that cannot be written stops the reading of the trace: the
                 // simulation ends with the jobs it has, and the error is said.
                 let jobs = jobs.take_while(|_| !stop.get());
-                let simulation = simulate_into(model, jobs, policy, skip, &mut progress, &mut |run| {
-                    if failed.is_none()
-                        && let Err(e) = out.write(run)
-                    {
-                        failed = Some(e);
-                        stop.set(true);
-                    }
-                });
+                let simulation =
+                    simulate_into(model, jobs, policy.clone(), skip, &mut progress, &mut |run| {
+                        if failed.is_none()
+                            && let Err(e) = out.write(run)
+                        {
+                            failed = Some(e);
+                            stop.set(true);
+                        }
+                    });
                 if let Some(e) = failed {
                     return Ok(Err(e));
                 }

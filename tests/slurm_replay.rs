@@ -359,7 +359,7 @@ fn a_trace_replayed_through_slurm_and_through_allot() {
                 ..Job::default()
             })
         });
-        let (_, runs) = simulate_with_runs(&model, trace, policy, false).unwrap();
+        let (_, runs) = simulate_with_runs(&model, trace, policy.clone(), false).unwrap();
         let mut simulated: Vec<Runs> = vec![Vec::new(); jobs.len()];
         for run in runs {
             simulated[run.id.parse::<usize>().unwrap()].push((run.start, run.end));

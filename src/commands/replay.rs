@@ -154,21 +154,25 @@ fn simulate(args: SimulateArgs, format: Format) -> Outcome {
     };
     let names = if args.policy.is_empty() { vec![PolicyName::default_for(&model)] } else { args.policy };
     let policies: Vec<Policy> = names.iter().map(|p| p.policy(slurm)).collect();
-    let named = |name: &str, p: Policy| {
+    let named = |name: &str, p: &Policy| {
         if policies.len() > 1 { format!("{name} ({})", p.label()) } else { name.to_string() }
     };
     let mut scenarios = Vec::new();
     // Each scenario's name in its schedule file's.
     let mut slugs = Vec::new();
-    for (&p, name) in policies.iter().zip(&names) {
+    for (p, name) in policies.iter().zip(&names) {
         match &base {
             Some((rev, base)) => {
-                scenarios.push(Scenario { label: named(rev, p), model: base, policy: p });
-                scenarios.push(Scenario { label: named("working tree", p), model: &model, policy: p });
+                scenarios.push(Scenario { label: named(rev, p), model: base, policy: p.clone() });
+                scenarios.push(Scenario {
+                    label: named("working tree", p),
+                    model: &model,
+                    policy: p.clone(),
+                });
                 slugs.extend([format!("base-{}", name.name()), format!("working-tree-{}", name.name())]);
             }
             None => {
-                scenarios.push(Scenario { label: p.label().into(), model: &model, policy: p });
+                scenarios.push(Scenario { label: p.label().into(), model: &model, policy: p.clone() });
                 slugs.push(name.name().to_string());
             }
         }

@@ -184,7 +184,7 @@ fn a_budget_never_runs_more_than_its_max_gpus() {
     let mut jobs: Vec<Job> = (0..10).map(|i| job(i, "a", 1, 0, 100, "batch")).collect();
     jobs.push(job(10, "a", 5, 0, 100, "batch"));
     for policy in [Policy::Budget, Policy::Priority] {
-        let (sim, runs) = run(&model(text), &jobs, policy);
+        let (sim, runs) = run(&model(text), &jobs, policy.clone());
         let mut starts: Vec<i64> = runs.iter().map(|r| r.start).collect();
         starts.sort_unstable();
         assert_eq!(starts, [0, 0, 0, 0, 100, 100, 100, 100, 200, 200], "{policy:?}");
@@ -215,7 +215,7 @@ fn backfill_starts_small_jobs_that_do_not_delay_the_head() {
     ];
     for (policy, expected) in [(Policy::Budget, [0, 1000, 20, 2000]), (Policy::Priority, [0, 2520, 20, 520])]
     {
-        let (sim, runs) = run(&model(text), &jobs, policy);
+        let (sim, runs) = run(&model(text), &jobs, policy.clone());
         let starts: Vec<i64> = ["1", "2", "3", "4"].iter().map(|id| start_of(&runs, id)).collect();
         assert_eq!(starts, expected, "{policy:?}");
         assert_eq!(sim.preemptions, 0);
@@ -819,7 +819,7 @@ proptest! {
     fn preemptions_stay_below_one_per_demand_change(jobs in trace()) {
         let model = model(TREE);
         for policy in [Policy::Budget, Policy::Priority] {
-            let (sim, runs) = run(&model, &jobs, policy);
+            let (sim, runs) = run(&model, &jobs, policy.clone());
             let changes = demand_changes(&jobs, &runs);
             prop_assert!(sim.preemptions as usize <= changes, "{policy:?}: {} preemptions, {changes} demand changes", sim.preemptions);
         }
@@ -855,7 +855,7 @@ proptest! {
     fn the_slurm_policy_keeps_the_invariants(jobs in trace()) {
         let model = model(TREE);
         let policy = Policy::Slurm(preempt_qos());
-        let (sim, runs) = run(&model, &jobs, policy);
+        let (sim, runs) = run(&model, &jobs, policy.clone());
         check_invariants(&model, &jobs, &sim, &runs, policy, &[])?;
     }
 
@@ -863,7 +863,7 @@ proptest! {
     fn the_slurm_policy_with_floors_keeps_the_invariants(jobs in trace()) {
         let model = model(TREE);
         let policy = floors();
-        let (sim, runs) = run(&model, &jobs, policy);
+        let (sim, runs) = run(&model, &jobs, policy.clone());
         check_invariants(&model, &jobs, &sim, &runs, policy, &[])?;
         // Only a job past its protection (its contract's PreemptExemptTime) is preempted.
         for r in runs.iter().filter(|r| r.preempted()) {
@@ -878,7 +878,7 @@ proptest! {
         let jobs: Vec<Job> = jobs.into_iter().filter(|j| j.project != "nlp" || j.gpus <= 10).collect();
         prop_assume!(!jobs.is_empty());
         let policy = Policy::Slurm(SlurmSettings::default());
-        let (sim, runs) = run(&model, &jobs, policy);
+        let (sim, runs) = run(&model, &jobs, policy.clone());
         check_invariants(&model, &jobs, &sim, &runs, policy, &CAPS)?;
     }
 

@@ -50,6 +50,23 @@ pub(super) trait Rules {
         }
     }
 
+    /// The tier a job of `gpus` for `leaf` of `cluster` under the contract `contract` (its
+    /// name, empty for none) queues in, given the `tier` that [`Rules::admit`] gave it; `None`
+    /// when the policy can never run it (it is not replayed, and counted unplaceable). Only
+    /// the `kueue` policy decides here: a job's priority there is its contract's priority
+    /// class on its cluster.
+    fn queue_tier(
+        &self,
+        cluster: &ClusterState,
+        leaf: usize,
+        contract: &str,
+        gpus: u32,
+        tier: u8,
+    ) -> Option<u8> {
+        let _ = (cluster, leaf, contract, gpus);
+        Some(tier)
+    }
+
     /// How a run that starts now stands: `min_runtime` is its contract's minimum runtime.
     fn at_start(&self, cluster: &ClusterState, job: &SimJob, min_runtime: i64) -> Start;
 
@@ -139,6 +156,9 @@ pub(super) struct Engine {
     /// No run still to end entered its queue before this.
     pub horizon: i64,
     pub preemptions: u64,
+    /// Instants whose scheduling a policy's guard against endless cycles cut short (see
+    /// [`Simulation::stalled`](super::Simulation)).
+    pub stalled: u64,
     pub lost_gpu_seconds: f64,
     /// The waits of the finished jobs of each size.
     pub by_size: BTreeMap<u32, Waits>,
@@ -165,6 +185,7 @@ impl Engine {
             runs_ended: 0,
             horizon: i64::MIN,
             preemptions: 0,
+            stalled: 0,
             lost_gpu_seconds: 0.0,
             by_size: BTreeMap::new(),
             short_jobs: Waits::default(),
@@ -345,6 +366,15 @@ impl Engine {
         }
         let placement = cluster.pool.place(self.jobs[id].gpus).expect("the freed room fits the job");
         self.start(rules, cluster, id, placement, now);
+    }
+
+    /// Preempts `victims` for `id` without starting it: they stop now, their GPUs free at
+    /// once, and requeue; `id` starts later, if the policy starts it (Kueue admits a
+    /// preemptor in a later scheduling cycle, once its victims have released their quota).
+    pub fn evict(&mut self, cluster: &mut ClusterState, id: JobId, victims: &[JobId], now: i64) {
+        for &victim in victims {
+            self.stop(cluster, victim, now, Some(id));
+        }
     }
 
     /// The first `candidates` that free room enough for `gpus`, if they all do.

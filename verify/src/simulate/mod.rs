@@ -21,8 +21,9 @@
 //! and a wait per job for the percentiles (the audit's, the largest jobs', the short jobs').
 //!
 //! A policy is a module behind one interface ([`engine::Rules`]): [`budget`] (the budget
-//! rule, the reference), [`priority`] (static priorities, the baseline) and [`slurm`] (the
-//! Slurm configuration allot writes, as Slurm 22.05 schedules it). The budget and priority
+//! rule, the reference), [`priority`] (static priorities, the baseline), [`slurm`] (the
+//! Slurm configuration allot writes, as Slurm 22.05 schedules it) and [`kueue`] (Kueue's
+//! admission and preemption, as a setup of Kueue objects configures them). The budget and priority
 //! policies schedule in [`passes`]; the engine ([`engine`]) keeps the jobs, their runs and
 //! events, on each cluster's nodes ([`pool`]), queues ([`queue`]) and usage ([`cluster`]).
 //!
@@ -35,6 +36,7 @@ mod budget;
 mod cluster;
 mod engine;
 mod jobs;
+mod kueue;
 mod passes;
 mod pool;
 mod priority;
@@ -59,9 +61,10 @@ use crate::decay::{Decay, Usage};
 use crate::figures::{Audit, Waits};
 use crate::trace::{CompactString, Job, TraceError, WaitCount};
 
+pub use self::kueue::{ClusterObjects, Kueue, UNBUDGETED};
 pub use crate::slurm_settings::SlurmSettings;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Policy {
     /// The budget rule: budgets by hierarchical fair share, with the scheduling contracts.
     Budget,
@@ -69,24 +72,28 @@ pub enum Policy {
     Priority,
     /// The Slurm configuration `allot build` writes, scheduled as Slurm schedules it.
     Slurm(SlurmSettings),
+    /// Kueue's admission and preemption, as the Kueue objects of each cluster set them.
+    Kueue(Arc<Kueue>),
 }
 
 impl Policy {
     /// The policy's name in the outputs.
-    pub fn label(self) -> &'static str {
+    pub fn label(&self) -> &'static str {
         match self {
             Policy::Budget => "budget policy",
             Policy::Priority => "priority baseline",
             Policy::Slurm(_) => "Slurm as configured",
+            Policy::Kueue(_) => "Kueue as configured",
         }
     }
 
     /// The policy's rules, for the engine.
-    fn rules(self) -> Box<dyn Rules> {
+    fn rules(&self) -> Box<dyn Rules> {
         match self {
             Policy::Budget => Box::new(budget::Budget),
             Policy::Priority => Box::new(priority::Priority),
-            Policy::Slurm(settings) => Box::new(slurm::Slurm::new(settings)),
+            Policy::Slurm(settings) => Box::new(slurm::Slurm::new(*settings)),
+            Policy::Kueue(kueue) => Box::new(kueue::Rules::new(kueue.clone())),
         }
     }
 }
@@ -96,6 +103,10 @@ impl Policy {
 pub struct Simulation {
     pub audit: Audit,
     pub preemptions: u64,
+    /// Instants at which the policy's scheduling was cut short by its guard against
+    /// endless cycles: only the `kueue` policy has one, for setups where Kueue itself would
+    /// go round in circles (a livelock of preemptions: see `kueue::policy`). 0 otherwise.
+    pub stalled: u64,
     /// GPU-hours of work redone because non-resumable jobs restarted.
     pub lost_gpu_hours: f64,
     /// Waits (all the time queued) of the largest jobs: those of at least `min_gpus` GPUs,
@@ -106,7 +117,9 @@ pub struct Simulation {
     /// Jobs the trace gives no runtime (never started, or never ended): not replayed.
     pub not_replayed: usize,
     /// Jobs larger than their cluster, or than their budget's `max-gpus` (or a budget's
-    /// above it): never placeable, not replayed.
+    /// above it); under the `kueue` policy also those of a budget that no ClusterQueue
+    /// takes (an inner project's own jobs: Kueue queues only at the leaves), or larger than
+    /// their ClusterQueue could ever hold: never placeable, not replayed.
     pub unplaceable: usize,
 }
 
@@ -293,6 +306,7 @@ fn simulated(
     Ok(Simulation {
         audit,
         preemptions: engine.preemptions,
+        stalled: engine.stalled,
         lost_gpu_hours: engine.lost_gpu_seconds / 3600.0,
         largest: largest_jobs(engine.by_size),
         short_jobs: engine.short_jobs,
@@ -340,7 +354,7 @@ fn no_jobs_why(read: usize, skipped: usize, not_replayed: usize, unplaceable: us
     }
     let counts = [
         (not_replayed, "without a runtime (never started, or never ended, and no duration)"),
-        (unplaceable, "larger than their cluster or their budget's max-gpus"),
+        (unplaceable, "larger than their cluster or their budget's max-gpus (or, under Kueue, their queue)"),
         (skipped, "skipped as bad rows"),
     ];
     let parts: Vec<String> =
@@ -515,6 +529,10 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, '_, '_, I> {
         let contract_max = terms.and_then(|t| engine.contracts[t].max_runtime);
         let Admission { tier, contractless, limit, max_runtime, cut_by } =
             self.rules.admit(&job, contract_max);
+        let Some(tier) = self.rules.queue_tier(state, leaf.0, contract, job.gpus, tier) else {
+            counts.unplaceable += 1;
+            return Ok(());
+        };
         // It enters its queue when it becomes eligible.
         let entered = job.eligible.map_or(job.submit, |e| e.max(job.submit));
         let id = engine.jobs.add(|number| SimJob {

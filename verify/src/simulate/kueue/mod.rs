@@ -1,0 +1,168 @@
+//! The `kueue` policy: Kueue's admission and preemption (Kueue 0.17 and later, the
+//! `v1beta2` API) simulated for one resource, GPUs, in one ResourceFlavor. [`setup`] reads
+//! the Kueue objects (the quota tree of Cohorts and ClusterQueues, the LocalQueues, the
+//! priority classes, Fair Sharing and Admission Fair Sharing from Kueue's `Configuration`);
+//! [`quota`] is Kueue's quota arithmetic on that tree (availability, borrowing, the fit
+//! decision, the dominant resource share); [`policy`] is the scheduling loop (queues, cycles,
+//! the order of a cycle's entries, admission); [`preemption`] the search for victims,
+//! classical and Fair Sharing's.
+//!
+//! Each allot cluster has a setup of its own, and each budget leaf of the cluster the
+//! ClusterQueue its jobs are submitted to (a leaf project's, as `allot build` writes one per
+//! leaf). Jobs of a budget that no ClusterQueue takes (an inner project's own jobs: Kueue
+//! queues only at its leaves; work no budget covers when no ClusterQueue is named for
+//! [`UNBUDGETED`]), or larger than their ClusterQueue could ever hold, or on a cluster
+//! without a setup, are not replayed: they are counted with the unplaceable jobs
+//! ([`Simulation::unplaceable`](super::Simulation)), as Kueue would never admit them.
+//!
+//! A job's priority is the value of the WorkloadPriorityClass named as its contract (as
+//! `allot build` writes one per contract, and jobs select theirs by the label
+//! `kueue.x-k8s.io/priority-class`); a contract without one: 0 (Kueue's default priority;
+//! file: pkg/util/priority/priority.go, func: Priority).
+//!
+//! What is not modelled: admission checks, Topology-Aware Scheduling and stopped queues
+//! (refused by [`setup`]); Admission Fair Sharing (a setup that turns it on for a
+//! ClusterQueue is refused, "not simulated yet"); `waitForPodsReady` (its timeouts and
+//! backoff: a simulated job starts the moment it is admitted); kube-scheduler's placement
+//! of pods (an admitted job is placed on the cluster's nodes best fit, and a job Kueue's
+//! quota would admit but the nodes cannot place is treated as not fitting); namespaces
+//! (every job may use its ClusterQueue); the time between Kueue's cycles and the time
+//! victims take to stop (see [`policy`]).
+
+pub(super) mod policy;
+pub(super) mod preemption;
+// Kueue's arithmetic in full (its tests read all of it); the policy reads part of it.
+#[allow(dead_code)]
+pub(super) mod quota;
+pub(super) mod setup;
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use self::quota::QuotaTree;
+use self::setup::{Kind, Setup};
+use crate::workloads::ObjectError;
+
+pub(super) use self::policy::Rules;
+
+/// The project path of the work no budget covers on a cluster, as the simulator names it:
+/// pair it with a ClusterQueue (`allot build` writes `root-unbudgeted` when such work is
+/// preemptible) to replay that work.
+pub const UNBUDGETED: &str = "(unbudgeted)";
+
+/// The most priority levels (distinct WorkloadPriorityClass values, and 0) of one cluster:
+/// the simulator's queues hold a job's priority as one of 256 tiers.
+pub const MAX_PRIORITIES: usize = 256;
+
+/// The Kueue setups of a model's clusters, as the `kueue` policy simulates them.
+#[derive(Clone, Debug)]
+pub struct Kueue {
+    pub(super) clusters: BTreeMap<String, Queues>,
+}
+
+impl PartialEq for Kueue {
+    /// Two policies are the same when their setups and queues are (the quota trees follow).
+    fn eq(&self, other: &Kueue) -> bool {
+        self.clusters.len() == other.clusters.len()
+            && self.clusters.iter().zip(&other.clusters).all(|((a, x), (b, y))| {
+                a == b && x.setup == y.setup && x.by_path == y.by_path && x.priorities == y.priorities
+            })
+    }
+}
+
+/// One allot cluster's Kueue objects, as the caller has them (the command line: from
+/// `allot_targets::kubernetes::kueue::objects` and `queue_names`, or a live Kueue's).
+#[derive(Clone, Copy, Debug)]
+pub struct ClusterObjects<'a> {
+    /// The allot cluster's name.
+    pub cluster: &'a str,
+    /// The Kueue objects (see [`Setup::read`] for the kinds read).
+    pub objects: &'a [Value],
+    /// Kueue's controller `Configuration`, when there is one.
+    pub configuration: Option<&'a Value>,
+    /// The GPU resource's name, such as `nvidia.com/gpu`.
+    pub resource: &'a str,
+    /// (ClusterQueue or Cohort name, project path) for each budget: the ClusterQueue a
+    /// leaf's jobs go to. A Cohort stands for an inner project, whose own jobs Kueue cannot
+    /// queue. [`UNBUDGETED`] names the work no budget covers.
+    pub queues: &'a [(String, String)],
+}
+
+/// One cluster's setup, its quota tree (with no usage: what a ClusterQueue could ever hold),
+/// the ClusterQueue of each project path, and its priority levels.
+#[derive(Clone, Debug)]
+pub(super) struct Queues {
+    pub(super) setup: Setup,
+    pub(super) tree: QuotaTree,
+    /// Each project path's ClusterQueue (an index of the setup's nodes).
+    pub(super) by_path: BTreeMap<String, usize>,
+    /// The distinct priorities, highest first: a job's tier is the index of its priority.
+    pub(super) priorities: Vec<i32>,
+}
+
+impl Queues {
+    /// The tier of a job under `contract`: its priority class's value (0 without one) as an
+    /// index of [`Queues::priorities`].
+    pub(super) fn tier(&self, contract: &str) -> u8 {
+        let priority = self.setup.priority_classes.get(contract).copied().unwrap_or(0);
+        let tier = self.priorities.iter().position(|&p| p == priority).expect("every priority has a tier");
+        tier as u8
+    }
+}
+
+impl Kueue {
+    /// The policy for the clusters given, each with its objects read by [`Setup::read`].
+    /// The first problem is the error, naming its object or pair: a cluster given twice; a
+    /// pair that names neither a ClusterQueue nor a Cohort, or a project path twice;
+    /// Admission Fair Sharing on for a ClusterQueue (not simulated yet); more than
+    /// [`MAX_PRIORITIES`] priority levels.
+    pub fn new<'a>(clusters: impl IntoIterator<Item = ClusterObjects<'a>>) -> Result<Kueue, ObjectError> {
+        let mut out = BTreeMap::new();
+        for given in clusters {
+            let fail =
+                |problem: String| ObjectError { object: format!("cluster {:?}", given.cluster), problem };
+            let setup = Setup::read(given.objects, given.configuration, given.resource)?;
+            if let Some(node) =
+                setup.nodes.iter().find(|n| matches!(n.kind, Kind::ClusterQueue { afs: true, .. }))
+            {
+                return Err(ObjectError {
+                    object: format!("ClusterQueue {:?}", node.name),
+                    problem: "Admission Fair Sharing (admissionScope UsageBasedAdmissionFairSharing) is not simulated yet".into(),
+                });
+            }
+            let mut by_path = BTreeMap::new();
+            for (name, path) in given.queues {
+                let node = match (setup.cluster_queue(name), setup.cohort(name)) {
+                    (Some(queue), _) => Some(queue),
+                    (None, Some(_)) => None,
+                    (None, None) => {
+                        return Err(fail(format!(
+                            "{name:?} (for project {path:?}) names no ClusterQueue or Cohort"
+                        )));
+                    }
+                };
+                if let Some(node) = node
+                    && by_path.insert(path.clone(), node).is_some()
+                {
+                    return Err(fail(format!("project {path:?} is given two ClusterQueues")));
+                }
+            }
+            let mut priorities: Vec<i32> = setup.priority_classes.values().copied().chain([0]).collect();
+            priorities.sort_unstable_by(|a, b| b.cmp(a));
+            priorities.dedup();
+            if priorities.len() > MAX_PRIORITIES {
+                return Err(fail(format!(
+                    "{} priority levels, more than the {MAX_PRIORITIES} simulated",
+                    priorities.len()
+                )));
+            }
+            let tree = QuotaTree::new(&setup.nodes);
+            let queues = Queues { setup, tree, by_path, priorities };
+            if out.insert(given.cluster.to_string(), queues).is_some() {
+                return Err(fail("given twice".into()));
+            }
+        }
+        Ok(Kueue { clusters: out })
+    }
+}
