@@ -8,13 +8,18 @@ use std::cell::Cell;
 use std::fs::File;
 use std::io::{Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use allot_compiler::ir::Model;
+use allot_compiler::escape;
+use allot_compiler::ir::{Cluster, KubernetesBinding, KubernetesScheduler, Model};
+use allot_targets::kubernetes::kueue;
 use allot_verify::figures::Audit;
 use allot_verify::render::simulation::{self, Outcome};
 use allot_verify::report;
 use allot_verify::schedule::ScheduleWriter;
-use allot_verify::simulate::{Policy, Simulation, SlurmSettings, simulate, simulate_into};
+use allot_verify::simulate::{
+    ClusterObjects, Kueue, Policy, Simulation, SlurmSettings, UNBUDGETED, simulate, simulate_into,
+};
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
@@ -27,6 +32,8 @@ use crate::traces::TraceInput;
 pub enum PolicyName {
     /// The Slurm configuration `allot build` writes, scheduled as Slurm schedules it.
     Slurm,
+    /// The Kueue objects `allot build` writes, admitted and preempted as Kueue does.
+    Kueue,
     /// Budgets by hierarchical fair share with the scheduling contracts.
     Budget,
     /// The old way: static priorities, not preemptible up to each team's guaranteed GPUs.
@@ -34,34 +41,78 @@ pub enum PolicyName {
 }
 
 impl PolicyName {
-    /// The policy; a Slurm one follows `slurm`.
-    pub fn policy(self, slurm: SlurmSettings) -> Policy {
-        match self {
+    /// The policy for the budgets `model`; a Slurm one follows `slurm`, a Kueue one the
+    /// objects `allot build` writes for `model` (each of its clusters must be bound to Kueue).
+    pub fn policy(self, model: &Model, slurm: SlurmSettings) -> Result<Policy, Error> {
+        Ok(match self {
             PolicyName::Slurm => Policy::Slurm(slurm),
+            PolicyName::Kueue => Policy::Kueue(Arc::new(kueue_policy(model)?)),
             PolicyName::Budget => Policy::Budget,
             PolicyName::Priority => Policy::Priority,
-        }
+        })
     }
 
-    /// Its name on the command line (`slurm`, `budget`, `priority`).
+    /// Its name on the command line (`slurm`, `kueue`, `budget`, `priority`).
     pub fn name(self) -> &'static str {
         match self {
             PolicyName::Slurm => "slurm",
+            PolicyName::Kueue => "kueue",
             PolicyName::Budget => "budget",
             PolicyName::Priority => "priority",
         }
     }
 
     /// The policy run when none is named: Slurm's when every cluster of the budgets is
-    /// bound to Slurm, else the budget rule (the reference; no other target is simulated yet).
+    /// bound to Slurm, Kueue's when every one is bound to Kueue, else the budget rule (the
+    /// reference).
     pub fn default_for(model: &Model) -> PolicyName {
         if model.clusters.iter().all(|c| c.bindings.slurm.is_some()) {
             PolicyName::Slurm
+        } else if model.clusters.iter().all(|c| bound_to_kueue(c).is_some()) {
+            PolicyName::Kueue
         } else {
             PolicyName::Budget
         }
     }
 }
+
+/// The Kubernetes binding of `cluster` when it names Kueue.
+fn bound_to_kueue(cluster: &Cluster) -> Option<&KubernetesBinding> {
+    cluster.bindings.kubernetes.as_ref().filter(|b| b.schedulers.contains(&KubernetesScheduler::Kueue))
+}
+
+/// The `kueue` policy for `model`: per cluster, the objects and the controller
+/// `Configuration` `allot build` writes, and the ClusterQueue of each budget (and of work
+/// no budget covers, `root-unbudgeted`, when allot writes it).
+fn kueue_policy(model: &Model) -> Result<Kueue, Error> {
+    let mut given = Vec::new();
+    for cluster in &model.clusters {
+        let Some(binding) = bound_to_kueue(cluster) else {
+            return Err(Error::failed(format!(
+                "--policy kueue simulates the Kueue objects allot writes, and cluster {} is not bound to Kueue (its kubernetes binding does not name kueue)",
+                escape::controls(&cluster.name, false)
+            )));
+        };
+        let objects = kueue::objects(model, &cluster.name);
+        let mut queues = kueue::queue_names(model, &cluster.name);
+        if objects.iter().any(|o| o["kind"] == "ClusterQueue" && o["metadata"]["name"] == UNBUDGETED_QUEUE) {
+            queues.push((UNBUDGETED_QUEUE.to_string(), UNBUDGETED.to_string()));
+        }
+        given.push((cluster.name.as_str(), binding.resource.as_str(), objects, queues));
+    }
+    let configuration = kueue::configuration();
+    Kueue::new(given.iter().map(|(cluster, resource, objects, queues)| ClusterObjects {
+        cluster,
+        objects,
+        configuration: Some(&configuration),
+        resource,
+        queues,
+    }))
+    .map_err(|e| Error::failed(format!("the Kueue objects allot writes: {e}")))
+}
+
+/// The ClusterQueue allot writes for work no budget covers.
+const UNBUDGETED_QUEUE: &str = "root-unbudgeted";
 
 /// A run to simulate: a label, a budget tree and a policy.
 pub struct Scenario<'m> {

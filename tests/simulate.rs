@@ -1,7 +1,7 @@
 //! `allot replay simulate` from the command line: the ITP trace under both policies, a
 //! budget change against a git revision, and the report it writes.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 mod common;
 
@@ -152,4 +152,41 @@ fn slurm_bound_budgets_are_simulated_as_slurm_schedules_them_by_default() {
     // Budgets on a cluster Slurm does not run are simulated under the budget policy.
     std::fs::write(dir.path().join("allot.kdl"), BASE).unwrap();
     assert_eq!(short_p50(&[]).0, "budget policy");
+}
+
+#[test]
+fn kueue_bound_budgets_are_simulated_as_kueue_admits_them_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    // ClusterQueues a and b of 4 GPUs each in Cohort root (allot's: reclaimWithinCohort Any,
+    // Fair Sharing on). Job 1 (a, 8 GPUs) borrows b's 4; job 2 (b, 4 GPUs) comes at 10,
+    // within b's quota: Kueue takes b's GPUs back at once, evicting job 1, and admits job 2
+    // at 10. Job 1 (not resumable) waits for them: it starts again at 110, and waits 100 s.
+    let bound = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8 {\n    kubernetes kueue\n}\n\
+        contract batch min-runtime=\"0s\" default=#true\nproject a share=\"50%\"\nproject b share=\"50%\"\n";
+    std::fs::write(dir.path().join("allot.kdl"), bound).unwrap();
+    let trace = "id,project,gpus,submit,duration\n1,a,8,0,1000\n2,b,4,10,100\n";
+    std::fs::write(dir.path().join("trace.csv"), trace).unwrap();
+    let args = ["replay", "simulate", ".", "--trace", "trace.csv", "--format", "json"];
+    let (status, stdout, stderr) = allot(dir.path(), &args);
+    assert_eq!(status, 0, "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let kueue = &report["runs"][0];
+    assert_eq!(kueue["policy"], "Kueue as configured", "{stdout}");
+    assert_eq!(kueue["preemptions"], 1, "{stdout}");
+    assert_eq!(kueue["stalled_instants"], 0, "{stdout}");
+    assert_eq!(
+        (&kueue["short_jobs"]["wait_p50_s"], &kueue["short_jobs"]["wait_p90_s"]),
+        (&json!(0), &json!(100))
+    );
+    // Side by side with the budget rule, as asked.
+    let (status, stdout, stderr) = allot(dir.path(), &[&args[..], &["--policy", "kueue,budget"]].concat());
+    assert_eq!(status, 0, "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let labels: Vec<&Value> = report["runs"].as_array().unwrap().iter().map(|r| &r["policy"]).collect();
+    assert_eq!(labels, [&json!("Kueue as configured"), &json!("budget policy")]);
+    // Budgets on a cluster Kueue does not run: the policy cannot be simulated, and says why.
+    std::fs::write(dir.path().join("allot.kdl"), BASE).unwrap();
+    let (status, _, stderr) = allot(dir.path(), &[&args[..], &["--policy", "kueue"]].concat());
+    assert_eq!(status, 1, "{stderr}");
+    assert!(stderr.contains("is not bound to Kueue"), "{stderr}");
 }

@@ -50,12 +50,16 @@ pub fn run(args: Args, format: Format) -> Outcome {
     let diff = allot_compiler::diff::diff(&old, &new);
     let natives = if args.native { review::native(&old, &new) } else { Vec::new() };
     let head = args.head.as_deref().unwrap_or("working tree");
-    let scenarios = [(args.against.as_str(), &old), (head, &new)].map(|(label, model)| Scenario {
-        label: label.into(),
-        model,
-        // The policy the new budgets' clusters call for, Slurm's with its defaults.
-        policy: PolicyName::default_for(&new).policy(SlurmSettings::default()),
-    });
+    // The policy the new budgets' clusters call for (Slurm's with its defaults), each
+    // revision under its own budgets; made only for a replay (Kueue's follows the objects).
+    let policy = PolicyName::default_for(&new);
+    let scenario = |label: &str, model| -> Result<Scenario<'_>, crate::exit::Error> {
+        Ok(Scenario { label: label.into(), model, policy: policy.policy(model, SlurmSettings::default())? })
+    };
+    let scenarios = match &args.replay {
+        None => Vec::new(),
+        Some(_) => vec![scenario(&args.against, &old)?, scenario(head, &new)?],
+    };
     let runs = match &args.replay {
         None => None,
         Some(trace) => Some(simulation::simulate_all(&scenarios, &TraceInput::at(trace))?),

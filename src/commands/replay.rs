@@ -153,7 +153,8 @@ fn simulate(args: SimulateArgs, format: Format) -> Outcome {
         }
     };
     let names = if args.policy.is_empty() { vec![PolicyName::default_for(&model)] } else { args.policy };
-    let policies: Vec<Policy> = names.iter().map(|p| p.policy(slurm)).collect();
+    // A policy follows its budgets (Kueue's objects are the budgets'): one per model.
+    let policies: Vec<Policy> = names.iter().map(|p| p.policy(&model, slurm)).collect::<Result<_, _>>()?;
     let named = |name: &str, p: &Policy| {
         if policies.len() > 1 { format!("{name} ({})", p.label()) } else { name.to_string() }
     };
@@ -163,7 +164,8 @@ fn simulate(args: SimulateArgs, format: Format) -> Outcome {
     for (p, name) in policies.iter().zip(&names) {
         match &base {
             Some((rev, base)) => {
-                scenarios.push(Scenario { label: named(rev, p), model: base, policy: p.clone() });
+                let policy = name.policy(base, slurm)?;
+                scenarios.push(Scenario { label: named(rev, &policy), model: base, policy });
                 scenarios.push(Scenario {
                     label: named("working tree", p),
                     model: &model,

@@ -340,7 +340,9 @@ fn priority_classes(model: &Model) -> Vec<PriorityClass<'_>> {
         .collect()
 }
 
-fn configuration() -> Value {
+/// The controller `Configuration` fragment allot writes (`kueue-configuration.yaml`): Fair
+/// Sharing on, with both preemption strategies.
+pub fn configuration() -> Value {
     json!({
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",

@@ -65,6 +65,10 @@ fn side_by_side<'a>(outcomes: &'a [Outcome<'a>]) -> Table<'a> {
     }
     row("preemptions".into(), &|s| Cell::Count(s.preemptions));
     row("GPU-hours lost to restarts".into(), &|s| Cell::GpuHours(s.lost_gpu_hours));
+    // Only a policy that can preempt in circles (Kueue's) counts these.
+    if outcomes.iter().any(|o| o.simulation.stalled > 0) {
+        row("instants preempting in circles, cut short".into(), &|s| Cell::Count(s.stalled));
+    }
     if let Some(first) = first {
         row(format!("largest jobs (≥ {} GPUs) wait p50 / p90 / p99", first.largest.min_gpus), &|s| {
             Cell::Waits(&s.largest.waits)
@@ -101,6 +105,7 @@ fn run_json(outcome: &Outcome<'_>) -> Value {
         "policy": outcome.policy.label(),
         "preemptions": sim.preemptions,
         "lost_gpu_hours": sim.lost_gpu_hours,
+        "stalled_instants": sim.stalled,
         "largest_jobs": job_class(("min_gpus", json!(sim.largest.min_gpus)), &sim.largest.waits),
         "short_jobs": job_class(("max_work_s", json!(SHORT_JOB)), &sim.short_jobs),
         "not_replayed": sim.not_replayed,
