@@ -345,11 +345,12 @@ fn speed_budgets(dir: &Path, sub: usize, changed: usize) {
 /// the plan's script (one `sacctmgr` command per change, as account-sync scripts do) and by
 /// `allot apply` of a saved plan (one `sacctmgr load` of what is added, one command per
 /// distinct setting run side by side, the live state read before and after).
-/// `ALLOT_APPLY_SUBPROJECTS` sets the projects per top-level project (default 3, CI's: 40
-/// accounts, 10 changed, about a minute; 100 gives the 1,010 accounts and 100 changes of
-/// docs/slurm.md).
+/// `ALLOT_APPLY_SUBPROJECTS` sets the projects per top-level project (default 10: 110
+/// accounts, 10 changed, about two minutes, the least at which allot's apply, whose reading
+/// of the live state before and after costs a second or so, is 10x faster in all; 100 gives
+/// the 1,010 accounts and 100 changes of docs/slurm.md).
 fn apply_against_a_command_per_change(work: &Path) {
-    let sub: usize = std::env::var("ALLOT_APPLY_SUBPROJECTS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
+    let sub: usize = std::env::var("ALLOT_APPLY_SUBPROJECTS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
     let changed = (sub / 10).max(1);
     let budgets = work.join("speed");
     let timed = |what: &dyn Fn()| {
