@@ -152,7 +152,7 @@ fn assert_inert(markdown: &str) {
         }
         if line.starts_with('#') {
             assert!(
-                ["### allot: budget changes", "#### Shares", "### Simulated on "]
+                ["### allot: budget changes", "#### What moved", "#### Changes", "#### Simulated on "]
                     .iter()
                     .any(|h| line.starts_with(h)),
                 "a heading allot did not write: {line}"

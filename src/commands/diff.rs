@@ -3,7 +3,10 @@
 //! request, and a simulation of a trace under both revisions' budgets (`--replay`),
 //! rendered for a reviewer by [`review`].
 
+mod moved;
 mod review;
+mod table;
+mod whatif;
 
 use std::path::{Path, PathBuf};
 
@@ -39,6 +42,11 @@ pub struct Args {
     replay: Option<PathBuf>,
 }
 
+/// For a terminal: control characters made visible.
+fn plain(text: &str) -> String {
+    allot_compiler::escape::controls(text, false).into_owned()
+}
+
 pub fn run(args: Args, format: Format) -> Outcome {
     let git = GitRepo::discover(&args.repository.path)?;
     let (Some(old), Some(new)) = (
@@ -65,22 +73,28 @@ pub fn run(args: Args, format: Format) -> Outcome {
         Some(trace) => Some(simulation::simulate_all(&scenarios, &TraceInput::at(trace))?),
     };
     let replayed = |trace: &Path| format!("Simulated on {} under each revision's budgets", trace.display());
+    let table = table::Table::new(&diff, &old, &new);
+    // The what-if's line and its figures in full, for a terminal or for a comment.
+    let replay =
+        |name: fn(&str) -> String, arrow: &str, block: &dyn Fn(&Path, &simulation::Runs) -> String| {
+            let (Some(runs), Some(trace)) = (&runs, &args.replay) else { return None };
+            let line = whatif::line(runs, trace, &table, name, arrow)?;
+            Some(review::Replay { line, block: block(trace, runs) })
+        };
     let text = match args.format {
         review::DiffFormat::Human => {
-            let mut text = review::human(&diff, &natives, &git);
-            if let (Some(runs), Some(trace)) = (&runs, &args.replay) {
+            let replay = replay(plain, "->", &|trace, runs| {
                 let heading = allot_compiler::escape::controls(&replayed(trace), false).into_owned();
-                text.push_str(&format!("\n{heading}:\n{}", simulation::side_by_side(runs)));
-            }
-            text
+                format!("{heading}:\n{}", simulation::side_by_side(runs))
+            });
+            review::human(&diff, &table, &natives, &git, replay.as_ref())
         }
         review::DiffFormat::Markdown => {
-            let mut text = review::markdown(&diff, &natives, &git);
-            if let (Some(runs), Some(trace)) = (&runs, &args.replay) {
+            let replay = replay(allot_compiler::escape::markdown, "→", &|trace, runs| {
                 let heading = allot_compiler::escape::markdown(&replayed(trace));
-                text.push_str(&format!("\n### {heading}\n\n{}", simulation::markdown(runs)));
-            }
-            text
+                format!("#### {heading}\n\n{}", simulation::markdown(runs))
+            });
+            review::markdown(&diff, &table, &natives, &git, replay.as_ref())
         }
         review::DiffFormat::Json => {
             let mut value = review::json(&diff, &natives, &git);

@@ -8,12 +8,14 @@ use std::collections::BTreeMap;
 
 use std::io::IsTerminal;
 
-use allot_compiler::diff::{Change, Detail, Diff, Kind, Standing};
+use allot_compiler::diff::{Change, Detail, Diff, Kind};
 use allot_compiler::escape::{self, controls};
 use allot_compiler::ir::Model;
 use clap::ValueEnum;
 use serde_json::{Value, json};
 
+use super::moved;
+use super::table::Table;
 use crate::git_loader::GitRepo;
 use crate::{github, output};
 
@@ -67,17 +69,6 @@ pub fn native(old: &Model, new: &Model) -> Vec<NativeDiff> {
     out
 }
 
-fn percent(v: f64) -> String {
-    format!("{:.3}%", v * 100.0)
-}
-
-/// Normalised share, effective share and GPUs as text (`-` when absent).
-fn standing(value: Option<Standing>) -> (String, String, String) {
-    value.map_or(("-".into(), "-".into(), "-".into()), |s| {
-        (percent(s.normalized_share), percent(s.effective_share), s.guaranteed_gpus.to_string())
-    })
-}
-
 /// `+` green, `-` red, `~` yellow: on a terminal, unless NO_COLOR is set.
 fn coloured(kind: Kind) -> String {
     let plain = !std::io::stdout().is_terminal() || output::no_color();
@@ -118,8 +109,42 @@ fn plain(text: &str) -> String {
     controls(text, false).into_owned()
 }
 
-pub fn human(diff: &Diff, natives: &[NativeDiff], git: &GitRepo) -> String {
-    let mut out = String::new();
+/// The subjects of the changes other than to projects: contracts, clusters, policy, expectations.
+fn other_changes(diff: &Diff) -> Vec<&str> {
+    diff.changes.iter().filter(|c| !c.subject.starts_with("project ")).map(|c| c.subject.as_str()).collect()
+}
+
+/// A simulation of `--replay`: its line for the headline, its figures in full.
+pub struct Replay {
+    pub line: String,
+    pub block: String,
+}
+
+/// The headline (with the what-if's line under `--replay`), the table of what moved, each
+/// change with its approvers and source, the budgets moved by rounding only, the
+/// simulation's figures in full, the native diffs.
+pub fn human(
+    diff: &Diff,
+    table: &Table,
+    natives: &[NativeDiff],
+    git: &GitRepo,
+    replay: Option<&Replay>,
+) -> String {
+    if diff.is_empty() {
+        return match replay {
+            Some(r) => format!("{}\n{}\n\n{}", diff.summary(), r.line, r.block),
+            None => format!("{}\n", diff.summary()),
+        };
+    }
+    let mut lines = moved::headline(table, &other_changes(diff), plain);
+    lines.extend(replay.map(|r| r.line.clone()));
+    let mut out = lines.join("\n");
+    out.push('\n');
+    let moved = moved::human(table);
+    if !moved.is_empty() {
+        out.push_str(&format!("\n{moved}"));
+    }
+    out.push_str("\nChanges:\n");
     for change in &diff.changes {
         out.push_str(&format!(
             "{} {:<44} {:<24} approve: {}\n",
@@ -132,58 +157,80 @@ pub fn human(diff: &Diff, natives: &[NativeDiff], git: &GitRepo) -> String {
             out.push_str(&format!("    {line}\n"));
         }
     }
-    if !diff.share_moves.is_empty() {
-        out.push_str("\nShare of the parent, of the cluster (change), guaranteed GPUs:\n");
-        for m in &diff.share_moves {
-            let ((nb, sb, gb), (na, sa, ga)) = (standing(m.before), standing(m.after));
-            out.push_str(&format!(
-                "  {:<12} {:<32} {:>8} -> {:>8}  {:>8} -> {:>8} ({:+.3} pp)  {:>5} -> {:>5}\n",
-                plain(&m.cluster),
-                plain(&m.project),
-                nb,
-                na,
-                sb,
-                sa,
-                m.points(),
-                gb,
-                ga
-            ));
-        }
+    let rest = moved::human_rest(table);
+    if !rest.is_empty() {
+        out.push_str(&format!("\n{rest}"));
+    }
+    if let Some(replay) = replay {
+        out.push_str(&format!("\n{}", replay.block));
     }
     for n in natives {
         out.push('\n');
         out.push_str(&controls(&n.unified, true));
     }
-    out.push_str(&format!("\n{}\n", diff.summary()));
     out
 }
 
-pub fn markdown(diff: &Diff, natives: &[NativeDiff], git: &GitRepo) -> String {
-    let mut out = format!("### allot: budget changes\n\n**{}**\n\n", diff.summary());
-    if !diff.changes.is_empty() {
-        out.push_str("| | change | details | approve | source |\n|---|---|---|---|---|\n");
-        for c in &diff.changes {
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | {} |\n",
-                c.kind.symbol(),
-                escape::markdown(&c.subject),
-                detail_text(c, escape::markdown).join("<br>"),
-                approvers(c, escape::markdown),
-                escape::markdown(&location(c, git))
-            ));
-        }
+/// The most changes the comment's table of changes lists; a count says how many more.
+const MAX_CHANGES: usize = 100;
+
+fn markdown_changes(diff: &Diff, git: &GitRepo) -> String {
+    let mut out = String::from("| | change | details | approve | source |\n|---|---|---|---|---|\n");
+    for c in diff.changes.iter().take(MAX_CHANGES) {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            c.kind.symbol(),
+            escape::markdown(&c.subject),
+            detail_text(c, escape::markdown).join("<br>"),
+            approvers(c, escape::markdown),
+            escape::markdown(&location(c, git))
+        ));
     }
-    if !diff.share_moves.is_empty() {
-        out.push_str("\n#### Shares\n\n| cluster | project | of parent | of cluster | change | guaranteed GPUs |\n|---|---|---:|---:|---:|---:|\n");
-        for m in &diff.share_moves {
-            let ((nb, sb, gb), (na, sa, ga)) = (standing(m.before), standing(m.after));
-            out.push_str(&format!(
-                "| {} | {} | {nb} → {na} | {sb} → {sa} | {:+.3} pp | {gb} → {ga} |\n",
-                escape::markdown(&m.cluster),
-                escape::markdown(&m.project),
-                m.points()
-            ));
+    if diff.changes.len() > MAX_CHANGES {
+        out.push_str(&format!(
+            "\n{} more changes: `allot diff --format json` lists every one.\n",
+            diff.changes.len() - MAX_CHANGES
+        ));
+    }
+    out
+}
+
+/// The simulation's figures and charts, folded.
+fn folded_replay(replay: &Replay) -> String {
+    format!("\n<details><summary>The simulation in full</summary>\n\n{}\n</details>\n", replay.block)
+}
+
+/// The comment: the headline (three lines at most, the what-if's the third), the table of
+/// what moved, the changes; folded, the rest of what moved, the simulation in full and the
+/// native diffs.
+pub fn markdown(
+    diff: &Diff,
+    table: &Table,
+    natives: &[NativeDiff],
+    git: &GitRepo,
+    replay: Option<&Replay>,
+) -> String {
+    let mut out = String::from("### allot: budget changes\n\n");
+    if diff.is_empty() {
+        out.push_str(&format!("**{}**\n", diff.summary()));
+        if let Some(replay) = replay {
+            out.push_str(&format!("\n{}\n{}", replay.line, folded_replay(replay)));
         }
+        return out;
+    }
+    let mut lines = moved::headline(table, &other_changes(diff), escape::markdown);
+    lines[0] = format!("**{}**", lines[0]);
+    lines.extend(replay.map(|r| r.line.clone()));
+    out.push_str(&lines.join("\\\n"));
+    out.push('\n');
+    let moved = moved::markdown(table);
+    if !moved.is_empty() {
+        out.push_str(&format!("\n#### What moved (guaranteed GPUs)\n\n{moved}"));
+    }
+    out.push_str(&format!("\n#### Changes\n\n{}", markdown_changes(diff, git)));
+    out.push_str(&moved::markdown_rest(table));
+    if let Some(replay) = replay {
+        out.push_str(&folded_replay(replay));
     }
     let mut by_target: BTreeMap<&str, Vec<&NativeDiff>> = BTreeMap::new();
     for n in natives {
