@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use allot_compiler::escape;
 use allot_compiler::ir::{Cluster, KubernetesBinding, KubernetesScheduler, Model};
-use allot_targets::kubernetes::kueue;
+use allot_targets::kubernetes::{self, kueue};
 use allot_verify::figures::Audit;
 use allot_verify::render::simulation::{self, Outcome};
 use allot_verify::report;
@@ -95,8 +95,11 @@ fn kueue_policy(model: &Model) -> Result<Kueue, Error> {
         };
         let objects = kueue::objects(model, &cluster.name);
         let mut queues = kueue::queue_names(model, &cluster.name);
-        if objects.iter().any(|o| o["kind"] == "ClusterQueue" && o["metadata"]["name"] == UNBUDGETED_QUEUE) {
-            queues.push((UNBUDGETED_QUEUE.to_string(), UNBUDGETED.to_string()));
+        if objects
+            .iter()
+            .any(|o| o["kind"] == "ClusterQueue" && o["metadata"]["name"] == kubernetes::UNBUDGETED)
+        {
+            queues.push((kubernetes::UNBUDGETED.to_string(), UNBUDGETED.to_string()));
         }
         given.push((cluster.name.as_str(), binding.resource.as_str(), objects, queues));
     }
@@ -110,9 +113,6 @@ fn kueue_policy(model: &Model) -> Result<Kueue, Error> {
     }))
     .map_err(|e| Error::failed(format!("the Kueue objects allot writes: {e}")))
 }
-
-/// The ClusterQueue allot writes for work no budget covers.
-const UNBUDGETED_QUEUE: &str = "root-unbudgeted";
 
 /// A run to simulate: a label, a budget tree and a policy.
 pub struct Scenario<'m> {
