@@ -420,9 +420,10 @@ fn assert_applied(applied: &Output, after: &Output) {
     );
 }
 
-/// A saved plan of every QOS and association of an example, applied to a Slurm that holds
-/// none: planned again, nothing is left, and the build's QOS script finds the QOS as it
-/// would make them.
+/// A saved plan of every association of an example (and of every QOS where the Slurm runs
+/// without floors: with them, the QOS script made the QOS before slurmctld started, as
+/// slurmctld needs), applied to a Slurm that holds no association: planned again, nothing is
+/// left, and the build's QOS script finds the QOS as it would make them.
 fn apply_from_scratch(example: &Path, cluster: &str, out: &Path) {
     let saved = out.join("scratch.plan");
     let plan_live = |extra: &[&str]| {
