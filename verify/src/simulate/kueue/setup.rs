@@ -388,16 +388,8 @@ impl<'r> Reader<'r> {
         if self.cluster_queues.insert(name.to_string(), index).is_some() {
             return Err(subject.fail("defined twice"));
         }
-        let node = Node {
-            name: name.to_string(),
-            kind: Kind::ClusterQueue { preemption, queueing, afs },
-            parent: None,
-            nominal: quota.nominal,
-            borrowing_limit: quota.borrowing_limit,
-            lending_limit: quota.lending_limit,
-            weight: weight(&spec["fairSharing"], &subject)?,
-            covers: quota.covers,
-        };
+        let kind = Kind::ClusterQueue { preemption, queueing, afs };
+        let node = quota.node(name, kind, weight(&spec["fairSharing"], &subject)?);
         self.nodes.push(Pending { node, parent: cohort, subject });
         Ok(())
     }
@@ -411,16 +403,7 @@ impl<'r> Reader<'r> {
         if self.cohorts.insert(name.to_string(), self.nodes.len()).is_some() {
             return Err(subject.fail("defined twice"));
         }
-        let node = Node {
-            name: name.to_string(),
-            kind: Kind::Cohort,
-            parent: None,
-            nominal: quota.nominal,
-            borrowing_limit: quota.borrowing_limit,
-            lending_limit: quota.lending_limit,
-            weight: weight(&spec["fairSharing"], &subject)?,
-            covers: quota.covers,
-        };
+        let node = quota.node(name, Kind::Cohort, weight(&spec["fairSharing"], &subject)?);
         self.nodes.push(Pending { node, parent, subject });
         Ok(())
     }
@@ -619,6 +602,22 @@ struct Quota {
     covers: bool,
     /// Every flavor named, for every resource.
     flavors: Vec<String>,
+}
+
+impl Quota {
+    /// The node of a ClusterQueue or Cohort `name` of this quota (its parent set later).
+    fn node(&self, name: &str, kind: Kind, weight: f64) -> Node {
+        Node {
+            name: name.to_string(),
+            kind,
+            parent: None,
+            nominal: self.nominal,
+            borrowing_limit: self.borrowing_limit,
+            lending_limit: self.lending_limit,
+            weight,
+            covers: self.covers,
+        }
+    }
 }
 
 /// Refuses a cycle of Cohorts' parents, naming it; Kueue holds the ClusterQueues under one
