@@ -217,14 +217,8 @@ impl State {
                     break;
                 }
             }
-            if fit {
-                self.fill_back(&mut targets, fits);
-            }
-            for c in &targets {
-                self.tree.add(self.queues[c.queue].node, c.gpus);
-            }
-            if fit {
-                return targets.into_iter().map(|c| c.id).collect();
+            if let Some(victims) = self.settle(targets, fit, fits) {
+                return victims;
             }
         }
         Vec::new()
@@ -292,6 +286,24 @@ impl State {
             at = self.tree.parent(node);
         }
         true
+    }
+
+    /// The end of a search whose `targets` were taken out of the tree: when the preemptor
+    /// `fit`, the targets made minimal ([`State::fill_back`]); the tree as it was before the
+    /// search; the victims, if it fit.
+    fn settle(
+        &mut self,
+        mut targets: Vec<Candidate>,
+        fit: bool,
+        fits: impl Fn(&mut State) -> bool,
+    ) -> Option<Vec<JobId>> {
+        if fit {
+            self.fill_back(&mut targets, fits);
+        }
+        for c in &targets {
+            self.tree.add(self.queues[c.queue].node, c.gpus);
+        }
+        fit.then(|| targets.into_iter().map(|c| c.id).collect())
     }
 
     /// Gives back each of `targets` (removed from the tree) but the last, the one chosen
@@ -466,14 +478,9 @@ impl State {
                 }
             }
         }
-        if fit {
-            self.fill_back(&mut targets, fits);
-        }
-        for c in &targets {
-            self.tree.add(self.queues[c.queue].node, c.gpus);
-        }
+        let victims = self.settle(targets, fit, fits);
         self.tree.remove(p.node, p.gpus);
-        if fit { targets.into_iter().map(|c| c.id).collect() } else { Vec::new() }
+        victims.unwrap_or_default()
     }
 
     /// Fair Sharing's next target queue (file: pkg/scheduler/preemption/fairsharing/ordering.go,
