@@ -18,6 +18,7 @@ use crate::output::{json, print};
 use crate::simulation::{self, PolicyName, Scenario};
 use crate::traces::TraceInput;
 use allot_verify::simulate::SlurmSettings;
+use review::plain;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -40,11 +41,6 @@ pub struct Args {
     /// Also simulate this trace under both revisions' budgets, side by side.
     #[arg(long, value_name = "TRACE")]
     replay: Option<PathBuf>,
-}
-
-/// For a terminal: control characters made visible.
-fn plain(text: &str) -> String {
-    allot_compiler::escape::controls(text, false).into_owned()
 }
 
 pub fn run(args: Args, format: Format) -> Outcome {
@@ -73,24 +69,28 @@ pub fn run(args: Args, format: Format) -> Outcome {
         Some(trace) => Some(simulation::simulate_all(&scenarios, &TraceInput::at(trace))?),
     };
     let replayed = |trace: &Path| format!("Simulated on {} under each revision's budgets", trace.display());
-    let table = table::Table::new(&diff, &old, &new);
+    // The table of what moved, for the human and Markdown forms only.
+    let table = || table::Table::new(&diff, &old, &new);
     // The what-if's line and its figures in full, for a terminal or for a comment.
-    let replay =
-        |name: fn(&str) -> String, arrow: &str, block: &dyn Fn(&Path, &simulation::Runs) -> String| {
-            let (Some(runs), Some(trace)) = (&runs, &args.replay) else { return None };
-            let line = whatif::line(runs, trace, &table, name, arrow)?;
-            Some(review::Replay { line, block: block(trace, runs) })
-        };
+    let replay = |table: &table::Table,
+                  name: fn(&str) -> String,
+                  arrow: &str,
+                  block: &dyn Fn(&Path, &simulation::Runs) -> String| {
+        let (Some(runs), Some(trace)) = (&runs, &args.replay) else { return None };
+        let line = whatif::line(runs, trace, table, name, arrow)?;
+        Some(review::Replay { line, block: block(trace, runs) })
+    };
     let text = match args.format {
         review::DiffFormat::Human => {
-            let replay = replay(plain, "->", &|trace, runs| {
-                let heading = allot_compiler::escape::controls(&replayed(trace), false).into_owned();
-                format!("{heading}:\n{}", simulation::side_by_side(runs))
+            let table = table();
+            let replay = replay(&table, plain, "->", &|trace, runs| {
+                format!("{}:\n{}", plain(&replayed(trace)), simulation::side_by_side(runs))
             });
             review::human(&diff, &table, &natives, &git, replay.as_ref())
         }
         review::DiffFormat::Markdown => {
-            let replay = replay(allot_compiler::escape::markdown, "→", &|trace, runs| {
+            let table = table();
+            let replay = replay(&table, allot_compiler::escape::markdown, "→", &|trace, runs| {
                 let heading = allot_compiler::escape::markdown(&replayed(trace));
                 format!("#### {heading}\n\n{}", simulation::markdown(runs))
             });

@@ -4,6 +4,7 @@
 
 use allot_compiler::escape;
 
+use super::review::plain;
 use super::table::{Cell, MAX_ROWS, Row, Table};
 
 /// The folded rows of a comment stop here, with a count of the rest (never a cut table).
@@ -63,10 +64,6 @@ fn approve_line(table: &Table, name: fn(&str) -> String) -> String {
 /// The headline's lines, each through `name` for what comes from the budget files.
 pub fn headline(table: &Table, others: &[&str], name: fn(&str) -> String) -> Vec<String> {
     vec![first_line(table, others, name), approve_line(table, name)]
-}
-
-fn plain(text: &str) -> String {
-    escape::controls(text, false).into_owned()
 }
 
 /// The rows of a table as text columns: kind, budget (indented name or path), share, clusters.

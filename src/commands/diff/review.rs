@@ -15,7 +15,7 @@ use clap::ValueEnum;
 use serde_json::{Value, json};
 
 use super::moved;
-use super::table::Table;
+use super::table::{self, Table};
 use crate::git_loader::GitRepo;
 use crate::{github, output};
 
@@ -105,13 +105,13 @@ fn detail_text(change: &Change, escape: fn(&str) -> String) -> Vec<String> {
 }
 
 /// For a terminal, a log or an annotation: control characters made visible.
-fn plain(text: &str) -> String {
+pub(super) fn plain(text: &str) -> String {
     controls(text, false).into_owned()
 }
 
 /// The subjects of the changes other than to projects: contracts, clusters, policy, expectations.
 fn other_changes(diff: &Diff) -> Vec<&str> {
-    diff.changes.iter().filter(|c| !c.subject.starts_with("project ")).map(|c| c.subject.as_str()).collect()
+    diff.changes.iter().filter(|c| table::project_of(c).is_none()).map(|c| c.subject.as_str()).collect()
 }
 
 /// A simulation of `--replay`: its line for the headline, its figures in full.

@@ -90,7 +90,7 @@ fn parent_path(path: &str) -> &str {
 }
 
 /// The project path a change is about, if it is about a project.
-fn project_of(change: &Change) -> Option<&str> {
+pub(super) fn project_of(change: &Change) -> Option<&str> {
     change.subject.strip_prefix("project ")
 }
 
