@@ -1,7 +1,7 @@
 //! The simulator's engine: the jobs, their runs and events, and what every policy shares:
 //! starting a job on a placement, stopping a run (finished, or preempted and requeued), a
 //! preemption's victims made minimal. The policies ([`budget`](super::budget),
-//! [`priority`](super::priority), [`slurm`](super::slurm)) decide the rest behind
+//! [`priority`](super::priority), [`slurm`](super::slurm), [`kueue`](super::kueue)) decide the rest behind
 //! [`Rules`]: the engine never asks which policy runs.
 
 use std::cmp::Reverse;
@@ -18,7 +18,8 @@ use crate::figures::Waits;
 use crate::trace::Job;
 
 /// What a policy decides; the engine does the rest. A policy is one module implementing
-/// this trait; adding one touches neither the engine nor the other policies.
+/// this trait; adding one touches no other policy, and the engine only where it lacks a
+/// mechanism the policy needs (Kueue's brought `queue_tier` and [`Engine::evict`]).
 pub(super) trait Rules {
     /// The decay of the usage that ranks budgets: its period (the passes at which Slurm
     /// decays usage and computes fair-share factors again), and the time of one pass when

@@ -36,7 +36,7 @@ pub(super) mod preemption;
 pub(super) mod quota;
 pub(super) mod setup;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -72,7 +72,7 @@ impl PartialEq for Kueue {
 }
 
 /// One allot cluster's Kueue objects, as the caller has them (the command line: from
-/// `allot_targets::kubernetes::kueue::objects` and `queue_names`, or a live Kueue's).
+/// `allot_targets::kubernetes::kueue::objects` and `queue_names`).
 #[derive(Clone, Copy, Debug)]
 pub struct ClusterObjects<'a> {
     /// The allot cluster's name.
@@ -131,12 +131,21 @@ impl Kueue {
                     problem: "Admission Fair Sharing (admissionScope UsageBasedAdmissionFairSharing) is not simulated yet".into(),
                 });
             }
+            // The nodes by name, read once (a ClusterQueue and a Cohort may share one).
+            let mut queues = HashMap::new();
+            let mut cohorts = HashSet::new();
+            for (i, node) in setup.nodes.iter().enumerate() {
+                match node.kind {
+                    Kind::ClusterQueue { .. } => queues.insert(node.name.as_str(), i).is_none(),
+                    Kind::Cohort => cohorts.insert(node.name.as_str()),
+                };
+            }
             let mut by_path = BTreeMap::new();
             for (name, path) in given.queues {
-                let node = match (setup.cluster_queue(name), setup.cohort(name)) {
-                    (Some(queue), _) => Some(queue),
-                    (None, Some(_)) => None,
-                    (None, None) => {
+                let node = match (queues.get(name.as_str()), cohorts.contains(name.as_str())) {
+                    (Some(&queue), _) => Some(queue),
+                    (None, true) => None,
+                    (None, false) => {
                         return Err(fail(format!(
                             "{name:?} (for project {path:?}) names no ClusterQueue or Cohort"
                         )));

@@ -356,6 +356,9 @@ impl State {
             }
             queue.usage = running;
         }
+        // Once per tree, however many of its queues released quota.
+        released.sort_unstable();
+        released.dedup();
         for root in released {
             self.release(root);
         }

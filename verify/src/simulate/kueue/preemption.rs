@@ -525,20 +525,17 @@ impl State {
                 if !drs.borrowing && !self.is_above(child, p.node) {
                     continue;
                 }
-                if self.best_under(p, child, candidates).is_none() {
-                    continue;
-                }
+                // The queue the cohort would lead to, kept: found once per cohort.
+                let Some(found) = self.best_under(p, child, candidates) else { continue };
                 if best_cohort.as_ref().is_none_or(|(_, best)| drs.compare(best) == Ordering::Greater) {
-                    best_cohort = Some((child, drs));
+                    best_cohort = Some((found, drs));
                 }
             }
         }
         match (best_cohort, best_queue) {
-            (Some((cohort, c)), Some((_, q))) if c.compare(&q) != Ordering::Less => {
-                self.best_under(p, cohort, candidates)
-            }
+            (Some((found, c)), Some((_, q))) if c.compare(&q) != Ordering::Less => Some(found),
             (_, Some((queue, _))) => Some(queue),
-            (Some((cohort, _)), None) => self.best_under(p, cohort, candidates),
+            (Some((found, _)), None) => Some(found),
             (None, None) => None,
         }
     }

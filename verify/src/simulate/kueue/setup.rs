@@ -243,12 +243,14 @@ impl Setup {
         Ok(setup)
     }
 
-    /// The index of the ClusterQueue `name` (a linear search).
+    /// The index of the ClusterQueue `name` (a linear search, for tests).
+    #[cfg(test)]
     pub fn cluster_queue(&self, name: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.name == name && matches!(n.kind, Kind::ClusterQueue { .. }))
     }
 
-    /// The index of the Cohort `name`, explicit or implicit (a linear search).
+    /// The index of the Cohort `name`, explicit or implicit (a linear search, for tests).
+    #[cfg(test)]
     pub fn cohort(&self, name: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.name == name && n.kind == Kind::Cohort)
     }
