@@ -31,8 +31,6 @@
 
 pub(super) mod policy;
 pub(super) mod preemption;
-// Kueue's arithmetic in full (its tests read all of it); the policy reads part of it.
-#[allow(dead_code)]
 pub(super) mod quota;
 pub(super) mod setup;
 

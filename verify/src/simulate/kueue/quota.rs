@@ -218,16 +218,6 @@ impl QuotaTree {
         QuotaTree { nodes: entries }
     }
 
-    /// The number of nodes.
-    pub fn len(&self) -> usize {
-        self.nodes.len()
-    }
-
-    /// Whether there are no nodes.
-    pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
-    }
-
     /// A node's parent.
     pub fn parent(&self, node: usize) -> Option<usize> {
         self.nodes[node].parent
@@ -253,6 +243,8 @@ impl QuotaTree {
     /// `localQuota`: the part of a node's subtree quota kept from its parent by its lending
     /// limit, `max(0, SubtreeQuota − lendingLimit)`; 0 without a lending limit (file:
     /// resource_node.go, func: localQuota).
+    // Read by the tests (and by the fit arithmetic's own docs) only.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn local_quota(&self, node: usize) -> i64 {
         self.nodes[node].local_quota
     }
@@ -274,6 +266,8 @@ impl QuotaTree {
     /// The height of a node: the distance to its furthest leaf (a ClusterQueue and a Cohort
     /// without children: 0; a flat cohort: 1) (file: hierarchical_preemption.go, func:
     /// getNodeHeight).
+    // Read by the tests (and by the fit arithmetic's own docs) only.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn height(&self, node: usize) -> u32 {
         self.nodes[node].height
     }
@@ -358,6 +352,8 @@ impl QuotaTree {
     /// `potentialAvailable`: what a node could take with nothing in use: a root's subtree
     /// quota; below, its private part plus its parent's, capped at its subtree quota plus its
     /// borrowing limit (file: resource_node.go, func: potentialAvailable). Computed once.
+    // Read by the tests (and by the fit arithmetic's own docs) only.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn potential_available(&self, node: usize) -> i64 {
         self.nodes[node].potential
     }
