@@ -723,7 +723,7 @@ fn gpus(v: &Value, subject: &Subject, at: &str) -> Result<Option<u64>, ObjectErr
         },
         Value::String(s) => parse_quantity(s)
             .ok_or_else(|| subject.fail(format!("{at}: {s:?} is not a Kubernetes quantity")))?,
-        other => return Err(subject.fail(format!("{at}: {other} is not a quantity"))),
+        other => return Err(subject.fail(format!("{at}: {} is not a quantity", shown(other)))),
     };
     if nanos < 0 {
         return Err(subject.fail(format!("{at}: {v} is negative")));
@@ -792,14 +792,16 @@ fn read_configuration(c: &Value, resource: &str, setup: &mut Setup) -> Result<()
     let fair = &c["fairSharing"];
     let on = if api == CONFIG_V1BETA1 { fair["enable"] == true } else { !fair.is_null() };
     if on {
-        let named = list(fair, "preemptionStrategies", &subject)?
-            .iter()
-            .map(|s| match s.as_str() {
-                Some("LessThanOrEqualToFinalShare") => Ok(Strategy::LessThanOrEqualToFinalShare),
-                Some("LessThanInitialShare") => Ok(Strategy::LessThanInitialShare),
-                _ => Err(subject.fail(format!("fairSharing.preemptionStrategies: {s} is not Kueue's"))),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let named =
+            list(fair, "preemptionStrategies", &subject)?
+                .iter()
+                .map(|s| match s.as_str() {
+                    Some("LessThanOrEqualToFinalShare") => Ok(Strategy::LessThanOrEqualToFinalShare),
+                    Some("LessThanInitialShare") => Ok(Strategy::LessThanInitialShare),
+                    _ => Err(subject
+                        .fail(format!("fairSharing.preemptionStrategies: {} is not Kueue's", shown(s)))),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
         use Strategy::{LessThanInitialShare as Initial, LessThanOrEqualToFinalShare as Final};
         let strategies = match named.as_slice() {
             [] => vec![Final, Initial],
@@ -814,17 +816,19 @@ fn read_configuration(c: &Value, resource: &str, setup: &mut Setup) -> Result<()
     }
     let afs = &c["admissionFairSharing"];
     if !afs.is_null() {
-        let duration = |field: &str| -> Result<f64, ObjectError> {
-            match &afs[field] {
-                Value::Null => Ok(0.0),
-                Value::String(s) => go_duration(s).ok_or_else(|| {
-                    subject.fail(format!(
-                        "admissionFairSharing.{field} {s:?} is not a duration (such as \"168h\")"
-                    ))
-                }),
-                other => Err(subject.fail(format!("admissionFairSharing.{field} {other} is not a duration"))),
-            }
-        };
+        let duration =
+            |field: &str| -> Result<f64, ObjectError> {
+                match &afs[field] {
+                    Value::Null => Ok(0.0),
+                    Value::String(s) => go_duration(s).ok_or_else(|| {
+                        subject.fail(format!(
+                            "admissionFairSharing.{field} {s:?} is not a duration (such as \"168h\")"
+                        ))
+                    }),
+                    other => Err(subject
+                        .fail(format!("admissionFairSharing.{field} {} is not a duration", shown(other)))),
+                }
+            };
         let half_life = duration("usageHalfLifeTime")?;
         let interval = duration("usageSamplingInterval")?;
         let sampling_interval = if interval == 0.0 { 300.0 } else { interval };
@@ -885,12 +889,26 @@ fn go_duration(text: &str) -> Option<f64> {
     (seconds <= i64::MAX as f64 / 1e9).then_some(if negative { -seconds } else { seconds })
 }
 
+/// A value from the objects as an error shows it: its JSON, control characters made
+/// visible, cut after [`SHOWN_CHARS`] characters (a value of any size may stand there).
+fn shown(v: &Value) -> String {
+    let text = v.to_string();
+    let cut = match text.char_indices().nth(SHOWN_CHARS) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text,
+    };
+    controls(&cut, false).into_owned()
+}
+
+/// The most characters of a value an error shows.
+const SHOWN_CHARS: usize = 80;
+
 /// The text at `field` of `v`; `None` when not set; an error when it is not text.
 fn text<'v>(v: &'v Value, field: &str, subject: &Subject) -> Result<Option<&'v str>, ObjectError> {
     match &v[field] {
         Value::Null => Ok(None),
         Value::String(s) => Ok(Some(s)),
-        other => Err(subject.fail(format!("{field} {other} is not text"))),
+        other => Err(subject.fail(format!("{field} {} is not text", shown(other)))),
     }
 }
 
@@ -899,7 +917,7 @@ fn list<'v>(v: &'v Value, field: &str, subject: &Subject) -> Result<&'v [Value],
     match &v[field] {
         Value::Null => Ok(&[]),
         Value::Array(items) => Ok(items),
-        other => Err(subject.fail(format!("{field} {other} is not a list"))),
+        other => Err(subject.fail(format!("{field} {} is not a list", shown(other)))),
     }
 }
 
@@ -916,6 +934,19 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_value_an_error_shows_is_cut_and_its_controls_made_visible() {
+        // 200 characters of text: its JSON (202 with the quotes) cut after 80, the escape
+        // character (written by serde_json as \u001b, already visible) and a bidi override
+        // (written as itself) made visible.
+        let long = Value::String("x".repeat(200));
+        let cut = shown(&long);
+        assert_eq!(cut.chars().count(), 81, "{cut}");
+        assert!(cut.ends_with('…') && cut.starts_with("\"xxx"), "{cut}");
+        let hostile = shown(&json!(["\u{1b}[31m", "\u{202e}"]));
+        assert!(!hostile.contains('\u{1b}') && !hostile.contains('\u{202e}'), "{hostile:?}");
+    }
 
     const GPU: &str = "nvidia.com/gpu";
 
