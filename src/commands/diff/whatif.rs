@@ -52,7 +52,7 @@ pub fn line(
     parts.push(format!("delivered {}", change(overall(before), overall(after), arrow)));
 
     let mut moved: Vec<_> =
-        table.rows.iter().filter(|r| !r.context() && after.audit.is_leaf(&r.path)).collect();
+        table.rows.iter().filter(|r| !r.context() && r.moved() > 0 && after.audit.is_leaf(&r.path)).collect();
     moved.sort_by_key(|r| std::cmp::Reverse(r.moved()));
     let budgets: Vec<String> = moved
         .iter()
@@ -66,18 +66,16 @@ pub fn line(
         parts.push(budgets.join(", "));
     }
 
-    let waits: Vec<String> = before
-        .audit
-        .whole
-        .contracts
+    // The contracts of both revisions: the base's, then those the change adds.
+    let mut contracts: Vec<&str> = before.audit.whole.contracts.iter().map(|c| c.contract.as_str()).collect();
+    for c in &after.audit.whole.contracts {
+        if !contracts.contains(&c.contract.as_str()) {
+            contracts.push(&c.contract);
+        }
+    }
+    let waits: Vec<String> = contracts
         .iter()
-        .map(|c| {
-            format!(
-                "{} {}",
-                name(&c.contract),
-                change(p90(before, &c.contract), p90(after, &c.contract), arrow)
-            )
-        })
+        .map(|c| format!("{} {}", name(c), change(p90(before, c), p90(after, c), arrow)))
         .collect();
     if !waits.is_empty() {
         parts.push(format!("p90 wait {}", waits.join(", ")));
