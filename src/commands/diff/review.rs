@@ -279,6 +279,11 @@ fn truncate(text: String) -> String {
     if let Some(fence) = open_fence(&kept).map(str::to_string) {
         kept.push_str(&format!("\n{fence}\n"));
     }
+    // Close the folds it cut into, so that the note shows (the comment's own folds: a line
+    // that opens one, a line that closes one).
+    let opened = kept.lines().filter(|l| l.starts_with("<details>")).count();
+    let closed = kept.lines().filter(|l| l.trim_end() == "</details>").count();
+    kept.push_str(&"\n</details>\n".repeat(opened.saturating_sub(closed)));
     kept.push_str(&format!(
         "\n\n> **Truncated**: the report has {} characters, more than a GitHub comment holds; run `allot diff` locally for all of it.\n",
         text.len()
@@ -364,5 +369,24 @@ mod tests {
         );
         assert_eq!(open_fence(&cut), None, "{}", &cut[cut.len() - 300..]);
         assert_eq!(open_fence("a\n```diff\n+x\n"), Some("```"));
+    }
+
+    #[test]
+    fn a_cut_report_closes_the_fold_it_cuts() {
+        // A fold closed, then one opened whose code block the cut falls in: the block and
+        // the open fold are closed, and the note comes after both.
+        let report = format!(
+            "<details><summary>a</summary>\n\nx\n</details>\n\n<details><summary>b</summary>\n\n```diff\n{}```\n</details>\n",
+            "+line\n".repeat(20_000)
+        );
+        let cut = truncate(report);
+        let tail = &cut[cut.len() - 200..];
+        let (fence, fold, note) = (
+            tail.find("\n```\n").unwrap(),
+            tail.find("</details>").unwrap(),
+            tail.find("> **Truncated**").unwrap(),
+        );
+        assert!(fence < fold && fold < note, "{tail}");
+        assert_eq!(cut.matches("</details>").count(), 2, "{tail}");
     }
 }
