@@ -112,7 +112,7 @@ impl Queues {
 impl Kueue {
     /// The policy for the clusters given, each with its objects read by [`Setup::read`].
     /// The first problem is the error, naming its object or pair: a cluster given twice; a
-    /// pair that names neither a ClusterQueue nor a Cohort, or a project path twice;
+    /// pair that names neither a ClusterQueue nor a Cohort, or a project path given two ClusterQueues;
     /// Admission Fair Sharing on for a ClusterQueue (not simulated yet); more than
     /// [`MAX_PRIORITIES`] priority levels.
     pub fn new<'a>(clusters: impl IntoIterator<Item = ClusterObjects<'a>>) -> Result<Kueue, ObjectError> {
