@@ -49,6 +49,12 @@ pub struct Job {
     pub time_limit: Option<i64>,
     /// A contract, or a QOS named like one; empty: the default contract.
     pub contract: CompactString,
+    /// The Kueue queue it was submitted to (`queue`): `NAMESPACE/LOCALQUEUE`, or a
+    /// ClusterQueue's name; empty: its budget's. Read by the `kueue` simulation policy.
+    pub queue: CompactString,
+    /// Its priority (`priority`, an integer), where the scheduler gave it one apart from its
+    /// contract; `None`: its contract's. Read by the `kueue` simulation policy.
+    pub priority: Option<i32>,
     /// How the audit counts the job's wait.
     pub wait: WaitCount,
 }
@@ -91,6 +97,8 @@ pub enum RowError {
     NotATimeLimit(String),
     #[error("`{0}` is not a GPU count")]
     NotAGpuCount(String),
+    #[error("`{0}` is not a priority (an integer from -2147483648 to 2147483647)")]
+    NotAPriority(String),
     #[error("`{0}` is not a wait (seconds, 0 or more; empty on a job's later runs)")]
     NotAWait(String),
     #[error("starts ({start}) before it is submitted ({submit})")]
@@ -111,7 +119,8 @@ fn columns(names: &[&str]) -> String {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     /// `id,project,user,cluster,gpus,submit,start,end,contract` (or `duration` for `end`),
-    /// and optional columns (`partition`, `eligible`, `time_limit`, `wait`).
+    /// and optional columns (`partition`, `eligible`, `time_limit`, `wait`, `queue`,
+    /// `priority`).
     Csv,
     /// One JSON object per line with the same fields.
     Jsonl,
@@ -222,6 +231,8 @@ enum Column {
     TimeLimit,
     Contract,
     Wait,
+    Queue,
+    Priority,
     JobId,
     Account,
     Qos,
@@ -234,7 +245,7 @@ enum Column {
 }
 
 impl Column {
-    const ALL: [Column; 23] = [
+    const ALL: [Column; 25] = [
         Column::Id,
         Column::Project,
         Column::User,
@@ -249,6 +260,8 @@ impl Column {
         Column::TimeLimit,
         Column::Contract,
         Column::Wait,
+        Column::Queue,
+        Column::Priority,
         Column::JobId,
         Column::Account,
         Column::Qos,
@@ -277,6 +290,8 @@ impl Column {
             Column::TimeLimit => "time_limit",
             Column::Contract => "contract",
             Column::Wait => "wait",
+            Column::Queue => "queue",
+            Column::Priority => "priority",
             Column::JobId => "jobid",
             Column::Account => "account",
             Column::Qos => "qos",
@@ -422,6 +437,8 @@ impl<R: BufRead> Reader<R> {
             duration: optional_seconds(self.field(Column::Duration))?,
             time_limit: optional_seconds(self.field(Column::TimeLimit))?,
             contract: self.field(Column::Contract),
+            queue: self.field(Column::Queue),
+            priority: self.field(Column::Priority),
             // Without the column, the wait is measured; with it, it is the row's.
             wait: match self.columns[Column::Wait as usize] {
                 None => WaitCount::Measured,
@@ -453,6 +470,8 @@ impl<R: BufRead> Reader<R> {
             duration: optional_seconds(&text("duration"))?,
             time_limit: optional_seconds(&text("time_limit"))?,
             contract: &text("contract"),
+            queue: &text("queue"),
+            priority: &text("priority"),
             wait: match value.get("wait") {
                 None => WaitCount::Measured,
                 Some(serde_json::Value::Null) => WaitCount::Elsewhere,
@@ -489,6 +508,9 @@ impl<R: BufRead> Reader<R> {
             duration: None,
             time_limit: slurm_time_limit(self.field(Column::Timelimit))?,
             contract: self.field(Column::Qos),
+            // sacct's `Priority` is Slurm's, not a Kueue priority.
+            queue: "",
+            priority: "",
             wait: WaitCount::Measured,
         })
         .map(Some)
@@ -511,6 +533,8 @@ impl<R: BufRead> Reader<R> {
             duration: Some(parse_seconds(self.field(Column::Duration))?),
             time_limit: None,
             contract: "",
+            queue: "",
+            priority: "",
             wait: WaitCount::Measured,
         })
     }
@@ -599,6 +623,8 @@ struct Row<'a> {
     duration: Option<i64>,
     time_limit: Option<i64>,
     contract: &'a str,
+    queue: &'a str,
+    priority: &'a str,
     wait: WaitCount,
 }
 
@@ -607,6 +633,10 @@ struct Row<'a> {
 fn job(row: Row<'_>) -> Result<Job, RowError> {
     let gpus: u32 =
         row.gpus.trim().parse().map_err(|_| RowError::NotAGpuCount(row.gpus.trim().to_owned()))?;
+    let priority = match row.priority.trim() {
+        "" => None,
+        text => Some(text.parse().map_err(|_| RowError::NotAPriority(text.to_owned()))?),
+    };
     let submit = in_range(row.submit)?;
     let start = row.start.map(in_range).transpose()?;
     let end = match (row.end, start, row.duration) {
@@ -648,6 +678,8 @@ fn job(row: Row<'_>) -> Result<Job, RowError> {
         duration: row.duration,
         time_limit: row.time_limit,
         contract: row.contract.trim().into(),
+        queue: row.queue.trim().into(),
+        priority,
         wait: row.wait,
     })
 }
@@ -744,6 +776,31 @@ mod tests {
         let itp = "job_id,submission_time,duration,num_gpu\nx,5,100,8\n";
         let job = jobs(itp, "cluster01")[0].clone().unwrap();
         assert_eq!((job.project.as_str(), job.start, job.end), ("cluster01", Some(5), Some(105)));
+    }
+
+    #[test]
+    fn a_kueue_queue_and_priority_in_csv_and_json_lines_not_from_sacct() {
+        let csv = "id,gpus,submit,duration,queue,priority\n1,1,0,10,team/gpus,-5\n2,1,0,10,,\n3,1,0,10,cq-a,2147483647\n";
+        let read: Vec<(String, Option<i32>)> = jobs(csv, "")
+            .into_iter()
+            .map(|j| j.unwrap())
+            .map(|j| (j.queue.to_string(), j.priority))
+            .collect();
+        let expected =
+            [("team/gpus".into(), Some(-5)), (String::new(), None), ("cq-a".into(), Some(i32::MAX))];
+        assert_eq!(read, expected);
+        let lines = "{\"id\":\"1\",\"gpus\":1,\"submit\":0,\"duration\":10,\"queue\":\"team/gpus\",\"priority\":-5}\n";
+        let job = jobs(lines, "").remove(0).unwrap();
+        assert_eq!((job.queue.as_str(), job.priority), ("team/gpus", Some(-5)));
+        for bad in ["high", "2147483648", "1.5"] {
+            let row = format!("id,gpus,submit,duration,priority\n1,1,0,10,{bad}\n");
+            let error = jobs(&row, "").remove(0).unwrap_err();
+            assert_eq!(error.problem, RowError::NotAPriority(bad.into()), "{bad}");
+        }
+        // sacct's `Priority` is Slurm's: not read as a Kueue priority.
+        let sacct = "JobID|Account|Submit|Start|End|AllocTRES|Priority\n7|a|0|0|10|gres/gpu=1|4294\n";
+        let job = jobs(sacct, "").remove(0).unwrap();
+        assert_eq!((job.queue.as_str(), job.priority), ("", None));
     }
 
     #[test]

@@ -410,11 +410,53 @@ fn jobs_without_a_queue_or_beyond_their_quota_are_not_replayed() {
     assert_eq!(kueue(vec![flavor()], None).label(), "Kueue as configured");
 }
 
+#[test]
+fn a_job_may_name_its_queue_and_its_priority() {
+    // a and b (4 each, in one cohort); b preempts lower priorities within itself, and the
+    // LocalQueue team/gpus submits to it. No ClusterQueue takes c's jobs by their budget.
+    // Job 1 (a's, no queue) runs in a 0-10,000. Job 2 (a's) names team/gpus: it runs in b
+    // at 10, within b's 4 (a's running 4 are a's queue's, not b's). Job 3 (c's) names b,
+    // priority 100 though its contract has none: the cohort is full, a is within its quota
+    // (no reclaim), and job 2 (0 < 100) is the only candidate in b: it is preempted at 20,
+    // job 3 runs 20-1,020, job 2 restarts then (non-resumable: all 10,000 s again). Job 4
+    // names a LocalQueue that does not exist, job 5 is c's without a queue: neither is
+    // admitted.
+    let team = json!({"apiVersion": API, "kind": "LocalQueue",
+        "metadata": {"name": "gpus", "namespace": "team"}, "spec": {"clusterQueue": "b"}});
+    let mut objects = pair(json!({"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}));
+    objects.push(team);
+    let queued = |job: Job, queue: &str, priority: Option<i32>| Job { queue: queue.into(), priority, ..job };
+    let jobs = [
+        job(1, "a", 4, 0, 10_000, "batch"),
+        queued(job(2, "a", 4, 10, 10_000, "batch"), "team/gpus", None),
+        queued(job(3, "c", 4, 20, 1000, "batch"), "b", Some(100)),
+        queued(job(4, "a", 1, 30, 100, "batch"), "team/none", None),
+        job(5, "c", 1, 40, 100, "batch"),
+    ];
+    let (sim, runs) = run(&model(MODEL), &jobs, kueue(objects.clone(), None));
+    assert_eq!((sim.preemptions, sim.unplaceable), (1, 2));
+    assert_eq!(preempted(&runs), [("2".to_string(), "3".to_string())]);
+    let by_job = runs_of(&runs);
+    assert_eq!(by_job["1"], [(0, 10_000, false)]);
+    assert_eq!(by_job["2"], [(10, 20, true), (1020, 11_020, false)]);
+    assert_eq!(by_job["3"], [(20, 1020, false)]);
+    // Each run is its budget's, whatever queue it ran in.
+    let project = |id: &str| runs.iter().find(|r| &*r.id == id).map(|r| r.project.to_string());
+    assert_eq!((project("2"), project("3")), (Some("a".into()), Some("c".into())));
+    // Without its priority, job 3 is job 2's equal: no candidate. It waits until job 1 ends
+    // at 10,000, then borrows a's unused 4 through the cohort.
+    let jobs = [jobs[0].clone(), jobs[1].clone(), Job { priority: None, ..jobs[2].clone() }];
+    let (sim, runs) = run(&model(MODEL), &jobs, kueue(objects, None));
+    assert_eq!(sim.preemptions, 0);
+    assert_eq!(runs_of(&runs)["3"], [(10_000, 11_000, false)]);
+}
+
 // The property: on random small setups (a cohort of its own quota and three
 // ClusterQueues, flat or two of them in a cohort of their own below it, with random quotas, borrowing limits, policies, queueing strategies, Fair
 // Sharing on or off) and random traces, no ClusterQueue ever uses more than its quota and
 // borrowing limit allow, the cohort never more than its subtree quota, and every job that
-// is replayed ends, finished.
+// is replayed ends, finished. Jobs name a ClusterQueue other than their budget's at random
+// (the trace's `queue`), so that a budget's jobs run in several queues.
 
 /// (nominal, borrowing limit, withinClusterQueue, reclaimWithinCohort, borrowWithinCohort,
 /// StrictFIFO, weight)
@@ -460,10 +502,11 @@ fn random_setup(cohort_quota: u64, specs: &[QueueSpec], nested: bool) -> Vec<Val
     objects
 }
 
-type JobSpec = (usize, u32, i64, i64, usize);
+/// (project, GPUs, submit, runtime, contract, the ClusterQueue its `queue` names)
+type JobSpec = (usize, u32, i64, i64, usize, Option<usize>);
 
 fn job_spec() -> impl Strategy<Value = JobSpec> {
-    (0usize..3, 1u32..9, 0i64..3000, 1i64..2000, 0usize..3)
+    (0usize..3, 1u32..9, 0i64..3000, 1i64..2000, 0usize..3, proptest::option::of(0usize..3))
 }
 
 proptest! {
@@ -488,10 +531,16 @@ proptest! {
         let jobs: Vec<Job> = sorted
             .iter()
             .enumerate()
-            .map(|(i, &(p, gpus, submit, runtime, contract))| {
-                job(i, ["a", "b", "c"][p], gpus, submit, runtime, ["batch", "mid", "high"][contract])
+            .map(|(i, &(p, gpus, submit, runtime, contract, queue))| Job {
+                queue: queue.map_or("", |q| ["a", "b", "c"][q]).into(),
+                ..job(i, ["a", "b", "c"][p], gpus, submit, runtime, ["batch", "mid", "high"][contract])
             })
             .collect();
+        // Each job's ClusterQueue: the one it names, else its budget's.
+        let queue_of = |id: &str| {
+            let (p, _, _, _, _, queue) = sorted[id.parse::<usize>().unwrap()];
+            queue.unwrap_or(p)
+        };
         let simulated = simulate_with_runs(&model(MODEL), jobs.iter().cloned().map(Ok), kueue(objects, configuration), false);
         let (sim, runs) = match simulated {
             // Every job was larger than its queue could hold.
@@ -504,7 +553,7 @@ proptest! {
         for at in runs.iter().map(|r| r.start) {
             let mut used = [0u64; 3];
             for r in runs.iter().filter(|r| r.start <= at && at < r.end) {
-                used[["a", "b", "c"].iter().position(|p| **p == *r.project).unwrap()] += u64::from(r.gpus);
+                used[queue_of(&r.id)] += u64::from(r.gpus);
             }
             for (q, &(nominal, limit)) in quota.iter().enumerate() {
                 if let Some(limit) = limit {

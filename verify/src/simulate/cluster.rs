@@ -171,14 +171,20 @@ impl<'b> ClusterState<'b> {
     pub(super) fn enqueue(&mut self, jobs: &Slots, id: JobId) {
         let job = &jobs[id];
         let (groups, queued) = (&mut self.by_size[job.leaf as usize], (job.place, id));
-        match groups.binary_search_by_key(&(job.tier, job.gpus), |group| (group.tier, group.gpus)) {
+        match groups.binary_search_by_key(&job.group(), Group::key) {
             Ok(i) => {
                 groups[i].jobs.insert(queued);
                 groups[i].first = groups[i].first.min(queued);
             }
             Err(i) => groups.insert(
                 i,
-                Group { tier: job.tier, gpus: job.gpus, first: queued, jobs: BTreeSet::from([queued]) },
+                Group {
+                    tier: job.tier,
+                    lane: job.lane,
+                    gpus: job.gpus,
+                    first: queued,
+                    jobs: BTreeSet::from([queued]),
+                },
             ),
         }
         self.queued += 1;
@@ -188,9 +194,9 @@ impl<'b> ClusterState<'b> {
         self.dirty = true;
     }
 
-    /// The waiting jobs of `leaf` of `tier` that ask for `gpus`, if any.
-    pub(super) fn group(&self, leaf: usize, tier: u8, gpus: u32) -> Option<&Group> {
-        self.by_size[leaf].iter().find(|group| (group.tier, group.gpus) == (tier, gpus))
+    /// The waiting jobs of `leaf` of `tier` in `lane` that ask for `gpus`, if any.
+    pub(super) fn group(&self, leaf: usize, tier: u32, lane: u32, gpus: u32) -> Option<&Group> {
+        self.by_size[leaf].iter().find(|group| group.key() == (tier, lane, gpus))
     }
 
     /// Takes a job out of its queue (nothing when it is not there).
@@ -198,8 +204,7 @@ impl<'b> ClusterState<'b> {
         let job = &jobs[id];
         let (leaf, queued) = (job.leaf as usize, (job.place, id));
         let groups = &mut self.by_size[leaf];
-        let Ok(i) = groups.binary_search_by_key(&(job.tier, job.gpus), |group| (group.tier, group.gpus))
-        else {
+        let Ok(i) = groups.binary_search_by_key(&job.group(), Group::key) else {
             return;
         };
         if !groups[i].jobs.remove(&queued) {

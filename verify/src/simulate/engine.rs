@@ -19,7 +19,7 @@ use crate::trace::Job;
 
 /// What a policy decides; the engine does the rest. A policy is one module implementing
 /// this trait; adding one touches no other policy, and the engine only where it lacks a
-/// mechanism the policy needs (Kueue's brought `queue_tier` and [`Engine::evict`]).
+/// mechanism the policy needs (Kueue's brought [`Rules::queue`], lanes and [`Engine::evict`]).
 pub(super) trait Rules {
     /// The decay of the usage that ranks budgets: its period (the passes at which Slurm
     /// decays usage and computes fair-share factors again), and the time of one pass when
@@ -51,21 +51,21 @@ pub(super) trait Rules {
         }
     }
 
-    /// The tier a job of `gpus` for `leaf` of `cluster` under the contract `contract` (its
-    /// name, empty for none) queues in, given the `tier` that [`Rules::admit`] gave it; `None`
+    /// Where a job of the trace for `leaf` of `cluster` under the contract `contract` (its
+    /// name, empty for none) queues, given the `tier` that [`Rules::admit`] gave it; `None`
     /// when the policy can never run it (it is not replayed, and counted unplaceable). Only
-    /// the `kueue` policy decides here: a job's priority there is its contract's priority
-    /// class on its cluster.
-    fn queue_tier(
-        &self,
+    /// the `kueue` policy decides here: a job's ClusterQueue is its lane, and its priority
+    /// (its own, else its contract's priority class on its cluster) its tier.
+    fn queue(
+        &mut self,
         cluster: &ClusterState,
         leaf: usize,
+        job: &Job,
         contract: &str,
-        gpus: u32,
-        tier: u8,
-    ) -> Option<u8> {
-        let _ = (cluster, leaf, contract, gpus);
-        Some(tier)
+        tier: u32,
+    ) -> Option<Queued> {
+        let _ = (cluster, leaf, job, contract);
+        Some(Queued { tier, lane: 0 })
     }
 
     /// How a run that starts now stands: `min_runtime` is its contract's minimum runtime.
@@ -112,7 +112,7 @@ pub(super) enum Ranking {
 /// A job as a policy takes it in.
 pub(super) struct Admission {
     /// Its place among the queue's tiers, served in order (0 first).
-    pub tier: u8,
+    pub tier: u32,
     /// It runs under no contract of its own (Slurm's QOS `preemptible`): not protected, and
     /// requeued it starts over.
     pub contractless: bool,
@@ -122,6 +122,14 @@ pub(super) struct Admission {
     pub max_runtime: i64,
     /// What a job whose work is cut ends by.
     pub cut_by: EndedBy,
+}
+
+/// Where a job queues (see [`Rules::queue`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Queued {
+    pub tier: u32,
+    /// See [`SimJob::lane`].
+    pub lane: u32,
 }
 
 /// How a run stands as it starts.

@@ -93,7 +93,11 @@ pub(super) struct SimJob {
     pub(super) gpus: u32,
     /// Its place among the queue's tiers, served in order (see
     /// [`Admission`](super::engine::Admission)).
-    pub(super) tier: u8,
+    pub(super) tier: u32,
+    /// Its lane within its budget's queue: which of the policy's queues takes it, where
+    /// one budget's jobs may go to several (the `kueue` policy's ClusterQueue, by the
+    /// trace's `queue` column); 0 under every other policy.
+    pub(super) lane: u32,
     /// See [`Admission::contractless`](super::engine::Admission).
     pub(super) contractless: bool,
     /// The time limit its runs are planned with, as its policy gave it; `None`: its
@@ -136,6 +140,11 @@ pub(super) struct SimJob {
 }
 
 impl SimJob {
+    /// The key of its group in its budget's queue: (tier, lane, GPUs).
+    pub(super) fn group(&self) -> (u32, u32, u32) {
+        (self.tier, self.lane, self.gpus)
+    }
+
     /// Its next run's time limit from its start: the limit its policy gave it (a requeued
     /// job starts over with it), else its remaining work (the simulator knows it exactly).
     pub(super) fn limit(&self) -> i64 {

@@ -53,7 +53,7 @@ use allot_compiler::ir::Model;
 use allot_compiler::units::decay_half_life;
 
 use self::cluster::ClusterState;
-use self::engine::{Admission, Engine, Rules};
+use self::engine::{Admission, Engine, Queued, Rules};
 use self::jobs::{Due, ENTER, Ended, SimJob, Terms};
 use crate::audit::{AuditError, audit};
 use crate::budgets::{Assignment, Budgets};
@@ -117,9 +117,10 @@ pub struct Simulation {
     /// Jobs the trace gives no runtime (never started, or never ended): not replayed.
     pub not_replayed: usize,
     /// Jobs larger than their cluster, or than their budget's `max-gpus` (or a budget's
-    /// above it); under the `kueue` policy also those of a budget that no ClusterQueue
-    /// takes (an inner project's own jobs: Kueue queues only at the leaves), or larger than
-    /// their ClusterQueue could ever hold: never placeable, not replayed.
+    /// above it); under the `kueue` policy also those without a ClusterQueue (naming none
+    /// the setup has, or of a budget that none takes: an inner project's own jobs, as Kueue
+    /// queues only at the leaves), or larger than their ClusterQueue could ever hold: never
+    /// placeable, not replayed.
     pub unplaceable: usize,
 }
 
@@ -529,7 +530,7 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, '_, '_, I> {
         let contract_max = terms.and_then(|t| engine.contracts[t].max_runtime);
         let Admission { tier, contractless, limit, max_runtime, cut_by } =
             self.rules.admit(&job, contract_max);
-        let Some(tier) = self.rules.queue_tier(state, leaf.0, contract, job.gpus, tier) else {
+        let Some(Queued { tier, lane }) = self.rules.queue(state, leaf.0, &job, contract, tier) else {
             counts.unplaceable += 1;
             return Ok(());
         };
@@ -544,6 +545,7 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, '_, '_, I> {
             terms: terms.map(|t| t as u16),
             gpus: job.gpus,
             tier,
+            lane,
             contractless,
             limit,
             cut: (work > max_runtime).then_some(cut_by),

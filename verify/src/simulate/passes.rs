@@ -108,7 +108,7 @@ fn pass<P: Passes>(
                 break;
             }
             // The job itself is read only if it may start: most heads are dropped.
-            let Head(_, _, _, id, leaf, gpus) = head;
+            let Head(_, _, _, id, leaf, gpus, _) = head;
             // Dropping a group (not following it) skips the rest of its jobs, all of the
             // same budget and size, for this pass; each condition only grows stricter as
             // the pass goes on (jobs start, none ends), so none of them could start:

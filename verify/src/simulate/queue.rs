@@ -20,9 +20,9 @@ pub(super) struct Cursor<'h> {
     joined: usize,
 }
 
-/// The next job of one group: (tier, rank, time entered, job, leaf, GPUs).
+/// The next job of one group: (tier, rank, time entered, job, leaf, GPUs, lane).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) struct Head(pub u8, pub u32, pub i64, pub JobId, pub usize, pub u32);
+pub(super) struct Head(pub u32, pub u32, pub i64, pub JobId, pub usize, pub u32, pub u32);
 
 impl<'h> Cursor<'h> {
     /// A cursor over a cluster's queues by the ranks [`ClusterState::rank`] brought up to
@@ -41,7 +41,7 @@ impl<'h> Cursor<'h> {
         {
             for group in &cluster.by_size[leaf] {
                 let (entered, id) = group.first;
-                self.heads.push(Reverse(Head(group.tier, rank, entered, id, leaf, group.gpus)));
+                self.heads.push(Reverse(Head(group.tier, rank, entered, id, leaf, group.gpus, group.lane)));
             }
             self.joined += 1;
         }
@@ -50,20 +50,28 @@ impl<'h> Cursor<'h> {
 
     /// Goes on with the group of `head` after it.
     pub(super) fn follow(&mut self, cluster: &ClusterState, head: Head) {
-        let Head(tier, rank, entered, id, leaf, gpus) = head;
-        let Some(group) = cluster.group(leaf, tier, gpus) else { return };
+        let Head(tier, rank, entered, id, leaf, gpus, lane) = head;
+        let Some(group) = cluster.group(leaf, tier, lane, gpus) else { return };
         let after = (Bound::Excluded((entered, id)), Bound::Unbounded);
         if let Some(&(entered, id)) = group.jobs.range(after).next() {
-            self.heads.push(Reverse(Head(tier, rank, entered, id, leaf, gpus)));
+            self.heads.push(Reverse(Head(tier, rank, entered, id, leaf, gpus, lane)));
         }
     }
 }
 
-/// The waiting jobs of one budget and tier that ask for the same GPUs, by (time entered,
-/// job), and the first of them (read at every pass).
+/// The waiting jobs of one budget, tier and lane that ask for the same GPUs, by (time
+/// entered, job), and the first of them (read at every pass).
 pub(super) struct Group {
-    pub(super) tier: u8,
+    pub(super) tier: u32,
+    pub(super) lane: u32,
     pub(super) gpus: u32,
     pub(super) first: (i64, JobId),
     pub(super) jobs: BTreeSet<(i64, JobId)>,
+}
+
+impl Group {
+    /// Its key among its budget's groups (their order): (tier, lane, GPUs).
+    pub(super) fn key(&self) -> (u32, u32, u32) {
+        (self.tier, self.lane, self.gpus)
+    }
 }

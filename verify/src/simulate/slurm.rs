@@ -64,7 +64,7 @@ impl Rules for Slurm {
         let requested = job.time_limit.unwrap_or(max);
         let contractless = job.contract == PREEMPTIBLE_QOS;
         Admission {
-            tier: u8::from(contractless && !self.settings.floors),
+            tier: u32::from(contractless && !self.settings.floors),
             contractless,
             limit: Some(requested),
             max_runtime: max.min(requested),
@@ -143,7 +143,7 @@ impl Slurm {
         } else {
             let mut cursor = Cursor::new(&mut heads);
             while let Some(head) = cursor.next(cluster) {
-                let Head(tier, _, _, id, leaf, gpus) = head;
+                let Head(tier, _, _, id, leaf, gpus, _) = head;
                 if !cluster.within_limits(leaf, gpus) {
                     continue;
                 }
@@ -178,7 +178,7 @@ impl Slurm {
         // Floors only fill as the walk goes on: once none has room, none will.
         let mut room = cluster.any_floor_room();
         while room && let Some(head) = cursor.next(cluster) {
-            let Head(_, _, _, id, leaf, gpus) = head;
+            let Head(_, _, _, id, leaf, gpus, _) = head;
             if !cluster.within_limits(leaf, gpus) {
                 continue;
             }
@@ -204,7 +204,7 @@ impl Slurm {
         self.partition = None;
         let mut cursor = Cursor::new(heads);
         while let Some(head) = cursor.next(cluster) {
-            let Head(_, _, _, id, leaf, gpus) = head;
+            let Head(_, _, _, id, leaf, gpus, _) = head;
             if !cluster.within_limits(leaf, gpus) {
                 continue;
             }
@@ -257,7 +257,7 @@ impl Slurm {
         // neither, by (tier, GPUs, time limit, partition): a job like one of them would
         // change nothing either (its answer depends on nothing else), so it is counted and
         // passed over.
-        let mut unchanged: Vec<(u8, u32, i64, Option<u32>)> = Vec::new();
+        let mut unchanged: Vec<(u32, u32, i64, Option<u32>)> = Vec::new();
         // Under floors, every job's floors first, then every job's `over` (their tiers).
         let walks: &[Walk] = if settings.floors { &[Walk::Floors, Walk::Over] } else { &[Walk::All] };
         for &walk in walks {
@@ -273,7 +273,7 @@ impl Slurm {
                 if cluster.pool.free_gpus == 0 && (!preemptible || walk == Walk::Over) {
                     break;
                 }
-                let Head(tier, _, _, id, leaf, gpus) = head;
+                let Head(tier, _, _, id, leaf, gpus, _) = head;
                 if !cluster.within_limits(leaf, gpus) {
                     continue;
                 }

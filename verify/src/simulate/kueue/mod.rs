@@ -9,16 +9,19 @@
 //!
 //! Each allot cluster has a setup of its own, and each budget leaf of the cluster the
 //! ClusterQueue its jobs are submitted to (a leaf project's, as `allot build` writes one per
-//! leaf). Jobs of a budget that no ClusterQueue takes (an inner project's own jobs: Kueue
-//! queues only at its leaves; work no budget covers when no ClusterQueue is named for
-//! [`UNBUDGETED`]), or larger than their ClusterQueue could ever hold, or on a cluster
-//! without a setup, are not replayed: they are counted with the unplaceable jobs
-//! ([`Simulation::unplaceable`](super::Simulation)), as Kueue would never admit them.
+//! leaf). A job's ClusterQueue is the one the trace's `queue` column names (a LocalQueue as
+//! `NAMESPACE/NAME`, or a ClusterQueue's name), else its budget's; its run is its budget's
+//! whatever queue it ran in. Jobs without a ClusterQueue (naming none the setup has, or of a
+//! budget that none takes: an inner project's own jobs, as Kueue queues only at its leaves;
+//! work no budget covers when no ClusterQueue is named for [`UNBUDGETED`]), or larger than
+//! their ClusterQueue could ever hold, or on a cluster without a setup, are not replayed:
+//! they are counted with the unplaceable jobs ([`Simulation::unplaceable`](super::Simulation)),
+//! as Kueue would never admit them.
 //!
-//! A job's priority is the value of the WorkloadPriorityClass named as its contract (as
-//! `allot build` writes one per contract, and jobs select theirs by the label
-//! `kueue.x-k8s.io/priority-class`); a contract without one: 0 (Kueue's default priority;
-//! file: pkg/util/priority/priority.go, func: Priority).
+//! A job's priority is the trace's `priority` column, else the value of the
+//! WorkloadPriorityClass named as its contract (as `allot build` writes one per contract,
+//! and jobs select theirs by the label `kueue.x-k8s.io/priority-class`); a contract without
+//! one: 0 (Kueue's default priority; file: pkg/util/priority/priority.go, func: Priority).
 //!
 //! What is not modelled: admission checks, Topology-Aware Scheduling and stopped queues
 //! (refused by [`setup`]); Admission Fair Sharing (a setup that turns it on for a
@@ -49,10 +52,6 @@ pub(super) use self::policy::Rules;
 /// preemptible) to replay that work.
 pub const UNBUDGETED: &str = "(unbudgeted)";
 
-/// The most priority levels (distinct WorkloadPriorityClass values, and 0) of one cluster:
-/// the simulator's queues hold a job's priority as one of 256 tiers.
-pub const MAX_PRIORITIES: usize = 256;
-
 /// The Kueue setups of a model's clusters, as the `kueue` policy simulates them.
 #[derive(Clone, Debug)]
 pub struct Kueue {
@@ -63,9 +62,11 @@ impl PartialEq for Kueue {
     /// Two policies are the same when their setups and queues are (the quota trees follow).
     fn eq(&self, other: &Kueue) -> bool {
         self.clusters.len() == other.clusters.len()
-            && self.clusters.iter().zip(&other.clusters).all(|((a, x), (b, y))| {
-                a == b && x.setup == y.setup && x.by_path == y.by_path && x.priorities == y.priorities
-            })
+            && self
+                .clusters
+                .iter()
+                .zip(&other.clusters)
+                .all(|((a, x), (b, y))| a == b && x.setup == y.setup && x.by_path == y.by_path)
     }
 }
 
@@ -88,33 +89,53 @@ pub struct ClusterObjects<'a> {
 }
 
 /// One cluster's setup, its quota tree (with no usage: what a ClusterQueue could ever hold),
-/// the ClusterQueue of each project path, and its priority levels.
+/// and the ClusterQueue of each project path and of each name a job's `queue` may give.
 #[derive(Clone, Debug)]
 pub(super) struct Queues {
     pub(super) setup: Setup,
     pub(super) tree: QuotaTree,
     /// Each project path's ClusterQueue (an index of the setup's nodes).
     pub(super) by_path: BTreeMap<String, usize>,
-    /// The distinct priorities, highest first: a job's tier is the index of its priority.
-    pub(super) priorities: Vec<i32>,
+    /// Each ClusterQueue by name.
+    by_name: HashMap<String, usize>,
 }
 
 impl Queues {
-    /// The tier of a job under `contract`: its priority class's value (0 without one) as an
-    /// index of [`Queues::priorities`].
-    pub(super) fn tier(&self, contract: &str) -> u8 {
-        let priority = self.setup.priority_classes.get(contract).copied().unwrap_or(0);
-        let tier = self.priorities.iter().position(|&p| p == priority).expect("every priority has a tier");
-        tier as u8
+    /// The priority of a job under `contract`: its priority class's value, 0 without one.
+    pub(super) fn priority(&self, contract: &str) -> i32 {
+        self.setup.priority_classes.get(contract).copied().unwrap_or(0)
     }
+
+    /// The ClusterQueue a trace's `queue` names: a LocalQueue's (`NAMESPACE/NAME`), or one
+    /// by its name.
+    pub(super) fn cluster_queue(&self, queue: &str) -> Option<usize> {
+        match queue.split_once('/') {
+            Some((namespace, name)) => self
+                .setup
+                .local_queues
+                .get(&(namespace.to_string(), name.to_string()))
+                .map(|local| local.cluster_queue),
+            None => self.by_name.get(queue).copied(),
+        }
+    }
+}
+
+/// A priority as a tier of the simulator's queues, which serve tier 0 first: the highest
+/// priority first, every `i32` a tier of its own.
+pub(super) fn tier(priority: i32) -> u32 {
+    (i64::from(i32::MAX) - i64::from(priority)) as u32
+}
+
+/// The priority of a [`tier`].
+pub(super) fn priority(tier: u32) -> i32 {
+    (i64::from(i32::MAX) - i64::from(tier)) as i32
 }
 
 impl Kueue {
     /// The policy for the clusters given, each with its objects read by [`Setup::read`].
     /// The first problem is the error, naming its object or pair: a cluster given twice; a
     /// pair that names neither a ClusterQueue nor a Cohort, or a project path given two ClusterQueues;
-    /// Admission Fair Sharing on for a ClusterQueue (not simulated yet); more than
-    /// [`MAX_PRIORITIES`] priority levels.
+    /// Admission Fair Sharing on for a ClusterQueue (not simulated yet).
     pub fn new<'a>(clusters: impl IntoIterator<Item = ClusterObjects<'a>>) -> Result<Kueue, ObjectError> {
         let mut out = BTreeMap::new();
         for given in clusters {
@@ -155,17 +176,9 @@ impl Kueue {
                     return Err(fail(format!("project {path:?} is given two ClusterQueues")));
                 }
             }
-            let mut priorities: Vec<i32> = setup.priority_classes.values().copied().chain([0]).collect();
-            priorities.sort_unstable_by(|a, b| b.cmp(a));
-            priorities.dedup();
-            if priorities.len() > MAX_PRIORITIES {
-                return Err(fail(format!(
-                    "{} priority levels, more than the {MAX_PRIORITIES} simulated",
-                    priorities.len()
-                )));
-            }
+            let by_name = queues.into_iter().map(|(name, node)| (name.to_string(), node)).collect();
             let tree = QuotaTree::new(&setup.nodes);
-            let queues = Queues { setup, tree, by_path, priorities };
+            let queues = Queues { setup, tree, by_path, by_name };
             if out.insert(given.cluster.to_string(), queues).is_some() {
                 return Err(fail("given twice".into()));
             }

@@ -84,15 +84,16 @@
 //! No run is protected: Kueue has no minimum runtime. Budgets are not ranked by usage
 //! (`Ranking::Flat`): Kueue's order is its own.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::super::cluster::ClusterState;
-use super::super::engine::{Engine, Ranking, Rules as EngineRules, Start};
+use super::super::engine::{Engine, Queued, Ranking, Rules as EngineRules, Start};
 use super::super::jobs::{JobId, SimJob};
 use super::quota::{NoFit, QuotaFit, QuotaTree};
 use super::setup::{Kind, Preemption, Queueing, ReclaimWithinCohort, Strategy};
-use super::{Kueue, Queues};
+use super::{Kueue, Queues, priority, tier};
+use crate::trace::Job;
 
 /// Cycles one schedule of a cluster may run with preemption, per job queued or running there
 /// (and at least [`CYCLES_AT_LEAST`]): the guard against endless cycles (see the module's
@@ -131,27 +132,38 @@ impl EngineRules for Rules {
         Ranking::Flat
     }
 
-    /// The job's priority class on its cluster, as a tier; none (never run) when its budget
-    /// has no ClusterQueue, its ClusterQueue does not cover GPUs, or it asks for more than
-    /// its ClusterQueue could ever hold (Kueue's `ExceedsMaxQuota`).
-    fn queue_tier(
-        &self,
+    /// The job's ClusterQueue as its lane (the one its `queue` names, else its budget's),
+    /// and its priority (its own, else its contract's priority class on its cluster) as its
+    /// tier; none (never run) when it has no ClusterQueue, its ClusterQueue does not cover
+    /// GPUs, or it asks for more than its ClusterQueue could ever hold (Kueue's
+    /// `ExceedsMaxQuota`).
+    fn queue(
+        &mut self,
         cluster: &ClusterState,
         leaf: usize,
+        job: &Job,
         contract: &str,
-        gpus: u32,
-        _: u8,
-    ) -> Option<u8> {
-        let queues = self.kueue.clusters.get(&*cluster.name)?;
-        let node = *queues.by_path.get(&*cluster.paths[leaf])?;
+        _: u32,
+    ) -> Option<Queued> {
+        let kueue = self.kueue.clone();
+        let queues = kueue.clusters.get(&*cluster.name)?;
+        let node = match job.queue.as_str() {
+            "" => *queues.by_path.get(&*cluster.paths[leaf])?,
+            named => queues.cluster_queue(named)?,
+        };
         let Kind::ClusterQueue { preemption, .. } = &queues.setup.nodes[node].kind else {
             return None;
         };
         let fair = queues.setup.fair_sharing.is_some();
-        match queues.tree.fit(node, u64::from(gpus), preemption, fair) {
-            QuotaFit::NoFit(NoFit::Uncovered | NoFit::ExceedsMaxQuota) => None,
-            _ => Some(queues.tier(contract)),
+        if let QuotaFit::NoFit(NoFit::Uncovered | NoFit::ExceedsMaxQuota) =
+            queues.tree.fit(node, u64::from(job.gpus), preemption, fair)
+        {
+            return None;
         }
+        let state = self.states.entry(cluster.name.clone()).or_insert_with(|| State::new(queues, cluster));
+        state.take(cluster, leaf, node);
+        let priority = job.priority.unwrap_or_else(|| queues.priority(contract));
+        Some(Queued { tier: tier(priority), lane: node as u32 })
     }
 
     fn at_start(&self, cluster: &ClusterState, job: &SimJob, min_runtime: i64) -> Start {
@@ -159,11 +171,8 @@ impl EngineRules for Rules {
     }
 
     fn schedule(&mut self, engine: &mut Engine, cluster: &mut ClusterState, now: i64) {
-        let Some(queues) = self.kueue.clusters.get(&*cluster.name) else { return };
-        let mut state = match self.states.remove(&cluster.name) {
-            Some(state) => state,
-            None => State::new(queues, cluster),
-        };
+        // A cluster's state is made when its first job queues.
+        let Some(mut state) = self.states.remove(&cluster.name) else { return };
         state.schedule(engine, cluster, now);
         self.states.insert(cluster.name.clone(), state);
     }
@@ -175,14 +184,14 @@ pub(super) struct Queue {
     pub(super) node: usize,
     /// The root of its cohort tree (itself without a cohort).
     pub(super) root: usize,
-    /// The budget leaves whose jobs it takes.
+    /// The budget leaves whose jobs it takes (those of its lane: see [`SimJob::lane`]).
     pub(super) leaves: Vec<usize>,
     pub(super) preemption: Preemption,
     pub(super) queueing: Queueing,
     /// GPUs its admitted jobs use, as last booked in the quota tree.
     pub(super) usage: u64,
     /// BestEffortFIFO: the (tier, GPUs) of the workloads set aside as inadmissible.
-    parked: BTreeSet<(u8, u32)>,
+    parked: BTreeSet<(u32, u32)>,
     /// StrictFIFO: the head that blocks it.
     blocked: Option<JobId>,
     /// BestEffortFIFO: the preemptor kept at its head.
@@ -195,12 +204,14 @@ pub(super) struct State {
     /// the cycle reserved).
     pub(super) tree: QuotaTree,
     pub(super) queues: Vec<Queue>,
-    /// Each budget tree node's queue (an index of `queues`), if any.
-    pub(super) of_leaf: Vec<Option<usize>>,
-    /// Each setup node's queue, if any.
+    /// Each setup node's queue, if any: a job's lane is its queue's node.
     pub(super) of_node: Vec<Option<usize>>,
-    /// Each tier's priority.
-    pub(super) priorities: Vec<i32>,
+    /// The (budget leaf, setup node) pairs taken.
+    taken: HashSet<(usize, usize)>,
+    /// For each budget leaf taken, whether its queue's running GPUs are counted job by job:
+    /// when its jobs go to several queues, or it is an inner project (whose node's running
+    /// GPUs are its subtree's); else they are the leaf's running GPUs.
+    by_job: Vec<Option<bool>>,
     /// Fair Sharing's strategies when it is on.
     pub(super) fair: Option<Vec<Strategy>>,
     /// Each setup node's children (for Fair Sharing's walks).
@@ -228,7 +239,7 @@ pub(super) struct Entry {
     pub(super) queue: usize,
     pub(super) id: JobId,
     pub(super) gpus: u32,
-    pub(super) tier: u8,
+    pub(super) tier: u32,
     pub(super) place: i64,
     /// The height of the lowest subtree its request fits in (0: within its quota).
     pub(super) borrowing: u32,
@@ -236,48 +247,41 @@ pub(super) struct Entry {
 }
 
 impl State {
+    /// A cluster's state before any job queues: a queue per ClusterQueue, in the setup's
+    /// order, none taking jobs yet ([`State::take`]).
     fn new(queues: &Queues, cluster: &ClusterState) -> State {
         let setup = &queues.setup;
         let count = setup.nodes.len();
-        let mut of_node = vec![None; count];
-        let mut state_queues: Vec<Queue> = Vec::new();
-        let mut of_leaf = vec![None; cluster.paths.len()];
-        for &leaf in &cluster.leaves {
-            let Some(&node) = queues.by_path.get(&*cluster.paths[leaf]) else { continue };
-            let Kind::ClusterQueue { preemption, queueing, .. } = &setup.nodes[node].kind else { continue };
-            let index = *of_node[node].get_or_insert_with(|| {
-                let mut root = node;
-                while let Some(parent) = setup.nodes[root].parent {
-                    root = parent;
-                }
-                state_queues.push(Queue {
-                    node,
-                    root,
-                    leaves: Vec::new(),
-                    preemption: *preemption,
-                    queueing: *queueing,
-                    usage: 0,
-                    parked: BTreeSet::new(),
-                    blocked: None,
-                    sticky: None,
-                });
-                state_queues.len() - 1
-            });
-            state_queues[index].leaves.push(leaf);
-            of_leaf[leaf] = Some(index);
-        }
         let mut children = vec![Vec::new(); count];
+        let (mut of_node, mut state_queues) = (vec![None; count], Vec::new());
         for (index, node) in setup.nodes.iter().enumerate() {
             if let Some(parent) = node.parent {
                 children[parent].push(index);
             }
+            let Kind::ClusterQueue { preemption, queueing, .. } = node.kind else { continue };
+            let mut root = index;
+            while let Some(parent) = setup.nodes[root].parent {
+                root = parent;
+            }
+            of_node[index] = Some(state_queues.len());
+            state_queues.push(Queue {
+                node: index,
+                root,
+                leaves: Vec::new(),
+                preemption,
+                queueing,
+                usage: 0,
+                parked: BTreeSet::new(),
+                blocked: None,
+                sticky: None,
+            });
         }
         State {
             tree: queues.tree.clone(),
             queues: state_queues,
-            of_leaf,
             of_node,
-            priorities: queues.priorities.clone(),
+            taken: HashSet::new(),
+            by_job: vec![None; cluster.paths.len()],
             fair: setup.fair_sharing.clone(),
             children,
             held: BTreeSet::new(),
@@ -286,14 +290,25 @@ impl State {
         }
     }
 
-    /// A job's priority.
-    pub(super) fn priority(&self, job: &SimJob) -> i32 {
-        self.priorities[usize::from(job.tier)]
+    /// The ClusterQueue of setup node `node` takes jobs of budget leaf `leaf`.
+    fn take(&mut self, cluster: &ClusterState, leaf: usize, node: usize) {
+        if !self.taken.insert((leaf, node)) {
+            return;
+        }
+        let index = self.of_node[node].expect("jobs queue in ClusterQueues only");
+        self.queues[index].leaves.push(leaf);
+        let inner = !cluster.leaves.contains(&leaf);
+        self.by_job[leaf] = Some(self.by_job[leaf].is_some() || inner);
     }
 
-    /// A running job's queue.
+    /// A job's priority.
+    pub(super) fn priority(&self, job: &SimJob) -> i32 {
+        priority(job.tier)
+    }
+
+    /// A job's queue.
     pub(super) fn queue_of(&self, job: &SimJob) -> usize {
-        self.of_leaf[job.leaf as usize].expect("a job of a ClusterQueue")
+        self.of_node[job.lane as usize].expect("a job of a ClusterQueue")
     }
 
     /// Schedules the cluster at `now`: cycle after cycle until one changes nothing.
@@ -304,7 +319,7 @@ impl State {
     /// preemptor waits at its queue's head for the quota they release: the preemptor has
     /// its cycle before the victim competes again.
     fn schedule(&mut self, engine: &mut Engine, cluster: &mut ClusterState, now: i64) {
-        self.sync(cluster);
+        self.sync(engine, cluster);
         let running: usize = cluster.started.iter().map(|s| s.len()).sum();
         let bound = CYCLES_AT_LEAST + CYCLES_PER_JOB * (cluster.queued + running);
         let mut cycles = 0;
@@ -343,11 +358,11 @@ impl State {
     /// Books in the quota tree each queue's running GPUs (jobs ended since the last schedule
     /// release theirs), and brings back the workloads set aside in each cohort tree where
     /// quota was released.
-    fn sync(&mut self, cluster: &ClusterState) {
+    fn sync(&mut self, engine: &Engine, cluster: &ClusterState) {
         let mut released = Vec::new();
-        for queue in &mut self.queues {
-            let running: f64 = queue.leaves.iter().map(|&leaf| cluster.running[leaf]).sum();
-            let running = running.round() as u64;
+        for index in 0..self.queues.len() {
+            let running = self.running(engine, cluster, index);
+            let queue = &mut self.queues[index];
             if running < queue.usage {
                 self.tree.remove(queue.node, queue.usage - running);
                 released.push(queue.root);
@@ -362,6 +377,26 @@ impl State {
         for root in released {
             self.release(root);
         }
+    }
+
+    /// GPUs running in queue `index`: its leaves', counted job by job where
+    /// [`State::by_job`] says so.
+    fn running(&self, engine: &Engine, cluster: &ClusterState, index: usize) -> u64 {
+        let queue = &self.queues[index];
+        let lane = queue.node as u32;
+        let mut running = 0.0;
+        for &leaf in &queue.leaves {
+            running += match self.by_job[leaf] {
+                Some(false) => cluster.running[leaf],
+                _ => cluster.started[leaf]
+                    .iter()
+                    .map(|&(_, id)| &engine.jobs[id])
+                    .filter(|job| job.lane == lane)
+                    .map(|job| f64::from(job.gpus))
+                    .sum(),
+            };
+        }
+        running.round() as u64
     }
 
     /// Quota was released in the cohort tree of `root`: its inadmissible workloads come back.
@@ -384,11 +419,12 @@ impl State {
                 queue.sticky = None;
             }
             let strict = queue.queueing == Queueing::StrictFifo;
-            let held = &self.held;
+            let (held, lane) = (&self.held, queue.node as u32);
             let first = queue
                 .leaves
                 .iter()
                 .flat_map(|&leaf| &cluster.by_size[leaf])
+                .filter(|group| group.lane == lane)
                 .filter(|group| strict || !queue.parked.contains(&(group.tier, group.gpus)))
                 .filter_map(|group| {
                     let first = match held.is_empty() {
@@ -598,9 +634,9 @@ mod tests {
         State {
             tree: QuotaTree::new(nodes),
             queues: Vec::new(),
-            of_leaf: Vec::new(),
             of_node: vec![None; nodes.len()],
-            priorities: vec![0],
+            taken: HashSet::new(),
+            by_job: Vec::new(),
             fair: None,
             children: vec![Vec::new(); nodes.len()],
             held: BTreeSet::new(),

@@ -90,9 +90,13 @@ impl State {
         lca: Option<usize>,
         into: &mut Vec<Candidate>,
     ) {
+        let lane = self.queues[queue].node as u32;
         for &leaf in &self.queues[queue].leaves {
             for &(start, id) in &cluster.started[leaf] {
                 let job = &engine.jobs[id];
+                if job.lane != lane {
+                    continue;
+                }
                 let priority = self.priority(job);
                 if let Some(variant) = variant(priority, job.place) {
                     let (gpus, started) = (u64::from(job.gpus), (start, job.start_order));
