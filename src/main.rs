@@ -10,6 +10,7 @@ mod fs_loader;
 mod git_loader;
 mod github;
 mod kueue;
+mod kueue_files;
 mod output;
 mod read;
 mod saved_plan;

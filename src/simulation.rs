@@ -4,6 +4,7 @@
 //! (`--schedule`), and the runs side by side as the verifier renders them: text, Markdown
 //! (with charts GitHub draws), JSON, or the HTML report.
 
+use std::borrow::Cow;
 use std::cell::Cell;
 use std::fs::File;
 use std::io::{Seek, SeekFrom};
@@ -25,7 +26,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
 
 use crate::exit::Error;
-use crate::output::{AtomicFile, unreplaceable};
+use crate::kueue_files::{Folder, KueueFiles, first_few};
+use crate::output::{AtomicFile, plural, unreplaceable};
 use crate::traces::TraceInput;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -42,11 +44,12 @@ pub enum PolicyName {
 
 impl PolicyName {
     /// The policy for the budgets `model`; a Slurm one follows `slurm`, a Kueue one the
-    /// objects `allot build` writes for `model` (each of its clusters must be bound to Kueue).
-    pub fn policy(self, model: &Model, slurm: SlurmSettings) -> Result<Policy, Error> {
+    /// objects `allot build` writes for `model` (each of its clusters must be bound to Kueue),
+    /// or a cluster's own objects and Kueue's Configuration where `files` gives them.
+    pub fn policy(self, model: &Model, slurm: SlurmSettings, files: &KueueFiles) -> Result<Policy, Error> {
         Ok(match self {
             PolicyName::Slurm => Policy::Slurm(slurm),
-            PolicyName::Kueue => Policy::Kueue(Arc::new(kueue_policy(model)?)),
+            PolicyName::Kueue => Policy::Kueue(Arc::new(kueue_policy(model, files)?)),
             PolicyName::Budget => Policy::Budget,
             PolicyName::Priority => Policy::Priority,
         })
@@ -81,37 +84,138 @@ fn bound_to_kueue(cluster: &Cluster) -> Option<&KubernetesBinding> {
     cluster.bindings.kubernetes.as_ref().filter(|b| b.schedulers.contains(&KubernetesScheduler::Kueue))
 }
 
-/// The `kueue` policy for `model`: per cluster, the objects and the controller
-/// `Configuration` `allot build` writes, and the ClusterQueue of each budget (and of work
-/// no budget covers, `root-unbudgeted`, when allot writes it).
-fn kueue_policy(model: &Model) -> Result<Kueue, Error> {
+/// The GPU resource of a cluster's own Kueue objects when its Kubernetes binding does not
+/// name one (Kueue's usual, NVIDIA's device plugin's).
+const DEFAULT_RESOURCE: &str = "nvidia.com/gpu";
+
+/// One cluster as the `kueue` policy is given it, and how an error names its objects.
+struct Given<'a> {
+    cluster: &'a str,
+    resource: &'a str,
+    objects: Cow<'a, [Value]>,
+    queues: Vec<(String, String)>,
+    label: String,
+}
+
+/// The `kueue` policy for `model`: per cluster, its own objects where `files` gives them
+/// (its budgets' ClusterQueues those named as allot names them), else the objects `allot
+/// build` writes; and the controller `Configuration` of `files`, else allot's for its
+/// objects and Kueue's defaults for a cluster's own. The ClusterQueue of each budget (and
+/// of work no budget covers, `root-unbudgeted`, when there is one).
+fn kueue_policy(model: &Model, files: &KueueFiles) -> Result<Kueue, Error> {
     let mut given = Vec::new();
     for cluster in &model.clusters {
-        let Some(binding) = bound_to_kueue(cluster) else {
-            return Err(Error::failed(format!(
-                "--policy kueue simulates the Kueue objects allot writes, and cluster {} is not bound to Kueue (its kubernetes binding does not name kueue)",
-                escape::controls(&cluster.name, false)
-            )));
-        };
-        let objects = kueue::objects(model, &cluster.name);
         let mut queues = kueue::queue_names(model, &cluster.name);
+        let (resource, objects, label) = match files.objects.get(&cluster.name) {
+            Some(folder) => {
+                let resource = cluster.bindings.kubernetes.as_ref().map_or(DEFAULT_RESOURCE, |b| &b.resource);
+                let leaves = leaves(&queues);
+                queues.retain(|(name, _)| {
+                    folder.cluster_queues.contains(name) || folder.cohorts.contains(name)
+                });
+                note_missing(files, folder, &cluster.name, &leaves, &queues);
+                (resource, Cow::Borrowed(folder.objects.as_slice()), folder.label.clone())
+            }
+            None => {
+                let Some(binding) = bound_to_kueue(cluster) else {
+                    return Err(Error::failed(format!(
+                        "--policy kueue simulates the Kueue objects allot writes, and cluster {} is not bound to Kueue (its kubernetes binding does not name kueue; or give its own objects with --kueue-objects {}=DIR)",
+                        escape::controls(&cluster.name, false),
+                        escape::controls(&cluster.name, false)
+                    )));
+                };
+                let label = format!(
+                    "the Kueue objects allot writes for cluster {}",
+                    escape::controls(&cluster.name, false)
+                );
+                (binding.resource.as_str(), Cow::Owned(kueue::objects(model, &cluster.name)), label)
+            }
+        };
         if objects
             .iter()
             .any(|o| o["kind"] == "ClusterQueue" && o["metadata"]["name"] == kubernetes::UNBUDGETED)
         {
             queues.push((kubernetes::UNBUDGETED.to_string(), UNBUDGETED.to_string()));
         }
-        given.push((cluster.name.as_str(), binding.resource.as_str(), objects, queues));
+        given.push(Given { cluster: &cluster.name, resource, objects, queues, label });
     }
-    let configuration = kueue::configuration();
-    Kueue::new(given.iter().map(|(cluster, resource, objects, queues)| ClusterObjects {
-        cluster,
-        objects,
-        configuration: Some(&configuration),
-        resource,
-        queues,
-    }))
-    .map_err(|e| Error::failed(format!("the Kueue objects allot writes: {e}")))
+    let allot_configuration = kueue::configuration();
+    let configuration = |g: &Given<'_>| match &files.configuration {
+        Some((_, configuration)) => Some(configuration),
+        None if files.objects.contains_key(g.cluster) => None,
+        None => Some(&allot_configuration),
+    };
+    let new = |given: &[Given<'_>]| {
+        Kueue::new(given.iter().map(|g| ClusterObjects {
+            cluster: g.cluster,
+            objects: &g.objects,
+            configuration: configuration(g),
+            resource: g.resource,
+            queues: &g.queues,
+        }))
+    };
+    new(&given).map_err(|e| {
+        // The cluster whose objects are refused (each alone: only on this path).
+        let culprit = given.iter().find(|g| new(std::slice::from_ref(*g)).is_err());
+        let label = match (&files.configuration, culprit) {
+            (Some((label, _)), _) if e.object == "Configuration" => label.clone(),
+            (_, Some(g)) => g.label.clone(),
+            (_, None) => "the Kueue objects".to_string(),
+        };
+        Error::failed(format!("{label}: {e}"))
+    })
+}
+
+/// The project paths of `queues` that are budget leaves (no other path below them): those
+/// whose ClusterQueue allot writes (the others are Cohorts).
+fn leaves(queues: &[(String, String)]) -> Vec<(String, String)> {
+    queues
+        .iter()
+        .filter(|(_, path)| {
+            !queues
+                .iter()
+                .any(|(_, other)| other.strip_prefix(path.as_str()).is_some_and(|r| r.starts_with('/')))
+        })
+        .cloned()
+        .collect()
+}
+
+/// A note on the budget leaves of `cluster` that a folder has no ClusterQueue for (allot's
+/// name for them): their jobs find a ClusterQueue only through the trace's `queue` column.
+/// Said once for the run (a revision of the same budgets would say it again).
+fn note_missing(
+    files: &KueueFiles,
+    folder: &Folder,
+    cluster: &str,
+    leaves: &[(String, String)],
+    kept: &[(String, String)],
+) {
+    if leaves.is_empty() {
+        return;
+    }
+    let missing: Vec<String> = leaves
+        .iter()
+        .filter(|(name, _)| !folder.cluster_queues.contains(name))
+        .map(|(name, _)| escape::controls(name, false).into_owned())
+        .collect();
+    let placed = kept.iter().any(|(name, _)| folder.cluster_queues.contains(name));
+    let note = if !placed {
+        format!(
+            "no ClusterQueue there is named as allot names the budgets of cluster {} ({}): jobs find their ClusterQueue only through the trace's `queue` column",
+            escape::controls(cluster, false),
+            first_few(&missing)
+        )
+    } else if !missing.is_empty() {
+        format!(
+            "no ClusterQueue there for {} of cluster {} ({}): their jobs find their ClusterQueue only through the trace's `queue` column, or are counted unplaceable",
+            plural(missing.len(), "budget"),
+            escape::controls(cluster, false),
+            first_few(&missing)
+        )
+    } else {
+        return;
+    };
+    files.note(&format!("{}: {note}", folder.label));
 }
 
 /// A run to simulate: a label, a budget tree and a policy.

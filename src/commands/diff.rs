@@ -14,6 +14,7 @@ use crate::budgets;
 use crate::diagnostics::Format;
 use crate::exit::{Exit, Outcome};
 use crate::git_loader::GitRepo;
+use crate::kueue_files::KueueFiles;
 use crate::output::{json, print};
 use crate::simulation::{self, PolicyName, Scenario};
 use crate::traces::TraceInput;
@@ -58,7 +59,11 @@ pub fn run(args: Args, format: Format) -> Outcome {
     // revision under its own budgets; made only for a replay (Kueue's follows the objects).
     let policy = PolicyName::default_for(&new);
     let scenario = |label: &str, model| -> Result<Scenario<'_>, crate::exit::Error> {
-        Ok(Scenario { label: label.into(), model, policy: policy.policy(model, SlurmSettings::default())? })
+        Ok(Scenario {
+            label: label.into(),
+            model,
+            policy: policy.policy(model, SlurmSettings::default(), &KueueFiles::default())?,
+        })
     };
     let scenarios = match &args.replay {
         None => Vec::new(),

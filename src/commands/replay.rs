@@ -13,6 +13,7 @@ use crate::budgets;
 use crate::diagnostics::Format;
 use crate::exit::{Error, Exit, Outcome};
 use crate::git_loader::GitRepo;
+use crate::kueue_files::{self, KueueFiles, ObjectsArg};
 use crate::output::{self, json, plural, print};
 use crate::simulation::{self, PolicyName, Scenario};
 use crate::traces::TraceInput;
@@ -60,8 +61,9 @@ pub struct SimulateArgs {
     repository: budgets::Repository,
     #[command(flatten)]
     input: TraceInput,
-    /// The policies to run, side by side (e.g. `slurm,budget,priority`); by default `slurm`
-    /// when every cluster is bound to Slurm, else `budget`.
+    /// The policies to run, side by side (e.g. `slurm,budget,priority`); by default `kueue`
+    /// with --kueue-objects or --kueue-config, `slurm` when every cluster is bound to Slurm,
+    /// `kueue` when every one is bound to Kueue, else `budget`.
     #[arg(long, value_enum, value_delimiter = ',')]
     policy: Vec<PolicyName>,
     /// The Slurm's `slurm.conf`, for the `slurm` policy's scheduler settings
@@ -70,6 +72,28 @@ pub struct SimulateArgs {
     /// partition_prio or qos); without it, Slurm's defaults and what allot writes.
     #[arg(long, value_name = "FILE")]
     slurm_conf: Option<PathBuf>,
+    /// Simulate the Kueue objects in DIR instead of those allot writes, for the budgets'
+    /// cluster CLUSTER (without `CLUSTER=`: their only cluster); repeat for other clusters.
+    ///
+    /// DIR's `.yaml`, `.yml` and `.json` files (not its subfolders; a symbolic link is
+    /// refused) hold the objects as `kubectl get
+    /// clusterqueues,cohorts,resourceflavors,localqueues,workloadpriorityclasses -A -o yaml`
+    /// prints them: YAML documents, each an object or a List. Objects that are not Kueue's,
+    /// and Workloads, are passed over with a note. A job goes to the ClusterQueue its row's
+    /// `queue` names, else to its budget's: the one named as allot names it (the project's
+    /// path with `-` for `/`) when DIR has one, else none (counted unplaceable). GPUs are the
+    /// cluster's Kubernetes binding's resource, else `nvidia.com/gpu`; Kueue's Configuration
+    /// its defaults unless --kueue-config. Implies `--policy kueue`; with --against, the same
+    /// objects are simulated for both revisions.
+    #[arg(long, value_name = "[CLUSTER=]DIR", value_parser = kueue_files::objects_arg)]
+    kueue_objects: Vec<ObjectsArg>,
+    /// Kueue's controller Configuration (YAML or JSON, or the ConfigMap that holds it under
+    /// `controller_manager_config.yaml`, as Kueue's Helm chart installs it), for every cluster
+    /// the kueue policy simulates; without it, Kueue's defaults for the clusters given
+    /// --kueue-objects and what allot writes (Fair Sharing on) for the others. Implies
+    /// `--policy kueue`.
+    #[arg(long, value_name = "FILE")]
+    kueue_config: Option<PathBuf>,
     /// Also run the budgets as of this git revision, beside the working tree's.
     #[arg(long)]
     against: Option<String>,
@@ -152,9 +176,31 @@ fn simulate(args: SimulateArgs, format: Format) -> Outcome {
                 .map_err(|e| Error::failed(format!("--slurm-conf {}: {e}", path.display())))?
         }
     };
-    let names = if args.policy.is_empty() { vec![PolicyName::default_for(&model)] } else { args.policy };
+    // Kueue's own objects or Configuration call for the kueue policy.
+    let kueue_flag = match (args.kueue_objects.is_empty(), &args.kueue_config) {
+        (false, _) => Some("--kueue-objects"),
+        (true, Some(_)) => Some("--kueue-config"),
+        (true, None) => None,
+    };
+    let names = match (args.policy.is_empty(), kueue_flag) {
+        (true, Some(_)) => vec![PolicyName::Kueue],
+        (true, None) => vec![PolicyName::default_for(&model)],
+        (false, _) => args.policy,
+    };
+    if let Some(flag) = kueue_flag
+        && !names.contains(&PolicyName::Kueue)
+    {
+        let named: Vec<&str> = names.iter().map(|p| p.name()).collect();
+        return Err(Error::failed(format!(
+            "{flag} is for the kueue policy, and --policy {} does not name it (add it: --policy kueue,{})",
+            named.join(","),
+            named.join(",")
+        )));
+    }
+    let kueue = KueueFiles::read(&args.kueue_objects, args.kueue_config.as_deref(), &model)?;
     // A policy follows its budgets (Kueue's objects are the budgets'): one per model.
-    let policies: Vec<Policy> = names.iter().map(|p| p.policy(&model, slurm)).collect::<Result<_, _>>()?;
+    let policies: Vec<Policy> =
+        names.iter().map(|p| p.policy(&model, slurm, &kueue)).collect::<Result<_, _>>()?;
     let named = |name: &str, p: &Policy| {
         if policies.len() > 1 { format!("{name} ({})", p.label()) } else { name.to_string() }
     };
@@ -164,7 +210,7 @@ fn simulate(args: SimulateArgs, format: Format) -> Outcome {
     for (p, name) in policies.iter().zip(&names) {
         match &base {
             Some((rev, base)) => {
-                let policy = name.policy(base, slurm)?;
+                let policy = name.policy(base, slurm, &kueue)?;
                 scenarios.push(Scenario { label: named(rev, &policy), model: base, policy });
                 scenarios.push(Scenario {
                     label: named("working tree", p),
