@@ -287,8 +287,12 @@ fn status_and_explain_read_a_live_kueue() {
         .collect();
     assert_eq!(preemptible.len(), 2, "{explain}");
     assert!(preemptible.iter().all(|(w, why)| w.starts_with("team-beta/") && *why == "reclaim"), "{explain}");
-    // beta's 8 GPUs free at their maximum execution time; z-first takes 4, a-second the rest.
+    // Simulated on the live objects: the stale ClusterQueue gamma adds quota to the cohort
+    // beyond the pool's 8 GPUs, so z-first fits the quota (no reclaim) but not the GPUs
+    // until beta's workloads end at their maximum execution time; z-first takes 4 then,
+    // a-second the rest.
     assert_eq!(explain["estimated_start"].as_i64(), Some(admitted + 600));
+    assert_eq!((&explain["estimated_by"], &explain["estimate_not_simulated"]), (&json!("simulated"), &Value::Null));
     assert_eq!(explain["position"], Value::Null, "the test server serves no visibility API");
     // Its place in its cohort: alpha borrows nothing, beta's Cohort the most.
     let members: Vec<(&str, &Value)> = explain["cohort"]["members"]

@@ -5,14 +5,18 @@
 //! [`Job`], one waiting for GPUs a pending [`Job`] ([`demand`]); beside each, what Kueue says
 //! of it that a trace does not hold: why it waits ([`reason`]), its place in its queue
 //! ([`ahead`]), what Kueue may preempt for it ([`preemptible`]) and when it may be admitted
-//! ([`estimated_start`]).
+//! ([`simulated_start`], replaying Kueue's rules from now on; [`estimated_start`], from the
+//! maximum execution times alone).
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
 
+use allot_compiler::ir::Model;
 use allot_compiler::units::whole_quantity;
 use serde_json::Value;
 
+use crate::audit::AuditError;
+use crate::simulate::{Policy, simulate_from};
 use crate::trace::Job;
 
 /// The most objects of one kind read.
@@ -483,6 +487,73 @@ pub fn estimated_start(kueue: &Kueue, workload: &Workload, gpus: u64, now: i64) 
     crate::explain::start_in_line(holding, &line, gpus, now)
 }
 
+/// What [`simulated_start`] takes a workload's run to be when neither it nor its contract
+/// bounds it (no maximum execution time, no `max-runtime`): a year. A workload that would
+/// wait that long gets no estimate.
+pub const UNBOUNDED_RUN: i64 = 365 * 86_400;
+
+/// When `workload` would be admitted, as the `kueue` simulation `policy` (the cluster's
+/// Kueue objects) admits and preempts from `now` on: every workload holding quota runs on
+/// for what its maximum execution time leaves it (else its contract's `max-runtime` of
+/// `model`, else [`UNBOUNDED_RUN`]); every workload waiting for GPUs queues in its
+/// ClusterQueue at its priority, in Kueue's order (its queue time, then its UID), and runs
+/// as long once admitted; nothing else arrives. Each is a job of allot cluster `cluster` in
+/// the budget `budget_of` its ClusterQueue. `None` when it waits for something else than
+/// GPUs, or the simulation admits it only after [`UNBOUNDED_RUN`] (or never).
+pub fn simulated_start<'a>(
+    model: &Model,
+    cluster: &str,
+    kueue: &Kueue,
+    policy: Policy,
+    workload: &Workload,
+    budget_of: impl Fn(&str) -> Option<&'a str>,
+    now: i64,
+) -> Result<Option<i64>, AuditError> {
+    if !kueue.waits_for_gpus(workload, now) {
+        return Ok(None);
+    }
+    let max_runtime = |w: &Workload| {
+        let contract = model.contracts.iter().find(|c| c.name == w.priority_class);
+        w.max_execution.or(contract.and_then(|c| c.max_runtime_seconds).map(|s| s as i64))
+    };
+    let as_job = |w: &Workload, work: Option<i64>| {
+        let contract = model.contracts.iter().any(|c| c.name == w.priority_class);
+        Job {
+            start: None,
+            submit: now,
+            duration: Some(work.unwrap_or(UNBOUNDED_RUN).max(1)),
+            queue: w.cluster_queue.as_deref().unwrap_or("").into(),
+            priority: Some(w.priority),
+            contract: if contract { w.priority_class.as_str().into() } else { "".into() },
+            ..w.job(cluster, w.cluster_queue.as_deref().and_then(&budget_of).unwrap_or(""))
+        }
+    };
+    let (mut running, mut waiting) = (Vec::new(), Vec::new());
+    for w in kueue.workloads.iter().filter(|w| w.cluster_queue.is_some()) {
+        if let (Some(from), false) = (w.admitted_at.or(w.reserved_at), w.finished) {
+            let left = max_runtime(w).map(|max| from.saturating_add(max) - w.past_execution - now);
+            running.push(as_job(w, left));
+        } else if kueue.waits_for_gpus(w, now) {
+            waiting.push(w);
+        }
+    }
+    waiting.sort_by(|a, b| (a.queued_at, &a.uid, a.id()).cmp(&(b.queued_at, &b.uid, b.id())));
+    let waiting = waiting.into_iter().map(|w| as_job(w, max_runtime(w).map(|max| max - w.past_execution)));
+    let runs = match simulate_from(model, running, waiting, policy) {
+        Ok((_, runs)) => runs,
+        // Nothing Kueue could ever admit.
+        Err(AuditError::NoJobs(_)) => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    let id = workload.id();
+    Ok(runs
+        .iter()
+        .filter(|run| *run.id == *id)
+        .map(|run| run.start)
+        .min()
+        .filter(|&start| start - now < UNBOUNDED_RUN))
+}
+
 /// The positions in a `PendingWorkloadsSummary` of Kueue's visibility API:
 /// `namespace/name` and `positionInClusterQueue` (the first 0) of each item that has them.
 pub fn positions(summary: &Value) -> Vec<(String, u64)> {
@@ -923,6 +994,82 @@ mod tests {
         let mut unbounded = kueue.clone();
         unbounded.workloads[0].max_execution = None;
         assert_eq!(estimated_start(&unbounded, &unbounded.workloads[2], 8, 10), None);
+    }
+
+    #[test]
+    fn an_admission_is_simulated_with_kueues_reclaim() {
+        use std::sync::Arc;
+
+        use crate::simulate::{ClusterObjects, Kueue as Setup};
+        // ClusterQueues a and b of 4 GPUs in cohort pool (8 GPUs on one node), both
+        // reclaiming within the cohort. b holds all 8: b1 and b2 (4 GPUs each, admitted at 0
+        // and 5, 1,000 s each): it borrows a's 4. At now = 10, p (a's, 4 GPUs, 100 s) waits.
+        // From the maximum execution times alone, p waits for b1's end at 1,000; Kueue
+        // reclaims: a is within its quota with p (0 + 4 ≤ 4), b is over its quota, and the
+        // most recently admitted of b's, b2, is evicted: p is admitted at 10. q (a's, 4 GPUs,
+        // created after p, no maximum execution time and no contract bounding it) then
+        // waits behind p: a's quota is full and b is within its own: at p's end, 110 (before
+        // b2, back in b's queue, which would borrow). b2 has b's quota back when b1 ends at
+        // 1,000 and runs its 995 s left (it ran none of them before its eviction) to 1,995;
+        // r (b's, 4 GPUs, no bound either) is admitted then. s (a's, 4 GPUs) waits behind
+        // q, which holds a's quota, and then r, which holds b's, for ever: no estimate.
+        let model = allot_compiler::test_support::model(
+            "cluster c gpus=8 gpu-type=h100 gpus-per-node=8\n\
+             contract batch min-runtime=\"0s\" default=#true\n\
+             project a share=1\nproject b share=1\n",
+        );
+        let api = "kueue.x-k8s.io/v1beta2";
+        let gpu = "nvidia.com/gpu";
+        let cq = |name: &str| {
+            json!({"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": {
+                "cohortName": "pool", "preemption": {"reclaimWithinCohort": "Any"},
+                "resourceGroups": [{"coveredResources": [gpu], "flavors": [{"name": "gpu",
+                    "resources": [{"name": gpu, "nominalQuota": 4}]}]}]}})
+        };
+        let objects = [
+            json!({"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": "gpu"}, "spec": {}}),
+            json!({"apiVersion": api, "kind": "Cohort", "metadata": {"name": "pool"}, "spec": {}}),
+            cq("a"),
+            cq("b"),
+        ];
+        let given = ClusterObjects { cluster: "c", objects: &objects, configuration: None, resource: gpu, queues: &[] };
+        let policy = crate::simulate::Policy::Kueue(Arc::new(Setup::new([given]).unwrap()));
+        let w = |name: &str, queue: &str, created: i64, reserved_at: Option<i64>, max: Option<i64>| Workload {
+            namespace: "ns".into(),
+            name: name.into(),
+            uid: name.into(),
+            cluster_queue: Some(queue.into()),
+            gpus: 4,
+            created,
+            queued_at: created,
+            reserved_at,
+            admitted_at: reserved_at,
+            active: true,
+            max_execution: max,
+            ..Workload::default()
+        };
+        let kueue = Kueue {
+            workloads: vec![
+                w("b1", "b", 0, Some(0), Some(1000)),
+                w("b2", "b", 0, Some(5), Some(1000)),
+                w("p", "a", 6, None, Some(100)),
+                w("q", "a", 7, None, None),
+                w("r", "b", 8, None, None),
+                w("s", "a", 9, None, Some(100)),
+            ],
+            ..Kueue::default()
+        };
+        let budget_of = |queue: &str| Some(if queue == "a" { "a" } else { "b" });
+        let at = |i: usize| {
+            simulated_start(&model, "c", &kueue, policy.clone(), &kueue.workloads[i], budget_of, 10).unwrap()
+        };
+        assert_eq!(estimated_start(&kueue, &kueue.workloads[2], 8, 10), Some(1000));
+        assert_eq!((at(2), at(3), at(4), at(5)), (Some(10), Some(110), Some(1995), None));
+        // One that waits for something else than GPUs: no estimate.
+        let mut inactive = kueue.clone();
+        inactive.workloads[2].active = false;
+        let got = simulated_start(&model, "c", &inactive, policy, &inactive.workloads[2], budget_of, 10);
+        assert_eq!(got.unwrap(), None);
     }
 
     #[test]

@@ -2,14 +2,18 @@
 //! language, why Kueue holds it back and what would change that: Kueue's condition
 //! translated, its budget now, its ClusterQueue's quota and borrowing, the workloads ahead
 //! of it, the admitted workloads Kueue may preempt for it, and when it may be admitted
-//! (allot's estimate; Kueue gives none). An admitted or finished workload gets a short
-//! account. Nothing is written to the live system.
+//! (allot's estimate, simulating Kueue's admission and preemption on the live objects from
+//! now on; Kueue gives none). An admitted or finished workload gets a short account.
+//! Nothing is written to the live system.
+
+use std::sync::Arc;
 
 use allot_compiler::escape::controls;
 use allot_compiler::ir::Model;
-use allot_targets::kubernetes::kueue::queue_names;
+use allot_targets::kubernetes::kueue::{configuration, queue_names};
 use allot_verify::live::{self, BudgetNow};
 use allot_verify::render;
+use allot_verify::simulate::{self, ClusterObjects, Policy};
 use allot_verify::workloads::{self, Kueue, Preemption, Workload};
 use serde_json::{Value, json};
 
@@ -33,7 +37,8 @@ pub fn run(
     };
     let (cluster, binding) = kueue::live_cluster(model, cluster)?;
     let connection = kueue::Connection::open(context)?;
-    let live_kueue = kueue::Reading::read(&connection, &binding.resource, false)?.kueue;
+    let reading = kueue::Reading::read(&connection, &binding.resource, true)?;
+    let live_kueue = reading.kueue;
     let now = status::now();
     let Some(workload) = live_kueue.workloads.iter().find(|w| w.namespace == namespace && w.name == name)
     else {
@@ -59,14 +64,41 @@ pub fn run(
         _ => None,
     };
     let position = positions.and_then(|p| p.into_iter().find(|(w, _)| *w == workload.id()).map(|(_, at)| at));
+    let estimate = match workload.is_pending() {
+        false => Estimate::Simulated(None),
+        true => {
+            let budgets = queue_names(model, &cluster.name);
+            let budget_of = |queue: &str| budgets.iter().find(|(n, _)| n == queue).map(|(_, p)| p.as_str());
+            let simulated = reading.written.map_err(|e| e.to_string()).and_then(|objects| {
+                let policy = policy(&cluster.name, &binding.resource, &objects, &live_kueue)?;
+                workloads::simulated_start(
+                    model,
+                    &cluster.name,
+                    &live_kueue,
+                    policy,
+                    workload,
+                    budget_of,
+                    now,
+                )
+                .map_err(|e| e.to_string())
+            });
+            match simulated {
+                Ok(at) => Estimate::Simulated(at),
+                Err(why) => Estimate::FromLimits {
+                    at: workloads::estimated_start(&live_kueue, workload, cluster.gpus, now),
+                    why,
+                },
+            }
+        }
+    };
     let facts = Facts {
         workload,
         cluster: &cluster.name,
         path: path.as_deref(),
         budget,
         kueue: &live_kueue,
-        gpus: cluster.gpus,
         position,
+        estimate,
         now,
     };
     print(&match format {
@@ -79,6 +111,58 @@ pub fn run(
 /// What the API server says, shown on its line with its control characters visible.
 fn shown(text: &str) -> String {
     controls(text, false).into_owned()
+}
+
+/// The `kueue` simulation policy of the live objects: Fair Sharing on (with the strategies
+/// allot writes) when Kueue reports a weighted share for a ClusterQueue, else Kueue's
+/// defaults (Kueue's own `Configuration` is not read from the cluster).
+fn policy(cluster: &str, resource: &str, objects: &[Value], live: &Kueue) -> Result<Policy, String> {
+    let fair_sharing = live.cluster_queues.iter().any(|q| q.weighted_share.is_some());
+    let configuration = fair_sharing.then(configuration);
+    let given =
+        ClusterObjects { cluster, objects, configuration: configuration.as_ref(), resource, queues: &[] };
+    let setup = simulate::Kueue::new([given]).map_err(|e| format!("Kueue's {e}"))?;
+    Ok(Policy::Kueue(Arc::new(setup)))
+}
+
+/// When a pending workload may be admitted, as allot estimates it.
+enum Estimate {
+    /// By the `kueue` policy, simulated from now (`None`: no estimate).
+    Simulated(Option<i64>),
+    /// From the maximum execution times alone, the objects not simulated (`why`).
+    FromLimits { at: Option<i64>, why: String },
+}
+
+impl Estimate {
+    fn at(&self) -> Option<i64> {
+        match self {
+            Estimate::Simulated(at) | Estimate::FromLimits { at, .. } => *at,
+        }
+    }
+
+    /// The line of the human output.
+    fn line(&self) -> String {
+        let how = match self {
+            Estimate::Simulated(_) => "Kueue's admission and preemption simulated from now on its objects: admitted workloads run to their maximum execution time, else their contract's max-runtime; nothing new arrives".to_string(),
+            Estimate::FromLimits { why, .. } => format!(
+                "every admitted workload runs to its maximum execution time, the workloads ahead of it in its ClusterQueue go first, no preemption; Kueue's objects could not be simulated: {}",
+                shown(why)
+            ),
+        };
+        match (self.at(), self) {
+            (Some(t), _) => format!("  allot: {} ({how})\n", render::time(t)),
+            (None, Estimate::Simulated(_)) => "  allot: no estimate (it waits for something else than GPUs, or could never be admitted, or, as simulated, waits for a workload with no maximum execution time)\n".to_string(),
+            (None, Estimate::FromLimits { .. }) => format!("  allot: no estimate (it waits for something else than GPUs, an admitted workload has no maximum execution time, or it asks for more GPUs than the cluster has; {how})\n"),
+        }
+    }
+
+    /// How it was made, in JSON.
+    fn method(&self) -> &'static str {
+        match self {
+            Estimate::Simulated(_) => "simulated",
+            Estimate::FromLimits { .. } => "maximum_execution_times",
+        }
+    }
 }
 
 /// A Kubernetes object name or namespace (a DNS subdomain).
@@ -96,10 +180,9 @@ struct Facts<'a> {
     path: Option<&'a str>,
     budget: Option<&'a BudgetNow>,
     kueue: &'a Kueue,
-    /// The cluster's GPUs.
-    gpus: u64,
     /// Its position in its ClusterQueue, from Kueue's visibility API.
     position: Option<u64>,
+    estimate: Estimate,
     now: i64,
 }
 
@@ -115,10 +198,6 @@ impl Facts<'_> {
         } else {
             "pending"
         }
-    }
-
-    fn estimate(&self) -> Option<i64> {
-        workloads::estimated_start(self.kueue, self.workload, self.gpus, self.now)
     }
 
     fn text(&self) -> String {
@@ -213,10 +292,7 @@ impl Facts<'_> {
             ));
         }
         out.push_str("\nWhen it may be admitted:\n");
-        out.push_str(&match self.estimate() {
-            Some(t) => format!("  allot: {} (every admitted workload runs to its maximum execution time, the workloads ahead of it in its ClusterQueue go first, no preemption)\n", time(t)),
-            None => "  allot: no estimate (it waits for something else than GPUs, an admitted workload has no maximum execution time, or it asks for more GPUs than the cluster has)\n".to_string(),
-        });
+        out.push_str(&self.estimate.line());
         out.push_str("  Kueue: gives no estimate\n");
         out
     }
@@ -301,7 +377,12 @@ impl Facts<'_> {
                 json!({ "name": c, "members": members })
             }),
             "preemptible": preemptible,
-            "estimated_start": pending.then(|| self.estimate()).flatten(),
+            "estimated_start": pending.then(|| self.estimate.at()).flatten(),
+            "estimated_by": pending.then(|| self.estimate.method()),
+            "estimate_not_simulated": match &self.estimate {
+                Estimate::FromLimits { why, .. } if pending => Some(why.as_str()),
+                _ => None,
+            },
         })
     }
 }

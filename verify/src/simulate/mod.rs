@@ -242,6 +242,25 @@ pub fn simulate_with_runs(
     Ok((simulation, runs))
 }
 
+/// Simulates from a moment on, as [`simulate_with_runs`] does: `running` are jobs already
+/// running then, started at their submission before anything else is scheduled (on their
+/// cluster's nodes best fit; one that finds no room queues), and `queued` the jobs
+/// after them (all in submit order). What a live view's estimate runs: the jobs running
+/// now, with the work left to them, and those waiting.
+pub fn simulate_from(
+    model: &Model,
+    running: Vec<Job>,
+    queued: impl Iterator<Item = Job>,
+    policy: Policy,
+) -> Result<(Simulation, Vec<Run>), AuditError> {
+    let mut runs = Vec::new();
+    let pinned = running.len();
+    let jobs = running.into_iter().chain(queued).map(Ok);
+    let record = &mut |run: &Run| runs.push(run.clone());
+    let simulation = simulated_pinned(model, jobs, policy, false, &mut |_| {}, Some(record), pinned)?;
+    Ok((simulation, runs))
+}
+
 fn simulated(
     model: &Model,
     jobs: impl Iterator<Item = Result<Job, TraceError>>,
@@ -249,6 +268,19 @@ fn simulated(
     skip_bad_rows: bool,
     progress: &mut dyn FnMut(usize),
     on_run: Option<&mut dyn FnMut(&Run)>,
+) -> Result<Simulation, AuditError> {
+    simulated_pinned(model, jobs, policy, skip_bad_rows, progress, on_run, 0)
+}
+
+/// Simulates, the first `pinned` jobs of the trace started as they are submitted.
+fn simulated_pinned(
+    model: &Model,
+    jobs: impl Iterator<Item = Result<Job, TraceError>>,
+    policy: Policy,
+    skip_bad_rows: bool,
+    progress: &mut dyn FnMut(usize),
+    on_run: Option<&mut dyn FnMut(&Run)>,
+    pinned: usize,
 ) -> Result<Simulation, AuditError> {
     let budgets = Budgets::new(model)?;
     let rules = policy.rules();
@@ -278,6 +310,7 @@ fn simulated(
     let mut stream = Stream {
         budgets: &budgets,
         trace: jobs.peekable(),
+        pinned,
         skip_bad_rows,
         progress,
         counts: Counts::default(),
@@ -355,7 +388,10 @@ fn no_jobs_why(read: usize, skipped: usize, not_replayed: usize, unplaceable: us
     }
     let counts = [
         (not_replayed, "without a runtime (never started, or never ended, and no duration)"),
-        (unplaceable, "larger than their cluster or their budget's max-gpus (or, under Kueue, their queue)"),
+        (
+            unplaceable,
+            "larger than their cluster or their budget's max-gpus (or, under Kueue, without a ClusterQueue or larger than theirs)",
+        ),
         (skipped, "skipped as bad rows"),
     ];
     let parts: Vec<String> =
@@ -396,6 +432,9 @@ struct Counts {
 struct Stream<'a, 'p, 'r, I: Iterator<Item = Result<Job, TraceError>>> {
     budgets: &'a Budgets<'a>,
     trace: Peekable<I>,
+    /// The trace's jobs still to read that start as they are submitted (see
+    /// [`simulate_from`]).
+    pinned: usize,
     skip_bad_rows: bool,
     progress: &'p mut dyn FnMut(usize),
     counts: Counts,
@@ -500,6 +539,8 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, '_, '_, I> {
             return Err(AuditError::NotSorted { id: job.id.into(), submit: job.submit, previous });
         }
         self.last_submit = Some(job.submit);
+        let pinned = self.pinned > 0;
+        self.pinned = self.pinned.saturating_sub(1);
         let counts = &mut self.counts;
         counts.read += 1;
         if counts.read.is_multiple_of(65_536) {
@@ -570,6 +611,12 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, '_, '_, I> {
             engine.events.push(Reverse(Due { at: entered, kind: ENTER, job: id, run: 0 }));
         } else {
             state.enqueue(&engine.jobs, id);
+        }
+        if pinned
+            && entered <= now
+            && let Some(placement) = state.pool.place(job.gpus)
+        {
+            engine.start(&*self.rules, state, id, placement, now);
         }
         Ok(())
     }
