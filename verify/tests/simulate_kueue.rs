@@ -562,6 +562,31 @@ proptest! {
             }
             prop_assert!(used.iter().sum::<u64>() <= total, "{used:?} at {at}, quota {total}");
         }
+        // Each preemption is one a rule allows: in its own ClusterQueue, by
+        // withinClusterQueue (a lower priority, or with LowerOrNewerEqualPriority an equal
+        // one submitted later); from another, by reclaimWithinCohort (Any, or a lower
+        // priority), which Fair Sharing's and borrowWithinCohort's preemptions need too.
+        let priority = |contract: usize| [0, 5, 10][contract];
+        for victim in runs.iter().filter(|r| r.preempted()) {
+            let (preemptor, _) = victim.preempted_for.as_ref().unwrap();
+            let (v, p) = (victim.id.parse::<usize>().unwrap(), preemptor.parse::<usize>().unwrap());
+            let (qv, qp) = (queue_of(&victim.id), queue_of(preemptor));
+            let (pv, pp) = (priority(sorted[v].4), priority(sorted[p].4));
+            let (_, _, within, reclaim, _, _, _) = specs[qp];
+            let allowed = match qv == qp {
+                true => match within {
+                    0 => false,
+                    1 => pv < pp,
+                    _ => pv < pp || (pv == pp && sorted[v].2 > sorted[p].2),
+                },
+                false => match reclaim {
+                    0 => false,
+                    1 => pv < pp,
+                    _ => true,
+                },
+            };
+            prop_assert!(allowed, "job {v} (queue {qv}, priority {pv}) preempted for job {p} (queue {qp}, priority {pp}), specs {specs:?}");
+        }
         // Every job replayed finishes once.
         let finished: Vec<&str> = runs.iter().filter(|r| r.ended_by == EndedBy::Finished).map(|r| &*r.id).collect();
         let mut unique = finished.clone();
