@@ -188,10 +188,13 @@ impl State {
                 at = tree.parent(subtree);
             }
         }
+        if !self.fits_without_all(&p, hierarchical.iter().chain(&others).chain(&own)) {
+            return Vec::new();
+        }
         let order = ordering(queue);
-        hierarchical.sort_by(&order);
-        others.sort_by(&order);
-        own.sort_by(&order);
+        hierarchical.sort_unstable_by(&order);
+        others.sort_unstable_by(&order);
+        own.sort_unstable_by(&order);
         let forbidden = preemption.borrow_within_cohort == BorrowWithinCohort::Never;
         let attempts: &[bool] = if (hierarchical.is_empty() && others.is_empty())
             || (forbidden && self.tree.usage(p.node) >= self.tree.nominal(p.node))
@@ -226,6 +229,36 @@ impl State {
             }
         }
         Vec::new()
+    }
+
+    /// Whether the preemptor `p` would fit, borrowing allowed, were every one of
+    /// `candidates` gone: fitting only grows as usage goes, so when it would not, no set of
+    /// them lets it fit and the search is not worth making (most nominations of a busy
+    /// cluster end so).
+    fn fits_without_all<'c>(
+        &mut self,
+        p: &Preemptor,
+        candidates: impl Iterator<Item = &'c Candidate>,
+    ) -> bool {
+        // Each queue's candidates taken out at once.
+        let mut gone = vec![0; self.queues.len()];
+        for c in candidates {
+            gone[c.queue] += c.gpus;
+        }
+        let gone: Vec<(usize, u64)> = gone
+            .into_iter()
+            .enumerate()
+            .filter(|&(_, g)| g > 0)
+            .map(|(q, g)| (self.queues[q].node, g))
+            .collect();
+        for &(node, gpus) in &gone {
+            self.tree.remove(node, gpus);
+        }
+        let fits = p.gpus as i64 <= self.tree.cq_available(p.node);
+        for &(node, gpus) in &gone {
+            self.tree.add(node, gpus);
+        }
+        fits
     }
 
     /// Adds to `into` the workloads of the queues above their quota under `cohort`, skipping
@@ -389,7 +422,6 @@ impl State {
             let allows =
                 |priority, place| self.within_allows(&p, priority, place).then_some(Variant::WithinQueue);
             self.candidates_of(engine, cluster, queue, allows, None, &mut own);
-            own.sort_by(&order);
             by_queue[queue] = own.into();
         }
         let root = self.queues[queue].root;
@@ -405,9 +437,14 @@ impl State {
                 let allows =
                     |priority, _| self.reclaim_allows(&p, priority).then_some(Variant::HierarchicalReclaim);
                 self.candidates_of(engine, cluster, other, allows, None, &mut found);
-                found.sort_by(&order);
                 *candidates = found.into();
             }
+        }
+        if !self.fits_without_all(&p, by_queue.iter().flatten()) {
+            return Vec::new();
+        }
+        for candidates in &mut by_queue {
+            candidates.make_contiguous().sort_unstable_by(&order);
         }
         self.tree.add(p.node, p.gpus);
         // Whether it fits, borrowing allowed, its own request taken out again (file:
