@@ -509,6 +509,37 @@ fn job_spec() -> impl Strategy<Value = JobSpec> {
     (0usize..3, 1u32..9, 0i64..3000, 1i64..2000, 0usize..3, proptest::option::of(0usize..3))
 }
 
+/// Fair Sharing's configuration for `fair` (one of three strategy lists), none without.
+fn random_fair_sharing(fair: Option<usize>) -> Option<Value> {
+    let strategies: [&[&str]; 3] = [
+        &["LessThanOrEqualToFinalShare"],
+        &["LessThanInitialShare"],
+        &["LessThanOrEqualToFinalShare", "LessThanInitialShare"],
+    ];
+    fair.map(|f| fair_sharing(strategies[f]))
+}
+
+/// The jobs of `raw` in submit order (each named by its index in it).
+fn random_jobs(raw: &[JobSpec]) -> (Vec<JobSpec>, Vec<Job>) {
+    let mut sorted = raw.to_vec();
+    sorted.sort_by_key(|j| j.2);
+    let jobs = sorted
+        .iter()
+        .enumerate()
+        .map(|(i, &(p, gpus, submit, runtime, contract, queue))| Job {
+            queue: queue.map_or("", |q| ["a", "b", "c"][q]).into(),
+            ..job(i, ["a", "b", "c"][p], gpus, submit, runtime, ["batch", "mid", "high"][contract])
+        })
+        .collect();
+    (sorted, jobs)
+}
+
+/// Each job's ClusterQueue (an index of a, b, c): the one it names, else its budget's.
+fn queue_of(sorted: &[JobSpec], id: &str) -> usize {
+    let (p, _, _, _, _, queue) = sorted[id.parse::<usize>().unwrap()];
+    queue.unwrap_or(p)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
     #[test]
@@ -520,28 +551,10 @@ proptest! {
         raw in proptest::collection::vec(job_spec(), 1..40),
     ) {
         let objects = random_setup(cohort_quota, &specs, nested);
-        let strategies: [&[&str]; 3] = [
-            &["LessThanOrEqualToFinalShare"],
-            &["LessThanInitialShare"],
-            &["LessThanOrEqualToFinalShare", "LessThanInitialShare"],
-        ];
-        let configuration = fair.map(|f| fair_sharing(strategies[f]));
-        let mut sorted = raw.clone();
-        sorted.sort_by_key(|j| j.2);
-        let jobs: Vec<Job> = sorted
-            .iter()
-            .enumerate()
-            .map(|(i, &(p, gpus, submit, runtime, contract, queue))| Job {
-                queue: queue.map_or("", |q| ["a", "b", "c"][q]).into(),
-                ..job(i, ["a", "b", "c"][p], gpus, submit, runtime, ["batch", "mid", "high"][contract])
-            })
-            .collect();
-        // Each job's ClusterQueue: the one it names, else its budget's.
-        let queue_of = |id: &str| {
-            let (p, _, _, _, _, queue) = sorted[id.parse::<usize>().unwrap()];
-            queue.unwrap_or(p)
-        };
-        let simulated = simulate_with_runs(&model(MODEL), jobs.iter().cloned().map(Ok), kueue(objects, configuration), false);
+        let (sorted, jobs) = random_jobs(&raw);
+        let queue_of = |id: &str| queue_of(&sorted, id);
+        let policy = kueue(objects, random_fair_sharing(fair));
+        let simulated = simulate_with_runs(&model(MODEL), jobs.iter().cloned().map(Ok), policy, false);
         let (sim, runs) = match simulated {
             // Every job was larger than its queue could hold.
             Err(AuditError::NoJobs(_)) => return Ok(()),
@@ -603,6 +616,64 @@ proptest! {
         let borrows_by_preempting = specs.iter().any(|&(_, _, _, reclaim, borrow, _, _)| borrow && reclaim > 0);
         if fair.is_none() && !borrows_by_preempting {
             prop_assert_eq!(sim.stalled, 0);
+        }
+    }
+}
+
+// Victims are minimal: each is needed. On flat setups without borrowing limits, a
+// ClusterQueue may use what the whole quota (the cohort's and every nominal quota, all of it
+// lendable) leaves: Kueue's available GPUs of a ClusterQueue are then the total quota less
+// all usage. At each instant where one preemptor evicts victims, and nothing else starts or
+// is evicted, the usage just before is what ran across the instant plus the victims: with
+// every victim gone the preemptor fits, and with any one of them back it does not (or, where
+// classical preemption tried first not to borrow, its queue would then borrow).
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    #[test]
+    fn each_victim_is_needed(
+        cohort_quota in 0u64..6,
+        specs in proptest::collection::vec(queue_spec(), 3),
+        fair in proptest::option::of(0usize..3),
+        raw in proptest::collection::vec(job_spec(), 1..40),
+    ) {
+        let specs: Vec<QueueSpec> = specs.into_iter().map(|(n, _, w, r, b, s, f)| (n, None, w, r, b, s, f)).collect();
+        let objects = random_setup(cohort_quota, &specs, false);
+        let (sorted, jobs) = random_jobs(&raw);
+        let queue_of = |id: &str| queue_of(&sorted, id);
+        let policy = kueue(objects, random_fair_sharing(fair));
+        let (_, runs) = match simulate_with_runs(&model(MODEL), jobs.iter().cloned().map(Ok), policy, false) {
+            Err(AuditError::NoJobs(_)) => return Ok(()),
+            other => other.unwrap(),
+        };
+        let quota = cohort_quota + specs.iter().map(|s| s.0).sum::<u64>();
+        let mut instants: Vec<i64> = runs.iter().filter(|r| r.preempted()).map(|r| r.end).collect();
+        instants.dedup();
+        for t in instants {
+            let victims: Vec<&Run> = runs.iter().filter(|r| r.preempted() && r.end == t).collect();
+            let preemptor = &victims[0].preempted_for.as_ref().unwrap().0;
+            let alone = victims.iter().all(|v| v.preempted_for.as_ref().unwrap().0 == *preemptor && v.start < t);
+            let starts_else = runs.iter().any(|r| r.start == t && r.id != *preemptor);
+            if !alone || starts_else {
+                continue;
+            }
+            let p = sorted[preemptor.parse::<usize>().unwrap()];
+            let (pq, pgpus) = (queue_of(preemptor), u64::from(p.1));
+            let across: Vec<&Run> = runs.iter().filter(|r| r.start < t && r.end > t).collect();
+            let used = |q: Option<usize>| -> u64 {
+                across.iter().chain(&victims).filter(|r| q.is_none_or(|q| queue_of(&r.id) == q)).map(|r| u64::from(r.gpus)).sum()
+            };
+            let freed: u64 = victims.iter().map(|v| u64::from(v.gpus)).sum();
+            let freed_own: u64 = victims.iter().filter(|v| queue_of(&v.id) == pq).map(|v| u64::from(v.gpus)).sum();
+            let (total, own, nominal) = (used(None), used(Some(pq)), specs[pq].0);
+            prop_assert!(total - freed + pgpus <= quota, "at {t} job {preemptor} does not fit with its victims gone");
+            let within_after = own - freed_own + pgpus <= nominal;
+            for v in &victims {
+                let back = u64::from(v.gpus);
+                let own_back = if queue_of(&v.id) == pq { back } else { 0 };
+                let needed = total - freed + back + pgpus > quota
+                    || (fair.is_none() && within_after && own - freed_own + own_back + pgpus > nominal);
+                prop_assert!(needed, "at {t}, job {} is not needed for job {preemptor}: victims {:?}", v.id, victims.iter().map(|v| &*v.id).collect::<Vec<_>>());
+            }
         }
     }
 }
