@@ -5,7 +5,6 @@
 //! server serves it. Nothing is ever written.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use allot_compiler::escape::controls;
 use allot_compiler::ir::{Cluster, KubernetesBinding, KubernetesScheduler, Model};
@@ -16,6 +15,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::Value;
 
 use crate::exit::Error;
+use crate::timeout;
 
 const GROUP: &str = "kueue.x-k8s.io";
 const VERSION: &str = "v1beta2";
@@ -134,8 +134,10 @@ impl Connection {
             .build()
             .map_err(|e| Error::failed(format!("cannot start the Kubernetes client: {e}")))?;
         let mut config = runtime.block_on(config(context)).map_err(Error::failed)?;
-        config.connect_timeout = Some(Duration::from_secs(10));
-        config.read_timeout = Some(Duration::from_secs(60));
+        // Each request is bounded as a whole (`within`); the client's own bounds are the
+        // safety net behind it.
+        config.connect_timeout = Some(timeout::read() * 2);
+        config.read_timeout = Some(timeout::read() * 2);
         let server = shown(&config.cluster_url.to_string());
         let client = {
             let _entered = runtime.enter();
@@ -164,7 +166,7 @@ impl Connection {
             if let Some(token) = &token {
                 params = params.continue_token(token);
             }
-            let page = self.runtime.block_on(api.list(&params)).map_err(|e| self.failed(kind, e))?;
+            let page = self.within(api.list(&params), kind.plural)?.map_err(|e| self.failed(kind, e))?;
             count += page.items.len();
             if count > MAX_OBJECTS {
                 return Err(too_many());
@@ -203,8 +205,22 @@ impl Connection {
         let gvk = GroupVersionKind::gvk("visibility.kueue.x-k8s.io", VERSION, "ClusterQueue");
         let resource = ApiResource::from_gvk_with_plural(&gvk, "clusterqueues");
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
-        let summary = self.runtime.block_on(api.get_subresource("pendingworkloads", cluster_queue)).ok()?;
+        let summary =
+            self.within(api.get_subresource("pendingworkloads", cluster_queue), "positions").ok()?.ok()?;
         Some(workloads::positions(&summary.data))
+    }
+
+    /// What `request` answers, within the read bound (`--timeout`); past it, an error naming
+    /// what was asked (`what`), the bound and the server.
+    fn within<T>(&self, request: impl Future<Output = T>, what: &str) -> Result<T, Error> {
+        let bound = timeout::read();
+        self.runtime.block_on(async { tokio::time::timeout(bound, request).await }).map_err(|_| {
+            Error::failed(format!(
+                "the API server at {} did not answer the request for {what} within {}: is it up and reachable? A slow one may be given longer with --timeout",
+                self.server,
+                timeout::shown(bound)
+            ))
+        })
     }
 
     /// What a failed list means, in words.

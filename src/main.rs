@@ -16,6 +16,7 @@ mod read;
 mod saved_plan;
 mod simulation;
 mod slurm;
+mod timeout;
 mod traces;
 
 use std::io::ErrorKind;
@@ -36,6 +37,11 @@ struct Cli {
     /// How diagnostics are shown [default: fancy on a terminal, plain otherwise or when CI is set].
     #[arg(long, global = true, value_enum)]
     diagnostics: Option<diagnostics::Format>,
+    /// How long to wait for each read of a live system (a Slurm command, a request to the
+    /// Kubernetes API server) before stopping it with an error; writes (a Slurm load, an
+    /// apply's commands) get ten times as long [default: 30s].
+    #[arg(long, global = true, value_name = "DURATION")]
+    timeout: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -89,7 +95,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let format = cli.diagnostics.unwrap_or_else(diagnostics::Format::detect);
-    match run(cli.command, format) {
+    match timeout::set(cli.timeout.as_deref()).and_then(|()| run(cli.command, format)) {
         Ok(exit) => exit.into(),
         Err(Error::Io(e)) if e.kind() == ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {

@@ -2,11 +2,13 @@
 //! list, never through a shell, their output read within a bound: the live association tree
 //! (`sacctmgr dump`) and QOS (`sacctmgr show qos`), the queue (`squeue`), the partitions
 //! (`scontrol show partition`), the usage (`sshare`), the jobs' accounting (`sacct`); and a
-//! plan applied (`sacctmgr load` of a flat
-//! file, and commands).
+//! plan applied (`sacctmgr load` of a flat file, and commands). Each runs within a bound in
+//! time ([`timeout`](crate::timeout)): past it, the command is killed and the error names it,
+//! the bound, and what to check.
 
 use std::io::{Read, Write};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
 
 use allot_targets::slurm::fair_tree::{FairTree, SiblingOrder};
 use allot_targets::slurm::qos::SHOW_FORMAT;
@@ -14,7 +16,10 @@ use allot_targets::slurm::tree::MAX_DUMP_BYTES;
 use allot_targets::slurm::tree::Tree;
 use allot_targets::slurm::usage::Usage;
 
+use wait_timeout::ChildExt;
+
 use crate::exit::Error;
+use crate::timeout;
 
 const SACCTMGR: &str = "sacctmgr";
 
@@ -40,7 +45,7 @@ pub fn live_cluster(clusters: &[String], named: Option<&str>) -> Result<String, 
 pub fn dump(cluster: &str) -> Result<String, Error> {
     let what = format!("sacctmgr dump {cluster}");
     // The dump echoes every line to standard error: it is not kept.
-    let read = Reading { program: SACCTMGR, what: &what, to: "read the live associations", errors: false };
+    let read = Reading::new(SACCTMGR, &what, "read the live associations", false);
     let text = read.output(&["dump", cluster, "file=/dev/stdout"])?;
     if !text.lines().any(|l| l.starts_with("Cluster - ")) {
         return Err(Error::failed(format!(
@@ -53,8 +58,7 @@ pub fn dump(cluster: &str) -> Result<String, Error> {
 /// The live QOS, as `sacctmgr -n -P show qos format=`[`SHOW_FORMAT`] lists them.
 pub fn show_qos() -> Result<String, Error> {
     let format = format!("format={SHOW_FORMAT}");
-    let read =
-        Reading { program: SACCTMGR, what: "sacctmgr show qos", to: "read the live QOS", errors: true };
+    let read = Reading::new(SACCTMGR, "sacctmgr show qos", "read the live QOS", true);
     read.output(&["-n", "-P", "show", "qos", &format])
 }
 
@@ -62,7 +66,7 @@ pub fn show_qos() -> Result<String, Error> {
 /// lists them (times in epoch seconds).
 fn squeue(cluster: &str) -> Result<String, Error> {
     let clusters = format!("--clusters={cluster}");
-    let read = Reading { program: "squeue", what: "squeue", to: "read the live queue", errors: true };
+    let read = Reading::new("squeue", "squeue", "read the live queue", true);
     read.output(&[
         "--noheader",
         "--all",
@@ -83,12 +87,7 @@ pub fn queue(cluster: &str) -> Result<Vec<allot_verify::squeue::QueuedJob>, Erro
 /// them.
 pub fn partitions(cluster: &str) -> Result<Vec<String>, Error> {
     let clusters = format!("--clusters={cluster}");
-    let read = Reading {
-        program: "scontrol",
-        what: "scontrol show partition",
-        to: "read the live partitions",
-        errors: true,
-    };
+    let read = Reading::new("scontrol", "scontrol show partition", "read the live partitions", true);
     let text = read.output(&[&clusters, "--oneliner", "show", "partition"])?;
     Ok(text.split_whitespace().filter_map(|w| w.strip_prefix("PartitionName=")).map(str::to_string).collect())
 }
@@ -97,7 +96,7 @@ pub fn partitions(cluster: &str) -> Result<Vec<String>, Error> {
 /// (`account,user,raw_usage`) from `sshare -a -P -n -o account,user,rawusage`.
 pub fn sshare_usage(cluster: &str) -> Result<String, Error> {
     let clusters = format!("--clusters={cluster}");
-    let read = Reading { program: "sshare", what: "sshare", to: "read the live usage", errors: true };
+    let read = Reading::new("sshare", "sshare", "read the live usage", true);
     let text = read.output(&["-a", "-P", "-n", &clusters, "-o", "account,user,rawusage"])?;
     // Slurm's names hold no comma: `|` becomes the usage file's separator.
     Ok(text
@@ -119,7 +118,7 @@ pub fn fair_tree(cluster: &str, live_tree: &Tree) -> Result<FairTree, Error> {
 /// `JobID|State|Account|QOS|Submit|Start|End|AllocTRES` (its last run), if anything.
 pub fn sacct_job(cluster: &str, id: &str) -> Result<Option<String>, Error> {
     let clusters = format!("--clusters={cluster}");
-    let read = Reading { program: "sacct", what: "sacct", to: "read the job's accounting", errors: true };
+    let read = Reading::new("sacct", "sacct", "read the job's accounting", true);
     let text = read.output(&[
         "-j",
         id,
@@ -139,8 +138,8 @@ pub const MAX_SACCT_BYTES: u64 = 2 << 30;
 /// The jobs of the Slurm `clusters` over the last `seconds`, as `sacct --parsable2` lists
 /// them with the columns the verifier reads (every run of a requeued job on its own row),
 /// written to `out`.
-pub fn sacct_since(clusters: &[String], seconds: u64, out: &mut impl Write) -> Result<(), Error> {
-    let read = Reading { program: "sacct", what: "sacct", to: "read the live trace", errors: true };
+pub fn sacct_since(clusters: &[String], seconds: u64, out: &mut (impl Write + Send)) -> Result<(), Error> {
+    let read = Reading::new("sacct", "sacct", "read the live trace", true);
     let since = format!("--starttime=now-{seconds}seconds");
     let clusters = format!("--clusters={}", clusters.join(","));
     read.output_to(
@@ -168,9 +167,16 @@ struct Reading<'a> {
     to: &'a str,
     /// Whether its standard error says what went wrong (and is kept, up to [`MAX_SAID`]).
     errors: bool,
+    /// How long it may take.
+    bound: Duration,
 }
 
-impl Reading<'_> {
+impl<'a> Reading<'a> {
+    /// A read of `program`'s output, bounded by `--timeout`.
+    fn new(program: &'a str, what: &'a str, to: &'a str, errors: bool) -> Reading<'a> {
+        Reading { program, what, to, errors, bound: timeout::read() }
+    }
+
     /// What the command writes on standard output (at most [`MAX_DUMP_BYTES`]), with times
     /// as epoch seconds.
     fn output(&self, arguments: &[&str]) -> Result<String, Error> {
@@ -181,7 +187,7 @@ impl Reading<'_> {
 
     /// Copies what the command writes on standard output into `out` (at most `limit`
     /// bytes), with times as epoch seconds.
-    fn output_to(&self, arguments: &[&str], out: &mut impl Write, limit: u64) -> Result<(), Error> {
+    fn output_to(&self, arguments: &[&str], out: &mut (impl Write + Send), limit: u64) -> Result<(), Error> {
         let what = self.what;
         let mut child = Command::new(self.program)
             .args(arguments)
@@ -191,15 +197,21 @@ impl Reading<'_> {
             .stderr(if self.errors { Stdio::piped() } else { Stdio::null() })
             .spawn()
             .map_err(|e| missing(self.program, e, self.to))?;
-        let said = child.stderr.take().map(|stderr| std::thread::spawn(move || said(stderr)));
+        let stderr = child.stderr.take();
         let stdout = child.stdout.take().expect("piped");
-        let copied = std::io::copy(&mut stdout.take(limit + 1), out);
-        if !matches!(copied, Ok(n) if n <= limit) {
-            // It would wait for the rest to be read.
-            let _ = child.kill();
-        }
-        let status = child.wait()?;
-        let said = said.and_then(|thread| thread.join().ok()).unwrap_or_default();
+        // Its output is read while it runs, and it is waited for within the bound.
+        let (status, copied, said) = std::thread::scope(|scope| {
+            let said = stderr.map(|stderr| scope.spawn(move || said(stderr)));
+            let copied = scope.spawn(move || {
+                // Past the limit its output is no longer read: the pipe closes and it stops.
+                std::io::copy(&mut stdout.take(limit + 1), out)
+            });
+            let status = wait_within(&mut child, self.bound);
+            let copied = copied.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            let said = said.and_then(|thread| thread.join().ok()).unwrap_or_default();
+            (status, copied, said)
+        });
+        let status = status.map_err(|e| e.named(what))?;
         let copied = copied.map_err(|e| Error::failed(format!("{what}: {e}")))?;
         if copied > limit {
             return Err(Error::failed(format!("{what}: more than {limit} bytes, more than allot reads")));
@@ -245,13 +257,57 @@ pub fn run(arguments: &[String]) -> Result<(), Error> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| missing(SACCTMGR, e, "apply the plan"))?;
-    let said = said(child.stderr.take().expect("piped"));
-    let status = child.wait()?;
+    let stderr = child.stderr.take().expect("piped");
+    let (status, said) = std::thread::scope(|scope| {
+        let said = scope.spawn(move || said(stderr));
+        let status = wait_within(&mut child, timeout::write());
+        (status, said.join().unwrap_or_default())
+    });
+    let what = format!("sacctmgr {}", arguments.first().map_or("", String::as_str));
+    let status = status.map_err(|e| e.named(&what))?;
     if status.success() {
         return Ok(());
     }
     let said = if said.is_empty() { "nothing on standard error".to_string() } else { said };
     Err(Error::failed(format!("{said} ({status})")))
+}
+
+/// Why a command did not end well: it ran past its bound (and was killed), or waiting for it
+/// failed.
+enum Waited {
+    TimedOut(Duration),
+    Failed(std::io::Error),
+}
+
+impl Waited {
+    /// The error, naming the command as `what`.
+    fn named(self, what: &str) -> Error {
+        match self {
+            Waited::TimedOut(bound) => Error::failed(format!(
+                "{what} did not finish within {}: allot stopped it\n  is Slurm's controller (slurmctld) or database (slurmdbd) up and answering (`scontrol ping`, `sacctmgr show stats`)? A slow one may be given longer with --timeout",
+                timeout::shown(bound)
+            )),
+            Waited::Failed(e) => Error::failed(format!("{what}: waiting for it failed: {e}")),
+        }
+    }
+}
+
+/// Waits for `child` for at most `bound`; past it, kills it (it is reaped, so that no process
+/// is left behind).
+fn wait_within(child: &mut Child, bound: Duration) -> Result<ExitStatus, Waited> {
+    match child.wait_timeout(bound) {
+        Ok(Some(status)) => Ok(status),
+        Ok(None) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(Waited::TimedOut(bound))
+        }
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(Waited::Failed(e))
+        }
+    }
 }
 
 /// The most of a failed command's standard error that is kept.

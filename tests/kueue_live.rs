@@ -292,7 +292,10 @@ fn status_and_explain_read_a_live_kueue() {
     // until beta's workloads end at their maximum execution time; z-first takes 4 then,
     // a-second the rest.
     assert_eq!(explain["estimated_start"].as_i64(), Some(admitted + 600));
-    assert_eq!((&explain["estimated_by"], &explain["estimate_not_simulated"]), (&json!("simulated"), &Value::Null));
+    assert_eq!(
+        (&explain["estimated_by"], &explain["estimate_not_simulated"]),
+        (&json!("simulated"), &Value::Null)
+    );
     assert_eq!(explain["position"], Value::Null, "the test server serves no visibility API");
     // Its place in its cohort: alpha borrows nothing, beta's Cohort the most.
     let members: Vec<(&str, &Value)> = explain["cohort"]["members"]
@@ -371,4 +374,39 @@ fn status_and_explain_read_a_live_kueue() {
     std::fs::write(&elsewhere, text).unwrap();
     let (code, _, err) = allot(&elsewhere, &["status", repo, "--live", "kueue"]);
     assert!(code != 0 && err.contains("cannot reach the API server at https://127.0.0.1:27440/"), "{err}");
+}
+
+#[test]
+fn an_api_server_that_does_not_answer_is_given_up_at_the_bound() {
+    // A server that takes connections and never answers (nor finishes the TLS handshake).
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            held.push(stream);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("allot.kdl"), BUDGETS).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{port}\n    insecure-skip-tls-verify: true\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"
+        ),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let (code, _, err) =
+        allot(&kubeconfig, &["status", dir.path().to_str().unwrap(), "--live", "kueue", "--timeout", "1s"]);
+    let took = started.elapsed();
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "the API server at https://127.0.0.1:{port}/ did not answer the request for clusterqueues within 1 s"
+        )),
+        "{err}"
+    );
+    assert!(took < std::time::Duration::from_secs(20), "took {took:?}");
 }

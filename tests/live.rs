@@ -166,6 +166,27 @@ impl Fake {
     }
 }
 
+#[test]
+fn a_slurm_command_that_does_not_answer_is_stopped_at_the_bound() {
+    // squeue hangs (as it does while slurmctld is stopped): status ends with an error naming
+    // it and the bound, well before the stand-in would have ended.
+    let fake = Fake::new();
+    common::stand_ins(fake.dir.path(), &[("squeue", "#!/bin/sh\nexec sleep 60\n")]);
+    let started = std::time::Instant::now();
+    let (code, stdout, stderr) = fake.allot(&["status", "--live", "slurm", "--timeout", "1s"]);
+    let took = started.elapsed();
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    contains(
+        &stderr,
+        &["error: squeue did not finish within 1 s: allot stopped it", "scontrol ping", "--timeout"],
+    );
+    assert!(took < std::time::Duration::from_secs(20), "took {took:?}");
+    // A bound that is no duration is refused before anything runs.
+    let (code, _, stderr) = fake.allot(&["status", "--live", "slurm", "--timeout", "soon"]);
+    assert_eq!(code, 1);
+    contains(&stderr, &["--timeout soon: not a duration of a second or more"]);
+}
+
 fn contains(text: &str, wanted: &[&str]) {
     for line in wanted {
         assert!(text.contains(line), "no {line:?} in\n{text}");

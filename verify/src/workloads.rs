@@ -1032,22 +1032,29 @@ mod tests {
             cq("a"),
             cq("b"),
         ];
-        let given = ClusterObjects { cluster: "c", objects: &objects, configuration: None, resource: gpu, queues: &[] };
-        let policy = crate::simulate::Policy::Kueue(Arc::new(Setup::new([given]).unwrap()));
-        let w = |name: &str, queue: &str, created: i64, reserved_at: Option<i64>, max: Option<i64>| Workload {
-            namespace: "ns".into(),
-            name: name.into(),
-            uid: name.into(),
-            cluster_queue: Some(queue.into()),
-            gpus: 4,
-            created,
-            queued_at: created,
-            reserved_at,
-            admitted_at: reserved_at,
-            active: true,
-            max_execution: max,
-            ..Workload::default()
+        let given = ClusterObjects {
+            cluster: "c",
+            objects: &objects,
+            configuration: None,
+            resource: gpu,
+            queues: &[],
         };
+        let policy = crate::simulate::Policy::Kueue(Arc::new(Setup::new([given]).unwrap()));
+        let w =
+            |name: &str, queue: &str, created: i64, reserved_at: Option<i64>, max: Option<i64>| Workload {
+                namespace: "ns".into(),
+                name: name.into(),
+                uid: name.into(),
+                cluster_queue: Some(queue.into()),
+                gpus: 4,
+                created,
+                queued_at: created,
+                reserved_at,
+                admitted_at: reserved_at,
+                active: true,
+                max_execution: max,
+                ..Workload::default()
+            };
         let kueue = Kueue {
             workloads: vec![
                 w("b1", "b", 0, Some(0), Some(1000)),
