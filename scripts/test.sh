@@ -28,4 +28,14 @@ fi
 cargo fmt --all --check
 # The micro-benchmarks are not built by `cargo test`: check that they still compile.
 cargo check --locked -p allot-bench --benches
-cargo test --workspace --locked --no-fail-fast "$@"
+# cargo-nextest runs the suites side by side (.config/nextest.toml: the real-Slurm ones one
+# at a time beside the others), which saves the minutes the other suites would add after
+# them; without it, cargo test runs them one after another. Arguments go to either.
+if cargo nextest --version >/dev/null 2>&1; then
+    cargo nextest run --workspace --locked --no-fail-fast "$@"
+    # nextest does not run doctests.
+    cargo test --workspace --locked --doc
+else
+    echo "==> cargo-nextest is missing: cargo test runs the suites one after another (a few minutes longer)"
+    cargo test --workspace --locked --no-fail-fast "$@"
+fi
