@@ -2,6 +2,7 @@
 //! ([`commands`]). The commands do the I/O, the rendering and choose the exit status
 //! ([`exit`], documented in docs/cli.md); the libraries do the rest.
 
+mod apply_lock;
 mod budgets;
 mod commands;
 mod diagnostics;

@@ -55,11 +55,22 @@ pub fn dump(cluster: &str) -> Result<String, Error> {
     Ok(text)
 }
 
-/// The live QOS, as `sacctmgr -n -P show qos format=`[`SHOW_FORMAT`] lists them.
+/// The live QOS, as `sacctmgr -n -P show qos format=`[`SHOW_FORMAT`] lists them, but for
+/// allot's apply lock ([`apply_lock::NAME`](crate::apply_lock::NAME)), which is no
+/// configuration.
 pub fn show_qos() -> Result<String, Error> {
     let format = format!("format={SHOW_FORMAT}");
     let read = Reading::new(SACCTMGR, "sacctmgr show qos", "read the live QOS", true);
-    read.output(&["-n", "-P", "show", "qos", &format])
+    let text = read.output(&["-n", "-P", "show", "qos", &format])?;
+    let lock = format!("{}|", crate::apply_lock::NAME);
+    Ok(text.lines().filter(|line| !line.starts_with(&lock)).flat_map(|line| [line, "\n"]).collect())
+}
+
+/// The description of QOS `name`, if Slurm has it.
+pub fn qos_description(name: &str) -> Result<Option<String>, Error> {
+    let read = Reading::new(SACCTMGR, "sacctmgr show qos", "read the apply lock", true);
+    let text = read.output(&["-n", "-P", "show", "qos", name, "format=name,description"])?;
+    Ok(text.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix('|')).map(str::to_string))
 }
 
 /// The jobs of `cluster` running and pending now, as `squeue -O `[`FORMAT`](allot_verify::squeue::FORMAT)

@@ -13,14 +13,24 @@ mod common;
 use common::root;
 
 /// The stand-in: `dump CLUSTER file=/dev/stdout` prints the state's dump.cfg, `-n -P show
-/// qos ...` its qos.txt; `-i ARGS` fails when one argument is $FAKE_SACCTMGR_FAIL, else
-/// records ARGS (one per line, then an empty line; for `load file=F`, `load` and the lines of
-/// F) and, the first time, puts the state's after.cfg and after-qos.txt in place of the dump
-/// and the QOS.
+/// qos ...` its qos.txt; the apply lock (QOS `allot-apply-lock`) is the state's file lock,
+/// added (refused when it exists), shown and deleted as sacctmgr does; `-i ARGS` fails when
+/// one argument is $FAKE_SACCTMGR_FAIL, else records ARGS (one per line, then an empty line;
+/// for `load file=F`, `load` and the lines of F) and, the first time, puts the state's
+/// after.cfg and after-qos.txt in place of the dump and the QOS.
 const FAKE: &str = r#"#!/bin/sh
 state="$FAKE_SACCTMGR_STATE"
 if [ "$1" = dump ]; then cat "$state/dump.cfg"; exit 0; fi
+if [ "$1 $2 $3 $4 $5" = "-n -P show qos allot-apply-lock" ]; then
+    if [ -f "$state/lock" ]; then printf 'allot-apply-lock|%s\n' "$(cat "$state/lock")"; fi
+    exit 0
+fi
 if [ "$1 $2 $3 $4" = "-n -P show qos" ]; then cat "$state/qos.txt"; exit 0; fi
+if [ "$1 $2 $3 $4" = "-i add qos allot-apply-lock" ]; then
+    if [ -f "$state/lock" ]; then echo " Nothing new added."; exit 1; fi
+    printf '%s' "${5#description=}" > "$state/lock"; exit 0
+fi
+if [ "$1 $2 $3 $4" = "-i delete qos allot-apply-lock" ]; then rm -f "$state/lock"; exit 0; fi
 shift
 if [ -n "${FAKE_SACCTMGR_FAIL:-}" ] && printf '%s\n' "$@" | grep -qxF -- "$FAKE_SACCTMGR_FAIL"; then
     echo " Problem adding: $*" >&2
@@ -238,12 +248,44 @@ fn apply_runs_the_plan_in_order_then_checks_that_nothing_is_left() {
     assert_eq!(fake.log(), calls(&plan), "the QOS, the load, then the deletion, in the plan's order");
     // 62 floors and 4 other QOS added, 3 preemption lists, the load, the deletion.
     assert!(stdout.contains("Apply complete in 71 sacctmgr calls"), "{stdout}");
+    assert!(!fake.path("lock").exists(), "the apply released its lock");
 
     // Applied again: the live tree is no longer the one it was made against.
     let (status, _, stderr) = fake.apply(&file, None);
     assert_eq!(status, 1);
     assert!(stderr.contains("changed since the plan was made: nothing was applied"), "{stderr}");
     assert_eq!(fake.log().len(), calls(&plan).len(), "nothing more ran");
+}
+
+#[test]
+fn a_second_apply_is_refused_while_another_holds_the_lock() {
+    let fake = Fake::new();
+    let file = fake.path("plan.json");
+    fake.plan(&file);
+    // Another administrator's apply, on another machine, holds the lock.
+    let holder = "allot apply lock: bob@adm2 pid 4242 since 1764700000";
+    std::fs::write(fake.path("lock"), holder).unwrap();
+    let (status, _, stderr) = fake.apply(&file, None);
+    assert_eq!(status, 1);
+    assert!(
+        stderr.contains(&format!("another apply holds this Slurm's apply lock (QOS allot-apply-lock: {holder}): nothing was applied")),
+        "{stderr}"
+    );
+    assert!(fake.log().is_empty(), "nothing ran");
+    assert_eq!(std::fs::read_to_string(fake.path("lock")).unwrap(), holder, "the other's lock is left alone");
+    // With --break-lock it is taken over, and released at the end.
+    let (_, _, stderr) =
+        fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve", "--break-lock"], None);
+    assert!(stderr.contains(&format!("allot: taking over the apply lock left by {holder}")), "{stderr}");
+    assert!(!fake.log().is_empty(), "the plan ran");
+    assert!(!fake.path("lock").exists(), "released");
+    // A QOS of that name that allot did not make is never deleted.
+    std::fs::write(fake.path("lock"), "the site's own").unwrap();
+    let (status, _, stderr) =
+        fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve", "--break-lock"], None);
+    assert_eq!(status, 1);
+    assert!(stderr.contains("Slurm has a QOS allot-apply-lock that allot did not make"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(fake.path("lock")).unwrap(), "the site's own");
 }
 
 #[test]

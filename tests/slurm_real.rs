@@ -501,12 +501,48 @@ fn apply_a_saved_plan(example: &Path, cluster: &str, work: &Path) {
 
     let planned = plan_live(Some(&saved));
     assert_eq!(planned.status.code(), Some(2), "{}", String::from_utf8_lossy(&planned.stderr));
+
+    // Another administrator's apply holds the lock (a QOS Slurm's database holds): refused
+    // at once, its holder named, nothing applied.
+    let lock = "allot-apply-lock";
+    let holder = "allot apply lock: bob@adm2 pid 4242 since 1764700000";
+    ok("sacctmgr", &["-i", "add", "qos", lock, &format!("description={holder}")]);
+    let held = apply();
+    let said = String::from_utf8_lossy(&held.stderr);
+    assert_eq!(held.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&format!("another apply holds this Slurm's apply lock (QOS {lock}: {holder})"))
+            && said.contains("nothing was applied")
+            && said.contains("--break-lock"),
+        "{said}"
+    );
+    assert_eq!(plan_live(None).status.code(), Some(2), "the plan is still to apply");
+    // One left on this host by a process that is gone is taken over; the apply releases it.
+    ok("sacctmgr", &["-i", "delete", "qos", lock]);
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_ascii_lowercase();
+    ok(
+        "sacctmgr",
+        &[
+            "-i",
+            "add",
+            "qos",
+            lock,
+            &format!("description=allot apply lock: root@{host} pid 4294967295 since 1"),
+        ],
+    );
     let started = std::time::Instant::now();
     let applied = apply();
     let took = started.elapsed();
+    let said = String::from_utf8_lossy(&applied.stderr);
+    assert!(said.contains("allot: taking over the apply lock left by allot apply lock: root@"), "{said}");
     assert_applied(&applied, &plan_live(None));
+    let left = std::process::Command::new("sacctmgr")
+        .args(["-n", "-P", "show", "qos", lock, "format=name"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&left.stdout).trim(), "", "the apply released its lock");
     eprintln!(
-        "{cluster}: a saved plan refused on drift, then applied in {took:.1?}, and nothing left to change"
+        "{cluster}: a saved plan refused on drift and on another's lock, then applied in {took:.1?} (a stale lock of this host taken over), and nothing left to change"
     );
 
     // A failure in the middle: a new contract, planned from a dump file (which holds no QOS),

@@ -18,7 +18,7 @@ use similar::{ChangeTag, TextDiff};
 
 use crate::exit::{Error, Exit, Outcome};
 use crate::output::print;
-use crate::{saved_plan, slurm};
+use crate::{apply_lock, saved_plan, slurm};
 
 #[derive(clap::Subcommand)]
 pub enum Target {
@@ -36,6 +36,11 @@ pub struct SlurmArgs {
     /// The most `sacctmgr` commands run at once where the plan allows it (1: one by one).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=64))]
     parallel: u16,
+    /// Take over the apply lock another apply left (QOS `allot-apply-lock`): only when that
+    /// apply no longer runs. A lock left on this machine by a process that is gone is taken
+    /// over without it.
+    #[arg(long)]
+    break_lock: bool,
 }
 
 /// The most changed records a refusal names.
@@ -45,6 +50,8 @@ pub fn run(target: Target) -> Outcome {
     let Target::Slurm(args) = target;
     let saved = saved_plan::read(&args.plan)?;
     let cluster = &saved.cluster;
+    // Held until apply returns: one apply at a time on this Slurm.
+    let _lock = if saved.plan.is_empty() { None } else { Some(apply_lock::Lock::take(args.break_lock)?) };
     unchanged_since(&saved)?;
     if let Some(revision) = &saved.revision {
         eprintln!("The plan of the budgets at commit {revision} (HEAD when planned):");
