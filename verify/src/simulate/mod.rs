@@ -205,7 +205,7 @@ pub fn simulate(
     skip_bad_rows: bool,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Simulation, AuditError> {
-    simulated(model, jobs, policy, skip_bad_rows, progress, None)
+    simulated(model, jobs, policy, skip_bad_rows, progress, None, 0)
 }
 
 /// Simulates as [`simulate`] does, and hands every run to `on_run` as the audit takes it:
@@ -219,7 +219,7 @@ pub fn simulate_into(
     progress: &mut dyn FnMut(usize),
     on_run: &mut dyn FnMut(&Run),
 ) -> Result<Simulation, AuditError> {
-    simulated(model, jobs, policy, skip_bad_rows, progress, Some(on_run))
+    simulated(model, jobs, policy, skip_bad_rows, progress, Some(on_run), 0)
 }
 
 /// Simulates as [`simulate`] does, and keeps every run, in the order [`simulate_into`]
@@ -238,6 +238,7 @@ pub fn simulate_with_runs(
         skip_bad_rows,
         &mut |_| {},
         Some(&mut |run: &Run| runs.push(run.clone())),
+        0,
     )?;
     Ok((simulation, runs))
 }
@@ -257,23 +258,12 @@ pub fn simulate_from(
     let pinned = running.len();
     let jobs = running.into_iter().chain(queued).map(Ok);
     let record = &mut |run: &Run| runs.push(run.clone());
-    let simulation = simulated_pinned(model, jobs, policy, false, &mut |_| {}, Some(record), pinned)?;
+    let simulation = simulated(model, jobs, policy, false, &mut |_| {}, Some(record), pinned)?;
     Ok((simulation, runs))
 }
 
-fn simulated(
-    model: &Model,
-    jobs: impl Iterator<Item = Result<Job, TraceError>>,
-    policy: Policy,
-    skip_bad_rows: bool,
-    progress: &mut dyn FnMut(usize),
-    on_run: Option<&mut dyn FnMut(&Run)>,
-) -> Result<Simulation, AuditError> {
-    simulated_pinned(model, jobs, policy, skip_bad_rows, progress, on_run, 0)
-}
-
 /// Simulates, the first `pinned` jobs of the trace started as they are submitted.
-fn simulated_pinned(
+fn simulated(
     model: &Model,
     jobs: impl Iterator<Item = Result<Job, TraceError>>,
     policy: Policy,

@@ -96,8 +96,9 @@ pub(super) struct Queues {
     pub(super) tree: QuotaTree,
     /// Each project path's ClusterQueue (an index of the setup's nodes).
     pub(super) by_path: BTreeMap<String, usize>,
-    /// Each ClusterQueue by name.
-    by_name: HashMap<String, usize>,
+    /// The ClusterQueue each name a job's `queue` may give stands for: a ClusterQueue's
+    /// name (one without a `/`), or a LocalQueue's `NAMESPACE/NAME`.
+    by_queue: HashMap<String, usize>,
 }
 
 impl Queues {
@@ -109,14 +110,7 @@ impl Queues {
     /// The ClusterQueue a trace's `queue` names: a LocalQueue's (`NAMESPACE/NAME`), or one
     /// by its name.
     pub(super) fn cluster_queue(&self, queue: &str) -> Option<usize> {
-        match queue.split_once('/') {
-            Some((namespace, name)) => self
-                .setup
-                .local_queues
-                .get(&(namespace.to_string(), name.to_string()))
-                .map(|local| local.cluster_queue),
-            None => self.by_name.get(queue).copied(),
-        }
+        self.by_queue.get(queue).copied()
     }
 }
 
@@ -176,9 +170,19 @@ impl Kueue {
                     return Err(fail(format!("project {path:?} is given two ClusterQueues")));
                 }
             }
-            let by_name = queues.into_iter().map(|(name, node)| (name.to_string(), node)).collect();
+            let locals = setup
+                .local_queues
+                .iter()
+                .map(|((namespace, name), local)| (format!("{namespace}/{name}"), local.cluster_queue));
+            // A name with a `/` is a LocalQueue's (a ClusterQueue's is a Kubernetes name).
+            let by_queue = queues
+                .into_iter()
+                .filter(|(name, _)| !name.contains('/'))
+                .map(|(name, node)| (name.to_string(), node))
+                .chain(locals)
+                .collect();
             let tree = QuotaTree::new(&setup.nodes);
-            let queues = Queues { setup, tree, by_path, by_name };
+            let queues = Queues { setup, tree, by_path, by_queue };
             if out.insert(given.cluster.to_string(), queues).is_some() {
                 return Err(fail("given twice".into()));
             }
