@@ -39,6 +39,9 @@
 #   scripts/slurm.sh restart-ctld  restart slurmctld only (its state is kept) and wait until it
 #                                  answers: its priority thread then recomputes Fair Tree's
 #                                  LevelFS/FairShare at once instead of at the next calc period.
+#   scripts/slurm.sh stop-dbd      stop slurmdbd only (the others run on without their database)
+#   scripts/slurm.sh start-dbd     start slurmdbd again on the same database (after stop-dbd)
+#                                  and wait until it answers
 #
 # Exit status: 0 ok; 1 error (a daemon did not come up: the last lines of its log are shown, and
 # the daemons started so far are stopped); 2 usage (unknown command, bad environment value);
@@ -167,7 +170,7 @@ binary_of() { echo "/usr/sbin/$1"; } # daemon name -> absolute path of its binar
 # Is the daemon recorded under NAME still running as its binary? Prints its PID if so.
 recorded_pid() {
     local pid bin
-    read -r pid bin <"$PIDS/$1" 2>/dev/null || return 1
+    read -r pid bin 2>/dev/null <"$PIDS/$1" || return 1
     [ -n "$pid" ] && [ -n "$bin" ] && kill -0 "$pid" 2>/dev/null || return 1
     local argv0=""
     IFS= read -r -d '' argv0 <"/proc/$pid/cmdline" 2>/dev/null || true
@@ -990,9 +993,31 @@ do_restart_ctld() {
     echo "slurm: slurmctld restarted in $(since "$t0")"
 }
 
+# For the fault tests: slurmdbd stopped and started again, the rest left running.
+do_stop_dbd() {
+    [ "$(id -u)" = 0 ] || unavailable "stop-dbd needs root"
+    recorded_pid slurmdbd >/dev/null || die "slurmdbd is not running (recorded in $PIDS/slurmdbd)"
+    exec 9>"$STATE/.lock"
+    flock -n 9 || die "another scripts/slurm.sh runs on $STATE"
+    stop_group slurmdbd
+}
+
+do_start_dbd() {
+    [ "$(id -u)" = 0 ] || unavailable "start-dbd needs root"
+    recorded_pid slurmctld >/dev/null || die "slurmctld is not running (recorded in $PIDS/slurmctld): run '$0 start'"
+    ! recorded_pid slurmdbd >/dev/null || die "slurmdbd already runs"
+    exec 9>"$STATE/.lock"
+    flock -n 9 || die "another scripts/slurm.sh runs on $STATE"
+    local t0
+    t0=$(now)
+    launch slurmdbd /usr/sbin/slurmdbd -D
+    wait_until slurmdbd "slurmdbd to answer" sacctmgr -n show cluster
+    echo "slurm: slurmdbd started in $(since "$t0")"
+}
+
 cmd="${1:-}"
 [ $# -le 1 ] || {
-    log "usage: $0 start|stop|status|restart-ctld"
+    log "usage: $0 start|stop|status|restart-ctld|stop-dbd|start-dbd"
     exit 2
 }
 case "$cmd" in
@@ -1000,6 +1025,8 @@ case "$cmd" in
     stop) do_stop ;;
     status) do_status ;;
     restart-ctld) do_restart_ctld ;;
+    stop-dbd) do_stop_dbd ;;
+    start-dbd) do_start_dbd ;;
     *)
         sed -n '2,/^set -euo/p' "$SELF" | sed '$d' | sed 's/^# \{0,1\}//' >&2
         exit 2

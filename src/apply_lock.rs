@@ -42,7 +42,10 @@ impl Lock {
                 Ok(()) => return Ok(Lock { description }),
                 Err(added) => added,
             };
-            let Some(holder) = slurm::qos_description(NAME)? else {
+            let holder = slurm::qos_description(NAME).map_err(|e| {
+                Error::failed(format!("cannot read the apply lock (QOS {NAME}): {e}\n  nothing was applied"))
+            })?;
+            let Some(holder) = holder else {
                 return Err(Error::failed(format!(
                     "cannot take the apply lock (sacctmgr add qos {NAME}): {added}; nothing was applied"
                 )));

@@ -279,8 +279,10 @@ pub fn run(arguments: &[String]) -> Result<(), Error> {
     if status.success() {
         return Ok(());
     }
-    let said = if said.is_empty() { "nothing on standard error".to_string() } else { said };
-    Err(Error::failed(format!("{said} ({status})")))
+    if said.is_empty() {
+        return Err(Error::failed(format!("sacctmgr said nothing on standard error ({status})")));
+    }
+    Err(Error::failed(format!("sacctmgr said: {said} ({status})")))
 }
 
 /// Why a command did not end well: it ran past its bound (and was killed), or waiting for it

@@ -409,7 +409,7 @@ fn a_failure_in_the_middle_says_what_was_applied_and_what_was_not() {
     assert_eq!(status, 1);
     assert!(
         stderr.contains("step 4 of 4 failed: this command failed")
-            && stderr.contains("in its step, 0 of 1 commands were applied, the 1 from this one on were not")
+            && stderr.contains("in its step, the 0 commands before it were applied, the 0 after it not run")
             && stderr.contains("the 3 steps before it were applied, the 0 after it not run"),
         "{stderr}"
     );

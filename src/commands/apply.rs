@@ -84,10 +84,15 @@ pub fn run(target: Target) -> Outcome {
             return Ok(Exit::Problems);
         }
     }
-    let after = saved_plan::Live::read(cluster, saved.live.qos.is_some())?;
-    let after = after.tree().map_err(|e| {
-        Error::failed(format!("the live state of Slurm cluster {cluster}, after applying: {e}"))
-    })?;
+    // Every step ran: what remains, if anything, only a new plan can tell if this fails.
+    let checked = |e: String| {
+        Error::failed(format!(
+            "every step was applied, but the live state of Slurm cluster {cluster} could not be read back to check it: {e}\n  `allot plan slurm --live` shows whether anything remains"
+        ))
+    };
+    let after =
+        saved_plan::Live::read(cluster, saved.live.qos.is_some()).map_err(|e| checked(e.to_string()))?;
+    let after = after.tree().map_err(|e| checked(e.to_string()))?;
     let left = plan::plan(&saved.desired, &after);
     if left.is_empty() {
         println!(
@@ -116,11 +121,12 @@ fn apply(step: &plan::Step, parallel: usize) -> Result<(), String> {
                 eprintln!("{}", command.shell());
                 if let Err(e) = slurm::run(&command.arguments()) {
                     return Err(format!(
-                        "this command failed: {}\n  sacctmgr said: {e}\n  \
-                         in its step, {done} of {} commands were applied, the {} from this one on were not",
+                        "this command failed: {}\n  {e}\n  \
+                         in its step, the {done} command{} before it {} applied, the {} after it not run",
                         command.shell(),
-                        commands.len(),
-                        commands.len() - done
+                        if done == 1 { "" } else { "s" },
+                        if done == 1 { "was" } else { "were" },
+                        commands.len() - done - 1
                     ));
                 }
             }
@@ -137,7 +143,7 @@ fn apply(step: &plan::Step, parallel: usize) -> Result<(), String> {
                 .zip(&results)
                 .filter_map(|(command, result)| {
                     let e = result.as_ref().err()?;
-                    Some(format!("  {}\n    sacctmgr said: {e}", command.shell()))
+                    Some(format!("  {}\n    {e}", command.shell()))
                 })
                 .collect();
             if failed.is_empty() {
@@ -175,7 +181,8 @@ fn together(commands: &[plan::Command], width: usize) -> Vec<Result<(), Error>> 
 /// Refuses the plan when the live state is not the one it was made against.
 fn unchanged_since(saved: &saved_plan::SavedPlan) -> Result<(), Error> {
     let cluster = &saved.cluster;
-    let now = saved_plan::Live::read(cluster, saved.live.qos.is_some())?;
+    let now = saved_plan::Live::read(cluster, saved.live.qos.is_some())
+        .map_err(|e| Error::failed(format!("{e}\n  nothing was applied")))?;
     if now.fingerprint() == saved.live.fingerprint() {
         return Ok(());
     }

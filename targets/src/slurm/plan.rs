@@ -3,7 +3,7 @@
 //! parent, Fairshare, GPU limit and QOS; user associations, their default account and
 //! Fairshare), drift in what it does not manage, and the ordered `sacctmgr` script.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use allot_compiler::ir::Location;
 use serde_json::{Value, json};
@@ -438,7 +438,7 @@ fn name(value: impl Into<String>) -> Word {
 /// refused (Slurm's root, a name no command can carry) gives no command.
 fn commands(plan: &Plan, desired: &Tree, live: &Tree) -> Vec<Command> {
     let allowed = sorted_allowed(plan, desired, live);
-    let mut out = qos_commands(&allowed, desired);
+    let mut out = qos_commands(&allowed, desired, live);
     out.extend(Associations::new(plan, desired, live).commands(&allowed, Part::All));
     out
 }
@@ -490,7 +490,7 @@ pub fn application(plan: &Plan, desired: &Tree, live: &Tree) -> Application {
     let associations = Associations::new(plan, desired, live);
     // QOS added and changed depend on no other; the preemption lists name them.
     let (lists, qos): (Vec<Command>, Vec<Command>) =
-        qos_commands(&allowed, desired).into_iter().partition(|c| c.step == PREEMPTION_LISTS);
+        qos_commands(&allowed, desired, live).into_iter().partition(|c| c.step == PREEMPTION_LISTS);
     let steps = [
         Some(Step::Together(qos)),
         Some(Step::InOrder(lists)),
@@ -540,8 +540,9 @@ const PREEMPTION_LISTS: &str = "QOS preemption lists, once every QOS exists";
 
 /// The QOS commands of the allowed changes: QOS added (with every setting but their
 /// preemption lists), QOS changed, then the preemption lists, once every QOS they name exists.
-fn qos_commands(allowed: &[&Change], desired: &Tree) -> Vec<Command> {
+fn qos_commands(allowed: &[&Change], desired: &Tree, live: &Tree) -> Vec<Command> {
     let wanted: HashMap<&str, &Qos> = desired.qos.iter().flatten().map(|q| (q.name.as_str(), q)).collect();
+    let held: HashMap<&str, &Qos> = live.qos.iter().flatten().map(|q| (q.name.as_str(), q)).collect();
     let changes = || {
         allowed
             .iter()
@@ -573,25 +574,46 @@ fn qos_commands(allowed: &[&Change], desired: &Tree) -> Vec<Command> {
             out.push(Command { step: "QOS to change", words });
         }
     }
-    // A QOS added without a preemption list has no `preempt` field. Lists cleared go first:
-    // Slurm refuses a list that would close a loop with one not yet cleared.
-    let mut lists: Vec<(&Change, &Qos)> =
-        changes().filter(|(ch, _)| ch.fields.iter().any(|f| f.name == "preempt")).collect();
-    lists.sort_by_key(|(_, q)| !q.preempt.is_empty());
-    for (_, q) in lists {
-        out.push(Command {
-            step: "QOS preemption lists, once every QOS exists",
-            words: vec![
-                keyword("modify"),
-                keyword("qos"),
-                keyword("where"),
-                value("name", q.name.clone()),
-                keyword("set"),
-                value("preempt", q.setting("preempt")),
-            ],
-        });
+    // A QOS added without a preemption list has no `preempt` field. Slurm refuses a list
+    // that closes a loop, so the lists change in two passes: first each loses what it must
+    // lose (kept to what it has and is wanted), then each gains what it must gain. While the
+    // first pass runs, every list holds part of its live one; while the second runs, part of
+    // its wanted one. Neither the live nor the wanted lists loop (Slurm holds the first and
+    // allot's lists name only the preemptible QOS, which preempts nothing), so no moment
+    // between them does, whatever command an apply stopped at.
+    let lists: Vec<(&Qos, BTreeSet<&str>, BTreeSet<&str>)> = changes()
+        .filter(|(ch, _)| ch.fields.iter().any(|f| f.name == "preempt"))
+        .map(|(_, q)| (q, preempted(held.get(q.name.as_str()).copied()), preempted(Some(q))))
+        .collect();
+    let set_list = |q: &Qos, list: String| Command {
+        step: PREEMPTION_LISTS,
+        words: vec![
+            keyword("modify"),
+            keyword("qos"),
+            keyword("where"),
+            value("name", q.name.clone()),
+            keyword("set"),
+            value("preempt", list),
+        ],
+    };
+    for (q, before, after) in &lists {
+        if !before.is_subset(after) {
+            let kept: Vec<&str> =
+                q.preempt.iter().map(String::as_str).filter(|n| before.contains(n)).collect();
+            out.push(set_list(q, kept.join(",")));
+        }
+    }
+    for (q, before, after) in &lists {
+        if !after.is_subset(before) {
+            out.push(set_list(q, q.setting("preempt")));
+        }
     }
     out
+}
+
+/// The QOS a QOS's preemption list names (none for a QOS that does not exist).
+fn preempted(qos: Option<&Qos>) -> BTreeSet<&str> {
+    qos.map(|q| q.preempt.iter().map(String::as_str).collect()).unwrap_or_default()
 }
 
 /// Which association commands to make.
@@ -1119,6 +1141,49 @@ mod tests {
         let text = script(&result, &desired, &live);
         assert!(!text.contains("name=root") && !text.contains("account root"), "{text}");
         assert!(!text.contains("user root"), "{text}");
+    }
+
+    #[test]
+    fn preemption_lists_lose_before_they_gain_so_that_no_moment_loops() {
+        // Live: b preempts a and c. Wanted: a preempts b, b preempts c only. Setting a's list
+        // while b's still names a would close a loop, which Slurm refuses.
+        let live = Tree {
+            cluster: "c".into(),
+            qos: Some(qos::parse("a|0|requeue|||||\nb|0|requeue|||||a,c\nc|0|requeue|||||\n").unwrap()),
+            ..Tree::default()
+        };
+        let desired = Tree {
+            qos: Some(qos::parse("a|0|requeue|||||b\nb|0|requeue|||||c\nc|0|requeue|||||\n").unwrap()),
+            ..live.clone()
+        };
+        let result = plan(&desired, &live);
+        let Application { steps } = application(&result, &desired, &live);
+        let [Step::InOrder(lists)] = &steps[..] else { panic!("{steps:?}") };
+        let words: Vec<String> = lists.iter().map(|c| c.arguments().join(" ")).collect();
+        assert_eq!(words, ["modify qos where name=b set preempt=c", "modify qos where name=a set preempt=b"]);
+
+        // A list that loses one name and gains another passes through what it keeps.
+        let desired = Tree {
+            qos: Some(qos::parse("a|0|requeue|||||b\nb|0|requeue|||||\nc|0|requeue|||||b\n").unwrap()),
+            ..live.clone()
+        };
+        let live = Tree {
+            qos: Some(qos::parse("a|0|requeue|||||\nb|0|requeue|||||c\nc|0|requeue|||||a\n").unwrap()),
+            ..live
+        };
+        let result = plan(&desired, &live);
+        let Application { steps } = application(&result, &desired, &live);
+        let [Step::InOrder(lists)] = &steps[..] else { panic!("{steps:?}") };
+        let words: Vec<String> = lists.iter().map(|c| c.arguments().join(" ")).collect();
+        assert_eq!(
+            words,
+            [
+                "modify qos where name=b set preempt=",
+                "modify qos where name=c set preempt=",
+                "modify qos where name=a set preempt=b",
+                "modify qos where name=c set preempt=b",
+            ]
+        );
     }
 
     #[test]
