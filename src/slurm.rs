@@ -62,15 +62,19 @@ pub fn show_qos() -> Result<String, Error> {
     let format = format!("format={SHOW_FORMAT}");
     let read = Reading::new(SACCTMGR, "sacctmgr show qos", "read the live QOS", true);
     let text = read.output(&["-n", "-P", "show", "qos", &format])?;
-    let lock = format!("{}|", crate::apply_lock::NAME);
-    Ok(text.lines().filter(|line| !line.starts_with(&lock)).flat_map(|line| [line, "\n"]).collect())
+    let lock = |line: &str| crate::apply_lock::is_lock(line.split('|').next().unwrap_or_default());
+    Ok(text.lines().filter(|line| !lock(line)).flat_map(|line| [line, "\n"]).collect())
 }
 
-/// The description of QOS `name`, if Slurm has it.
-pub fn qos_description(name: &str) -> Result<Option<String>, Error> {
+/// Every QOS's name and description.
+pub fn qos_descriptions() -> Result<Vec<(String, String)>, Error> {
     let read = Reading::new(SACCTMGR, "sacctmgr show qos", "read the apply lock", true);
-    let text = read.output(&["-n", "-P", "show", "qos", name, "format=name,description"])?;
-    Ok(text.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix('|')).map(str::to_string))
+    let text = read.output(&["-n", "-P", "show", "qos", "format=name,description"])?;
+    Ok(text
+        .lines()
+        .filter_map(|line| line.split_once('|'))
+        .map(|(name, description)| (name.to_string(), description.to_string()))
+        .collect())
 }
 
 /// The jobs of `cluster` running and pending now, as `squeue -O `[`FORMAT`](allot_verify::squeue::FORMAT)

@@ -13,24 +13,33 @@ mod common;
 use common::root;
 
 /// The stand-in: `dump CLUSTER file=/dev/stdout` prints the state's dump.cfg, `-n -P show
-/// qos ...` its qos.txt; the apply lock (QOS `allot-apply-lock`) is the state's file lock,
-/// added (refused when it exists), shown and deleted as sacctmgr does; `-i ARGS` fails when
+/// qos format=...` its qos.txt; the apply locks (QOS `allot-apply-lock...`) are the files of
+/// the state's folder locks/ (holding their descriptions), added (refused when one exists),
+/// listed with `format=name,description` and deleted as sacctmgr does (with a file race,
+/// an add also adds the lock `allot-apply-lock-race` it describes); `-i ARGS` fails when
 /// one argument is $FAKE_SACCTMGR_FAIL, else records ARGS (one per line, then an empty line;
 /// for `load file=F`, `load` and the lines of F) and, the first time, puts the state's
 /// after.cfg and after-qos.txt in place of the dump and the QOS.
 const FAKE: &str = r#"#!/bin/sh
 state="$FAKE_SACCTMGR_STATE"
+mkdir -p "$state/locks"
 if [ "$1" = dump ]; then cat "$state/dump.cfg"; exit 0; fi
-if [ "$1 $2 $3 $4 $5" = "-n -P show qos allot-apply-lock" ]; then
-    if [ -f "$state/lock" ]; then printf 'allot-apply-lock|%s\n' "$(cat "$state/lock")"; fi
+if [ "$1 $2 $3 $4 $5" = "-n -P show qos format=name,description" ]; then
+    for lock in "$state"/locks/*; do
+        [ -f "$lock" ] && printf '%s|%s\n' "${lock##*/}" "$(cat "$lock")"
+    done
     exit 0
 fi
 if [ "$1 $2 $3 $4" = "-n -P show qos" ]; then cat "$state/qos.txt"; exit 0; fi
-if [ "$1 $2 $3 $4" = "-i add qos allot-apply-lock" ]; then
-    if [ -f "$state/lock" ]; then echo " Nothing new added."; exit 1; fi
-    printf '%s' "${5#description=}" > "$state/lock"; exit 0
-fi
-if [ "$1 $2 $3 $4" = "-i delete qos allot-apply-lock" ]; then rm -f "$state/lock"; exit 0; fi
+case "$1 $2 $3 $4" in
+"-i add qos allot-apply-lock"*)
+    if [ -f "$state/locks/$4" ]; then echo " Nothing new added."; exit 1; fi
+    printf '%s' "${5#description=}" > "$state/locks/$4"
+    # Another apply adding its lock at the same moment.
+    if [ -f "$state/race" ]; then cp "$state/race" "$state/locks/allot-apply-lock-race"; fi
+    exit 0 ;;
+"-i delete qos allot-apply-lock"*) rm -f "$state/locks/$4"; exit 0 ;;
+esac
 shift
 if [ -n "${FAKE_SACCTMGR_FAIL:-}" ] && printf '%s\n' "$@" | grep -qxF -- "$FAKE_SACCTMGR_FAIL"; then
     echo " Problem adding: $*" >&2
@@ -92,6 +101,25 @@ impl Fake {
         let output = command.output().unwrap();
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
+    }
+
+    /// The apply locks the stand-in holds: (name, description).
+    fn locks(&self) -> Vec<(String, String)> {
+        let Ok(dir) = std::fs::read_dir(self.path("locks")) else { return Vec::new() };
+        let mut locks: Vec<(String, String)> = dir
+            .map(|e| e.unwrap().path())
+            .map(|p| {
+                (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read_to_string(&p).unwrap())
+            })
+            .collect();
+        locks.sort();
+        locks
+    }
+
+    /// Puts a lock in the stand-in.
+    fn lock(&self, name: &str, description: &str) {
+        std::fs::create_dir_all(self.path("locks")).unwrap();
+        std::fs::write(self.path("locks").join(name), description).unwrap();
     }
 
     /// The commands the stand-in was given, each as its arguments.
@@ -248,7 +276,7 @@ fn apply_runs_the_plan_in_order_then_checks_that_nothing_is_left() {
     assert_eq!(fake.log(), calls(&plan), "the QOS, the load, then the deletion, in the plan's order");
     // 62 floors and 4 other QOS added, 3 preemption lists, the load, the deletion.
     assert!(stdout.contains("Apply complete in 71 sacctmgr calls"), "{stdout}");
-    assert!(!fake.path("lock").exists(), "the apply released its lock");
+    assert_eq!(fake.locks(), [], "the apply released its lock");
 
     // Applied again: the live tree is no longer the one it was made against.
     let (status, _, stderr) = fake.apply(&file, None);
@@ -264,28 +292,57 @@ fn a_second_apply_is_refused_while_another_holds_the_lock() {
     fake.plan(&file);
     // Another administrator's apply, on another machine, holds the lock.
     let holder = "allot apply lock: bob@adm2 pid 4242 since 1764700000";
-    std::fs::write(fake.path("lock"), holder).unwrap();
+    let theirs = "allot-apply-lock-00000000000000aa";
+    fake.lock(theirs, holder);
     let (status, _, stderr) = fake.apply(&file, None);
     assert_eq!(status, 1);
     assert!(
-        stderr.contains(&format!("another apply holds this Slurm's apply lock (QOS allot-apply-lock: {holder}): nothing was applied")),
+        stderr.contains(&format!(
+            "another apply holds this Slurm's apply lock (QOS {theirs}: {holder}): nothing was applied"
+        )),
         "{stderr}"
     );
     assert!(fake.log().is_empty(), "nothing ran");
-    assert_eq!(std::fs::read_to_string(fake.path("lock")).unwrap(), holder, "the other's lock is left alone");
+    assert_eq!(fake.locks(), [(theirs.to_string(), holder.to_string())], "the other's lock is left alone");
     // With --break-lock it is taken over, and released at the end.
     let (_, _, stderr) =
         fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve", "--break-lock"], None);
     assert!(stderr.contains(&format!("allot: taking over the apply lock left by {holder}")), "{stderr}");
     assert!(!fake.log().is_empty(), "the plan ran");
-    assert!(!fake.path("lock").exists(), "released");
-    // A QOS of that name that allot did not make is never deleted.
-    std::fs::write(fake.path("lock"), "the site's own").unwrap();
+    assert_eq!(fake.locks(), [], "released");
+    // A QOS of a lock's name that allot did not make is never deleted.
+    fake.lock("allot-apply-lock", "the site's own");
     let (status, _, stderr) =
         fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve", "--break-lock"], None);
     assert_eq!(status, 1);
     assert!(stderr.contains("Slurm has a QOS allot-apply-lock that allot did not make"), "{stderr}");
-    assert_eq!(std::fs::read_to_string(fake.path("lock")).unwrap(), "the site's own");
+    assert_eq!(fake.locks(), [("allot-apply-lock".to_string(), "the site's own".to_string())]);
+}
+
+#[test]
+fn two_applies_taking_the_lock_at_the_same_moment_are_not_both_let_through() {
+    let fake = Fake::new();
+    let file = fake.path("plan.json");
+    fake.plan(&file);
+    // Another apply adds its lock while this one adds its own: both adds succeed (as two
+    // `sacctmgr add qos` of one name at once do on a real Slurm), and this one sees the other.
+    let other = "allot apply lock: eve@adm3 pid 7 since 1764700000";
+    std::fs::write(fake.path("race"), other).unwrap();
+    // This one deletes its lock, pauses, looks again and finds the other's.
+    let (status, _, stderr) = fake.apply(&file, None);
+    assert_eq!(status, 1);
+    assert!(
+        stderr.contains(&format!(
+            "another apply holds this Slurm's apply lock (QOS allot-apply-lock-race: {other}): nothing was applied"
+        )),
+        "{stderr}"
+    );
+    assert!(fake.log().is_empty(), "nothing ran");
+    assert_eq!(
+        fake.locks(),
+        [("allot-apply-lock-race".to_string(), other.to_string())],
+        "its own lock deleted, the other's left"
+    );
 }
 
 #[test]

@@ -410,3 +410,46 @@ fn an_api_server_that_does_not_answer_is_given_up_at_the_bound() {
     );
     assert!(took < std::time::Duration::from_secs(20), "took {took:?}");
 }
+
+#[test]
+fn an_api_server_that_stops_answering_in_the_middle_of_a_list_is_given_up_at_the_bound() {
+    // A server that answers every request with the start of a list, then says no more.
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"apiVersion\":\"kueue.x-k8s.io/v1beta2\",\"kind\":\"ClusterQueueList\",\"items\":[",
+            );
+            let _ = stream.flush();
+            held.push(stream);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("allot.kdl"), BUDGETS).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{port}\nusers:\n- name: u\n  user: {{}}\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"
+        ),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let (code, _, err) =
+        allot(&kubeconfig, &["status", dir.path().to_str().unwrap(), "--live", "kueue", "--timeout", "1s"]);
+    let took = started.elapsed();
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "the API server at http://127.0.0.1:{port}/ did not answer the request for clusterqueues within 1 s"
+        )),
+        "{err}"
+    );
+    assert!(took < std::time::Duration::from_secs(20), "took {took:?}");
+}

@@ -36,7 +36,7 @@ pub struct SlurmArgs {
     /// The most `sacctmgr` commands run at once where the plan allows it (1: one by one).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=64))]
     parallel: u16,
-    /// Take over the apply lock another apply left (QOS `allot-apply-lock`): only when that
+    /// Take over the apply lock another apply left (QOS `allot-apply-lock-...`): only when that
     /// apply no longer runs. A lock left on this machine by a process that is gone is taken
     /// over without it.
     #[arg(long)]
@@ -71,6 +71,7 @@ pub fn run(target: Target) -> Outcome {
     }
     let steps = &saved.application.steps;
     for (done, step) in steps.iter().enumerate() {
+        eprintln!("step {} of {}: {}", done + 1, steps.len(), step_said(step, args.parallel));
         if let Err(failure) = apply(step, usize::from(args.parallel)) {
             eprintln!(
                 "error: step {} of {} failed: {failure}\n  the {done} step{} before it {} applied, the {} after it not run; \
@@ -105,20 +106,35 @@ pub fn run(target: Target) -> Outcome {
     Ok(Exit::Problems)
 }
 
+/// What a step does, in a line of progress.
+fn step_said(step: &plan::Step, parallel: u16) -> String {
+    match step {
+        plan::Step::Load(text) => {
+            let added =
+                text.lines().filter(|l| l.starts_with("Account - ") || l.starts_with("User - ")).count();
+            format!("one `sacctmgr -i load` adding {}", crate::output::plural(added, "association"))
+        }
+        plan::Step::InOrder(commands) => {
+            format!("{} in order", crate::output::plural(commands.len(), "command"))
+        }
+        plan::Step::Together(commands) => {
+            format!(
+                "{} side by side, up to {parallel} at once",
+                crate::output::plural(commands.len(), "command")
+            )
+        }
+    }
+}
+
 /// Applies one step, up to `parallel` commands at once where it allows; on failure, what
 /// failed and what of the step was applied.
 fn apply(step: &plan::Step, parallel: usize) -> Result<(), String> {
     match step {
-        plan::Step::Load(text) => {
-            let lines =
-                text.lines().filter(|l| l.starts_with("Account - ") || l.starts_with("User - ")).count();
-            eprintln!("sacctmgr -i load: adding {lines} associations");
-            slurm::load(text)
-                .map_err(|e| format!("the load failed: {e}\n  a load may have applied part of its file"))
-        }
+        plan::Step::Load(text) => slurm::load(text)
+            .map_err(|e| format!("the load failed: {e}\n  a load may have applied part of its file")),
         plan::Step::InOrder(commands) => {
             for (done, command) in commands.iter().enumerate() {
-                eprintln!("{}", command.shell());
+                eprintln!("  {}", command.shell());
                 if let Err(e) = slurm::run(&command.arguments()) {
                     return Err(format!(
                         "this command failed: {}\n  {e}\n  \
@@ -133,9 +149,8 @@ fn apply(step: &plan::Step, parallel: usize) -> Result<(), String> {
             Ok(())
         }
         plan::Step::Together(commands) => {
-            eprintln!("{} commands, up to {parallel} at once:", commands.len());
             for command in commands {
-                eprintln!("{}", command.shell());
+                eprintln!("  {}", command.shell());
             }
             let results = together(commands, parallel);
             let failed: Vec<String> = commands
