@@ -26,8 +26,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    apply, build, check, diff, explain, export, fairshare, fmt, import, owners, plan, replay, schema, status,
-    tree,
+    apply, build, check, diff, drain, explain, export, fairshare, fmt, import, owners, plan, replay, schema,
+    status, tree,
 };
 use crate::exit::{Error, Exit, Outcome};
 
@@ -73,6 +73,8 @@ enum Command {
     Status(status::Args),
     /// Why a job waits, and when it may start, from the live scheduler.
     Explain(explain::Args),
+    /// Empty broken nodes as soon as each job's contract allows.
+    Drain(drain::Args),
     /// Turn a live scheduler's tree into a budget repository.
     Import {
         #[command(subcommand)]
@@ -118,6 +120,7 @@ fn run(command: Command, format: diagnostics::Format) -> Outcome {
         Command::Apply { target } => apply::run(target),
         Command::Import { target } => import::run(target),
         Command::Status(args) => status::run(args, format),
+        Command::Drain(args) => drain::run(args, format),
         Command::Explain(args) => explain::run(args, format),
         Command::Replay { command } => replay::run(command, format),
         Command::Fairshare(args) => fairshare::run(args, format),

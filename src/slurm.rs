@@ -107,6 +107,65 @@ pub fn partitions(cluster: &str) -> Result<Vec<String>, Error> {
     Ok(text.split_whitespace().filter_map(|w| w.strip_prefix("PartitionName=")).map(str::to_string).collect())
 }
 
+/// A node as `sinfo` lists it.
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub name: String,
+    /// Its state with every flag, lower case (`mixed+drain`, `idle`, `down+not_responding`).
+    pub state: String,
+    /// Why it is unavailable, as whoever made it so wrote it (empty: no reason).
+    pub reason: String,
+}
+
+/// The nodes `names` of `cluster` that Slurm has (each once, whatever its partitions).
+pub fn nodes(cluster: &str, names: &[&str]) -> Result<Vec<Node>, Error> {
+    let clusters = format!("--clusters={cluster}");
+    let list = format!("--nodes={}", names.join(","));
+    let read = Reading::new("sinfo", "sinfo", "read the nodes", true);
+    let text =
+        read.output(&["--noheader", "--Node", &clusters, &list, "-O", "NodeList:|,StateComplete:|,Reason:"])?;
+    let mut nodes: Vec<Node> = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty() && !l.starts_with("CLUSTER: ")) {
+        let mut fields = line.splitn(3, '|');
+        let (Some(name), Some(state), Some(reason)) = (fields.next(), fields.next(), fields.next()) else {
+            return Err(Error::failed(format!(
+                "sinfo: a line not of 3 fields: {:?}",
+                allot_compiler::escape::controls(line, false)
+            )));
+        };
+        let name = name.trim();
+        if !nodes.iter().any(|n| n.name == name) {
+            let reason = reason.trim();
+            let reason = if reason == "none" { "" } else { reason };
+            nodes.push(Node {
+                name: name.into(),
+                state: state.trim().to_ascii_lowercase(),
+                reason: reason.into(),
+            });
+        }
+    }
+    Ok(nodes)
+}
+
+/// The jobs running on the nodes `names` of `cluster`, as `squeue --nodelist -O
+/// `[`FORMAT`](allot_verify::drain::FORMAT) lists them.
+pub fn node_jobs(cluster: &str, names: &[&str]) -> Result<Vec<allot_verify::drain::NodeJob>, Error> {
+    let clusters = format!("--clusters={cluster}");
+    let list = format!("--nodelist={}", names.join(","));
+    let read = Reading::new("squeue", "squeue", "read the jobs on the nodes", true);
+    let text = read.output(&[
+        "--noheader",
+        "--all",
+        "--array",
+        &clusters,
+        &list,
+        "--states=RUNNING,SUSPENDED,COMPLETING,CONFIGURING,STAGE_OUT,SIGNALING,RESIZING",
+        "-O",
+        allot_verify::drain::FORMAT,
+    ])?;
+    allot_verify::drain::parse(&text).map_err(|e| Error::failed(format!("squeue: {e}")))
+}
+
 /// The raw usage of every association of `cluster`, as a usage file
 /// (`account,user,raw_usage`) from `sshare -a -P -n -o account,user,rawusage`.
 pub fn sshare_usage(cluster: &str) -> Result<String, Error> {
@@ -264,29 +323,41 @@ pub fn load(flat_file: &str) -> Result<(), Error> {
 /// [`MAX_SAID`] bytes, control characters made visible). Its standard output, which echoes
 /// every association a load touches, is not kept.
 pub fn run(arguments: &[String]) -> Result<(), Error> {
-    let mut child = Command::new(SACCTMGR)
-        .arg("-i")
+    write(SACCTMGR, "-i", arguments, "apply the plan")
+}
+
+/// Runs `scontrol ARGUMENTS` (a change: a node drained, a job requeued), as [`run`] runs
+/// `sacctmgr`.
+pub fn scontrol(arguments: &[String]) -> Result<(), Error> {
+    write("scontrol", "--quiet", arguments, "change the nodes and jobs")
+}
+
+/// Runs `PROGRAM FIRST ARGUMENTS` within the bound of a write: what it said on standard
+/// error when it fails.
+fn write(program: &str, first: &str, arguments: &[String], to: &str) -> Result<(), Error> {
+    let mut child = Command::new(program)
+        .arg(first)
         .args(arguments)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| missing(SACCTMGR, e, "apply the plan"))?;
+        .map_err(|e| missing(program, e, to))?;
     let stderr = child.stderr.take().expect("piped");
     let (status, said) = std::thread::scope(|scope| {
         let said = scope.spawn(move || said(stderr));
         let status = wait_within(&mut child, timeout::write());
         (status, said.join().unwrap_or_default())
     });
-    let what = format!("sacctmgr {}", arguments.first().map_or("", String::as_str));
+    let what = format!("{program} {}", arguments.first().map_or("", String::as_str));
     let status = status.map_err(|e| e.named(&what))?;
     if status.success() {
         return Ok(());
     }
     if said.is_empty() {
-        return Err(Error::failed(format!("sacctmgr said nothing on standard error ({status})")));
+        return Err(Error::failed(format!("{program} said nothing on standard error ({status})")));
     }
-    Err(Error::failed(format!("sacctmgr said: {said} ({status})")))
+    Err(Error::failed(format!("{program} said: {said} ({status})")))
 }
 
 /// Why a command did not end well: it ran past its bound (and was killed), or waiting for it

@@ -134,27 +134,10 @@ impl Fake {
 
     /// Runs allot on the budgets with the stand-ins first on PATH: (status, stdout, stderr).
     fn allot(&self, args: &[&str]) -> (i32, String, String) {
-        let path = std::env::join_paths(
-            std::iter::once(self.path("bin"))
-                .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-        )
-        .unwrap();
         let budgets = self.path("budgets");
         let mut all: Vec<&str> = args.to_vec();
         all.push(budgets.to_str().unwrap());
-        let output = assert_cmd::Command::cargo_bin("allot")
-            .unwrap()
-            .current_dir(self.dir.path())
-            .args(&all)
-            .env("PATH", path)
-            .env("NO_COLOR", "1")
-            .env("FAKE_SLURM_STATE", self.dir.path())
-            .env_remove("CI")
-            .write_stdin("")
-            .output()
-            .unwrap();
-        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
+        common::allot_with_stand_ins(self.dir.path(), &all)
     }
 
     fn json(&self, args: &[&str]) -> Value {

@@ -5,6 +5,7 @@ pub mod apply;
 pub mod build;
 pub mod check;
 pub mod diff;
+pub mod drain;
 pub mod explain;
 pub mod export;
 pub mod fairshare;

@@ -58,6 +58,29 @@ pub fn allot_within(dir: &Path, args: &[&str], limit: Duration) -> (i32, String,
     (status, text(&output.stdout), text(&output.stderr))
 }
 
+/// Runs `allot` in `dir` with the stand-ins [`stand_ins`] wrote there first on PATH and
+/// `FAKE_SLURM_STATE` naming `dir` (where they read their state), without colours, outside
+/// CI and with nothing on standard input: (status, stdout, stderr).
+pub fn allot_with_stand_ins(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let path = std::env::join_paths(
+        std::iter::once(dir.join("bin")).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let output = assert_cmd::Command::cargo_bin("allot")
+        .unwrap()
+        .current_dir(dir)
+        .args(args)
+        .env("PATH", path)
+        .env("NO_COLOR", "1")
+        .env("FAKE_SLURM_STATE", dir)
+        .env_remove("CI")
+        .write_stdin("")
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
+}
+
 /// Runs `git` in `dir` as a made-up author, and asserts it succeeded.
 pub fn git(dir: &Path, args: &[&str]) {
     let output = std::process::Command::new("git")

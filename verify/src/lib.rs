@@ -16,6 +16,8 @@
 //!   simulation's own figures.
 //! - [`live`] measures a live queue (from [`squeue`], or Kueue's [`workloads`]) against the
 //!   budgets now: GPUs running and pending per budget, and what each is entitled to.
+//! - [`drain`] plans a drain of nodes at the contracts' boundaries: when each job on them
+//!   may leave (requeued now, requeued when its protection ends, or run to its end).
 //! - [`expectations`] checks the figures against the budgets' `expect` block.
 //! - [`render`] lays the figures and the verdicts out as text, Markdown and JSON, and
 //!   [`report`] draws them: Mermaid charts, and with the `html` feature an HTML page.
@@ -25,6 +27,7 @@
 pub mod audit;
 pub mod budgets;
 pub mod decay;
+pub mod drain;
 pub mod entitlement;
 pub mod expectations;
 pub mod explain;

@@ -145,7 +145,7 @@ pub fn parse(text: &str, cluster: &str) -> Result<Vec<QueuedJob>, QueueError> {
 const MAX_DAYS: i64 = u32::MAX as i64 / 1440;
 
 /// A Slurm time limit (`[D-]HH:MM:SS`, `MM:SS`, `UNLIMITED`), in seconds.
-fn duration(text: &str) -> Result<Option<i64>, String> {
+pub(crate) fn duration(text: &str) -> Result<Option<i64>, String> {
     if matches!(text, "UNLIMITED" | "NOT_SET" | "INVALID" | "N/A" | "") {
         return Ok(None);
     }

@@ -1,0 +1,256 @@
+//! `allot drain` against stand-ins for Slurm's client commands (scripts first on PATH):
+//! `sinfo` and `squeue` print the nodes and jobs the test writes, `sacctmgr` the live QOS,
+//! and `scontrol` records what it is asked to do. What is drained, which jobs are requeued
+//! now, when the others leave, the nodes left alone, `--dry-run`, `--resume`, and the
+//! refusals.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+const SINFO: &str = "#!/bin/sh\ncat \"$FAKE_SLURM_STATE/sinfo.txt\"\n";
+const SQUEUE: &str = "#!/bin/sh\ncat \"$FAKE_SLURM_STATE/squeue.txt\"\n";
+const SCONTROL: &str = "#!/bin/sh\nprintf '%s\\n' \"$*\" >> \"$FAKE_SLURM_STATE/scontrol.log\"\n";
+const SACCTMGR: &str = r#"#!/bin/sh
+if [ "$1 $2 $3 $4" = "-n -P show qos" ]; then cat "$FAKE_SLURM_STATE/qos.txt"; exit 0; fi
+echo "sacctmgr stand-in: $*" >&2
+exit 1
+"#;
+
+/// batch protects an hour and is resumable; interactive protects ten minutes, is not
+/// resumable and runs two hours at most.
+const BUDGETS: &str = r#"
+cluster main gpus=16 gpu-type=h100 gpus-per-node=8 {
+    slurm cluster=s partition=gpu
+}
+contract batch min-runtime="1h" resumable=#true default=#true
+contract interactive min-runtime="10m" max-runtime="2h"
+project a share="50%" {
+    users alma
+}
+project b share="50%" {
+    users bert
+}
+"#;
+
+/// The live QOS, as allot writes them for these budgets.
+const QOS: &str = "normal|0|cluster|||||\npreemptible|0|requeue|||||\n\
+    batch|0|requeue|01:00:00||||preemptible\ninteractive|0|cancel|00:10:00|02:00:00|||preemptible\n";
+
+fn now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64
+}
+
+struct Fake {
+    dir: tempfile::TempDir,
+}
+
+impl Fake {
+    /// Nodes as `sinfo -O NodeList:|,StateComplete:|,Reason:` prints them, and the jobs on
+    /// them as `squeue -O` does.
+    fn new(sinfo: &str, squeue: &str) -> Fake {
+        let dir = tempfile::tempdir().unwrap();
+        common::stand_ins(
+            dir.path(),
+            &[("sinfo", SINFO), ("squeue", SQUEUE), ("scontrol", SCONTROL), ("sacctmgr", SACCTMGR)],
+        );
+        for (name, text) in [("sinfo.txt", sinfo), ("squeue.txt", squeue), ("qos.txt", QOS)] {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        let budgets = dir.path().join("budgets");
+        std::fs::create_dir(&budgets).unwrap();
+        std::fs::write(budgets.join("allot.kdl"), BUDGETS).unwrap();
+        Fake { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Runs allot with the stand-ins first on PATH, the budgets last: (status, stdout,
+    /// stderr).
+    fn allot(&self, args: &[&str]) -> (i32, String, String) {
+        let budgets = self.path("budgets");
+        let mut all: Vec<&str> = args.to_vec();
+        all.push(budgets.to_str().unwrap());
+        common::allot_with_stand_ins(self.dir.path(), &all)
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.extend(["--format", "json"]);
+        let (code, stdout, stderr) = self.allot(&all);
+        assert_eq!(code, 0, "allot {args:?}: {stdout}\n{stderr}");
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    }
+
+    /// What scontrol was asked to do, one call a line.
+    fn calls(&self) -> Vec<String> {
+        let log = std::fs::read_to_string(self.path("scontrol.log")).unwrap_or_default();
+        log.lines().map(str::to_string).collect()
+    }
+}
+
+/// Node n1 runs four jobs, started at `now` minus: two hours (batch: past its hour, requeued
+/// now), ten minutes (batch: protected 50 minutes more), twenty minutes (interactive, not
+/// resumable: its one-hour time limit ends in 40 minutes) and, with `unbounded`, two hours
+/// (batch, submitted with --no-requeue and no time limit: no known end).
+fn jobs(now: i64, unbounded: bool) -> String {
+    let mut lines = vec![
+        format!("101|alma|batch|RUNNING|{}|1-00:00:00|1|", now - 7_200),
+        format!("102|bert|batch|RUNNING|{}|UNLIMITED|1|", now - 600),
+        format!("103|alma|interactive|RUNNING|{}|1:00:00|1|", now - 1_200),
+    ];
+    if unbounded {
+        lines.push(format!("104|bert|batch|RUNNING|{}|UNLIMITED|0|", now - 7_200));
+    }
+    lines.iter().map(|l| format!("CLUSTER: s\n{l}\n")).collect()
+}
+
+const IDLE: &str = "CLUSTER: s\nn1|mixed|none\n";
+
+#[test]
+fn a_drain_requeues_what_it_may_now_and_says_when_the_rest_leaves() {
+    let now = now();
+    let fake = Fake::new(IDLE, &jobs(now, false));
+    let plan = fake.json(&["drain", "n1", "--live", "slurm", "--reason", "disk failing", "--dry-run"]);
+    assert!(fake.calls().is_empty(), "a dry run touches nothing: {:?}", fake.calls());
+    let actions: Vec<(&str, &str)> = plan["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| (j["job"].as_str().unwrap(), j["action"].as_str().unwrap()))
+        .collect();
+    assert_eq!(actions, [("101", "requeue_now"), ("103", "runs_to_end"), ("102", "requeue_at")], "{plan}");
+    assert_eq!(plan["jobs"][1]["at"], now + 2_400, "{plan}");
+    assert_eq!(plan["jobs"][1]["kept_because"], "its contract is not resumable");
+    assert_eq!(plan["jobs"][2]["at"], now + 3_000, "{plan}");
+    assert_eq!(plan["empty_at"], now + 3_000);
+    assert_eq!((plan["dry_run"].as_bool(), plan["drained"][0].as_str()), (Some(true), Some("n1")));
+
+    let (code, stdout, stderr) = fake.allot(&["drain", "n1", "--live", "slurm", "--reason", "disk failing"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(
+        fake.calls(),
+        ["--quiet update NodeName=n1 State=DRAIN Reason=allot drain: disk failing", "--quiet requeue 101"]
+    );
+    for said in [
+        "Nodes drained on Slurm cluster s: n1",
+        "job 101 (alma, batch): requeued now (resumable, past its protection)",
+        "job 103 (alma, interactive): runs to its end at ",
+        "(its contract is not resumable)",
+        "job 102 (bert, batch): to requeue at ",
+        "The nodes will be empty at ",
+        "Run `allot drain` again after each time above",
+    ] {
+        assert!(stdout.contains(said), "{said:?} in\n{stdout}");
+    }
+}
+
+#[test]
+fn a_job_without_an_end_leaves_the_nodes_without_a_time_to_be_empty() {
+    let now = now();
+    let fake = Fake::new(IDLE, &jobs(now, true));
+    let plan = fake.json(&["drain", "n1", "--live", "slurm", "--reason", "fan", "--dry-run"]);
+    let last = &plan["jobs"][3];
+    assert_eq!((last["job"].as_str(), last["action"].as_str()), (Some("104"), Some("runs_to_end")), "{plan}");
+    assert_eq!(last["kept_because"], "it was submitted with --no-requeue");
+    assert!(last["at"].is_null() && plan["empty_at"].is_null(), "{plan}");
+    let (_, stdout, _) = fake.allot(&["drain", "n1", "--live", "slurm", "--reason", "fan", "--dry-run"]);
+    assert!(
+        stdout.starts_with("Dry run: nothing was changed.\nNodes would be drained on Slurm cluster s: n1\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("job 101 (alma, batch): would be requeued now"), "{stdout}");
+    assert!(
+        stdout.contains("The nodes have no time to be empty: a job on them has no known end."),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn nodes_drained_by_someone_else_are_left_alone_and_allots_own_are_not_drained_twice() {
+    let now = now();
+    let sinfo = "CLUSTER: s\nn1|mixed+drain|allot drain: disk failing\nn1|mixed+drain|allot drain: disk failing\n\
+                 n2|idle+drain|bad DIMM\nn3|down+not_responding|Not responding\n";
+    let fake = Fake::new(sinfo, &jobs(now, false));
+    let (code, stdout, stderr) = fake.allot(&["drain", "n1,n2,n3", "--live", "slurm", "--reason", "again"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    // n1 is allot's already: its jobs are planned again, nothing is drained anew.
+    assert_eq!(fake.calls(), ["--quiet requeue 101"]);
+    assert!(stdout.contains("Nodes drained on Slurm cluster s: n1 (n1 drained by allot before)"), "{stdout}");
+    assert!(stdout.contains("Node n2 left alone: idle+drain by someone else (reason: bad DIMM)"), "{stdout}");
+    assert!(
+        stdout.contains("Node n3 left alone: down+not_responding by someone else (reason: Not responding)"),
+        "{stdout}"
+    );
+
+    // With every node left alone, nothing is planned.
+    let (_, stdout, _) = fake.allot(&["drain", "n2,n3", "--live", "slurm", "--reason", "x", "--dry-run"]);
+    assert!(stdout.ends_with("No node is drained by allot: nothing more to do.\n"), "{stdout}");
+    // Only allot's nodes return to service.
+    let (code, _, stderr) = fake.allot(&["drain", "n1,n2", "--live", "slurm", "--resume"]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("node n2 was not drained by allot (state idle+drain, reason \"bad DIMM\")"),
+        "{stderr}"
+    );
+    assert_eq!(fake.calls().len(), 1, "nothing was done");
+    let (code, stdout, stderr) = fake.allot(&["drain", "n1", "--live", "slurm", "--resume"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(fake.calls()[1], "--quiet update NodeName=n1 State=RESUME");
+    assert!(stdout.contains("Returned to service on Slurm cluster s: n1"), "{stdout}");
+}
+
+#[test]
+fn bad_nodes_and_reasons_are_refused_before_anything_is_done() {
+    let fake = Fake::new(IDLE, "");
+    for (args, said) in [
+        (
+            vec!["drain", "n9", "--live", "slurm", "--reason", "x"],
+            "Slurm cluster s has no node n9: nothing was done",
+        ),
+        (
+            vec!["drain", "gpu[01-04]", "--live", "slurm", "--reason", "x"],
+            "\"gpu[01-04]\" is not a node name",
+        ),
+        (vec!["drain", "n1;reboot", "--live", "slurm", "--reason", "x"], "is not a node name"),
+        (vec!["drain", "n1", "--live", "slurm", "--reason", "two\nlines"], "--reason must be one line"),
+        (vec!["drain", "n1", "--live", "kueue", "--reason", "x"], "allot drain drives Slurm only"),
+    ] {
+        let (code, _, stderr) = fake.allot(&args);
+        assert_eq!(code, 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+    }
+    assert!(fake.calls().is_empty(), "{:?}", fake.calls());
+    // No job on the node: it is empty now.
+    let (code, stdout, _) = fake.allot(&["drain", "n1", "--live", "slurm", "--reason", "x"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("No job runs on them.\nThe nodes are empty now."), "{stdout}");
+}
+
+#[test]
+fn names_from_slurm_are_shown_escaped() {
+    let now = now();
+    let squeue = format!("101|al\x1b[2Jma|batch|RUNNING|{}|1:00:00|1|\n", now - 7_200);
+    let sinfo = "n1|mixed|none\nn2|idle+drain|evil \x1b]0;title\x07 reason\n";
+    let fake = Fake::new(sinfo, &squeue);
+    let (_, stdout, _) = fake.allot(&["drain", "n1,n2", "--live", "slurm", "--reason", "x", "--dry-run"]);
+    assert!(!stdout.contains('\x1b') && !stdout.contains('\x07'), "{stdout:?}");
+    assert!(stdout.contains("job 101 (al\\u{1b}[2Jma, batch)"), "{stdout}");
+    let (_, markdown, _) = fake.allot(&[
+        "drain",
+        "n1,n2",
+        "--live",
+        "slurm",
+        "--reason",
+        "x",
+        "--dry-run",
+        "--format",
+        "markdown",
+    ]);
+    assert!(!markdown.contains('\x1b') && markdown.contains("- job 101"), "{markdown}");
+}
