@@ -4,12 +4,11 @@
 //! now, when the others leave, the nodes left alone, `--dry-run`, `--resume`, and the
 //! refusals.
 
-mod common;
-
-use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde_json::Value;
+mod common;
+
+use common::SlurmStandIns;
 
 const SINFO: &str = "#!/bin/sh\ncat \"$FAKE_SLURM_STATE/sinfo.txt\"\n";
 const SQUEUE: &str = "#!/bin/sh\ncat \"$FAKE_SLURM_STATE/squeue.txt\"\n";
@@ -44,54 +43,18 @@ fn now() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64
 }
 
-struct Fake {
-    dir: tempfile::TempDir,
+/// The stand-ins, with the nodes as `sinfo -O NodeList:|,StateComplete:|,Reason:` prints
+/// them and the jobs on them as `squeue -O` does.
+fn stand_ins(sinfo: &str, squeue: &str) -> SlurmStandIns {
+    let programs = [("sinfo", SINFO), ("squeue", SQUEUE), ("scontrol", SCONTROL), ("sacctmgr", SACCTMGR)];
+    let state = [("sinfo.txt", sinfo), ("squeue.txt", squeue), ("qos.txt", QOS)];
+    SlurmStandIns::new(&programs, &state, BUDGETS)
 }
 
-impl Fake {
-    /// Nodes as `sinfo -O NodeList:|,StateComplete:|,Reason:` prints them, and the jobs on
-    /// them as `squeue -O` does.
-    fn new(sinfo: &str, squeue: &str) -> Fake {
-        let dir = tempfile::tempdir().unwrap();
-        common::stand_ins(
-            dir.path(),
-            &[("sinfo", SINFO), ("squeue", SQUEUE), ("scontrol", SCONTROL), ("sacctmgr", SACCTMGR)],
-        );
-        for (name, text) in [("sinfo.txt", sinfo), ("squeue.txt", squeue), ("qos.txt", QOS)] {
-            std::fs::write(dir.path().join(name), text).unwrap();
-        }
-        let budgets = dir.path().join("budgets");
-        std::fs::create_dir(&budgets).unwrap();
-        std::fs::write(budgets.join("allot.kdl"), BUDGETS).unwrap();
-        Fake { dir }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// Runs allot with the stand-ins first on PATH, the budgets last: (status, stdout,
-    /// stderr).
-    fn allot(&self, args: &[&str]) -> (i32, String, String) {
-        let budgets = self.path("budgets");
-        let mut all: Vec<&str> = args.to_vec();
-        all.push(budgets.to_str().unwrap());
-        common::allot_with_stand_ins(self.dir.path(), &all)
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let mut all = args.to_vec();
-        all.extend(["--format", "json"]);
-        let (code, stdout, stderr) = self.allot(&all);
-        assert_eq!(code, 0, "allot {args:?}: {stdout}\n{stderr}");
-        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
-    }
-
-    /// What scontrol was asked to do, one call a line.
-    fn calls(&self) -> Vec<String> {
-        let log = std::fs::read_to_string(self.path("scontrol.log")).unwrap_or_default();
-        log.lines().map(str::to_string).collect()
-    }
+/// What scontrol was asked to do, one call a line.
+fn calls(fake: &SlurmStandIns) -> Vec<String> {
+    let log = std::fs::read_to_string(fake.path("scontrol.log")).unwrap_or_default();
+    log.lines().map(str::to_string).collect()
 }
 
 /// Node n1 runs four jobs, started at `now` minus: two hours (batch: past its hour, requeued
@@ -115,9 +78,9 @@ const IDLE: &str = "CLUSTER: s\nn1|mixed|none\n";
 #[test]
 fn a_drain_requeues_what_it_may_now_and_says_when_the_rest_leaves() {
     let now = now();
-    let fake = Fake::new(IDLE, &jobs(now, false));
+    let fake = stand_ins(IDLE, &jobs(now, false));
     let plan = fake.json(&["drain", "n1", "--live", "slurm", "--reason", "disk failing", "--dry-run"]);
-    assert!(fake.calls().is_empty(), "a dry run touches nothing: {:?}", fake.calls());
+    assert!(calls(&fake).is_empty(), "a dry run touches nothing: {:?}", calls(&fake));
     let actions: Vec<(&str, &str)> = plan["jobs"]
         .as_array()
         .unwrap()
@@ -134,7 +97,7 @@ fn a_drain_requeues_what_it_may_now_and_says_when_the_rest_leaves() {
     let (code, stdout, stderr) = fake.allot(&["drain", "n1", "--live", "slurm", "--reason", "disk failing"]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert_eq!(
-        fake.calls(),
+        calls(&fake),
         ["--quiet update NodeName=n1 State=DRAIN Reason=allot drain: disk failing", "--quiet requeue 101"]
     );
     for said in [
@@ -153,7 +116,7 @@ fn a_drain_requeues_what_it_may_now_and_says_when_the_rest_leaves() {
 #[test]
 fn a_job_without_an_end_leaves_the_nodes_without_a_time_to_be_empty() {
     let now = now();
-    let fake = Fake::new(IDLE, &jobs(now, true));
+    let fake = stand_ins(IDLE, &jobs(now, true));
     let plan = fake.json(&["drain", "n1", "--live", "slurm", "--reason", "fan", "--dry-run"]);
     let last = &plan["jobs"][3];
     assert_eq!((last["job"].as_str(), last["action"].as_str()), (Some("104"), Some("runs_to_end")), "{plan}");
@@ -176,11 +139,11 @@ fn nodes_drained_by_someone_else_are_left_alone_and_allots_own_are_not_drained_t
     let now = now();
     let sinfo = "CLUSTER: s\nn1|mixed+drain|allot drain: disk failing\nn1|mixed+drain|allot drain: disk failing\n\
                  n2|idle+drain|bad DIMM\nn3|down+not_responding|Not responding\n";
-    let fake = Fake::new(sinfo, &jobs(now, false));
+    let fake = stand_ins(sinfo, &jobs(now, false));
     let (code, stdout, stderr) = fake.allot(&["drain", "n1,n2,n3", "--live", "slurm", "--reason", "again"]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     // n1 is allot's already: its jobs are planned again, nothing is drained anew.
-    assert_eq!(fake.calls(), ["--quiet requeue 101"]);
+    assert_eq!(calls(&fake), ["--quiet requeue 101"]);
     assert!(stdout.contains("Nodes drained on Slurm cluster s: n1 (n1 drained by allot before)"), "{stdout}");
     assert!(stdout.contains("Node n2 left alone: idle+drain by someone else (reason: bad DIMM)"), "{stdout}");
     assert!(
@@ -198,16 +161,16 @@ fn nodes_drained_by_someone_else_are_left_alone_and_allots_own_are_not_drained_t
         stderr.contains("node n2 was not drained by allot (state idle+drain, reason \"bad DIMM\")"),
         "{stderr}"
     );
-    assert_eq!(fake.calls().len(), 1, "nothing was done");
+    assert_eq!(calls(&fake).len(), 1, "nothing was done");
     let (code, stdout, stderr) = fake.allot(&["drain", "n1", "--live", "slurm", "--resume"]);
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(fake.calls()[1], "--quiet update NodeName=n1 State=RESUME");
+    assert_eq!(calls(&fake)[1], "--quiet update NodeName=n1 State=RESUME");
     assert!(stdout.contains("Returned to service on Slurm cluster s: n1"), "{stdout}");
 }
 
 #[test]
 fn bad_nodes_and_reasons_are_refused_before_anything_is_done() {
-    let fake = Fake::new(IDLE, "");
+    let fake = stand_ins(IDLE, "");
     for (args, said) in [
         (
             vec!["drain", "n9", "--live", "slurm", "--reason", "x"],
@@ -225,7 +188,7 @@ fn bad_nodes_and_reasons_are_refused_before_anything_is_done() {
         assert_eq!(code, 1, "{args:?}: {stderr}");
         assert!(stderr.contains(said), "{args:?}: {stderr}");
     }
-    assert!(fake.calls().is_empty(), "{:?}", fake.calls());
+    assert!(calls(&fake).is_empty(), "{:?}", calls(&fake));
     // No job on the node: it is empty now.
     let (code, stdout, _) = fake.allot(&["drain", "n1", "--live", "slurm", "--reason", "x"]);
     assert_eq!(code, 0);
@@ -237,7 +200,7 @@ fn names_from_slurm_are_shown_escaped() {
     let now = now();
     let squeue = format!("101|al\x1b[2Jma|batch|RUNNING|{}|1:00:00|1|\n", now - 7_200);
     let sinfo = "n1|mixed|none\nn2|idle+drain|evil \x1b]0;title\x07 reason\n";
-    let fake = Fake::new(sinfo, &squeue);
+    let fake = stand_ins(sinfo, &squeue);
     let (_, stdout, _) = fake.allot(&["drain", "n1,n2", "--live", "slurm", "--reason", "x", "--dry-run"]);
     assert!(!stdout.contains('\x1b') && !stdout.contains('\x07'), "{stdout:?}");
     assert!(stdout.contains("job 101 (al\\u{1b}[2Jma, batch)"), "{stdout}");

@@ -7,9 +7,7 @@
 
 mod common;
 
-use std::path::PathBuf;
-
-use serde_json::Value;
+use common::SlurmStandIns;
 
 /// The stand-ins: each prints its file of the state (`sacctmgr`: the dump, or the QOS for
 /// `-n -P show qos`); `sacct` knows no job.
@@ -95,65 +93,31 @@ fn squeue() -> String {
     .collect()
 }
 
-struct Fake {
-    dir: tempfile::TempDir,
-}
-
-impl Fake {
-    fn new() -> Fake {
-        let dir = tempfile::tempdir().unwrap();
-        common::stand_ins(
-            dir.path(),
-            &[
-                ("squeue", SQUEUE),
-                ("scontrol", SCONTROL),
-                ("sshare", SSHARE),
-                ("sacct", SACCT),
-                ("sacctmgr", SACCTMGR),
-            ],
-        );
-        let state = [
-            ("dump.cfg", DUMP),
-            ("qos.txt", QOS),
-            ("sshare.txt", SSHARE_TXT),
-            ("partitions.txt", PARTITIONS),
-            ("squeue.txt", &squeue()),
-        ];
-        for (name, text) in state {
-            std::fs::write(dir.path().join(name), text).unwrap();
-        }
-        let budgets = dir.path().join("budgets");
-        std::fs::create_dir(&budgets).unwrap();
-        std::fs::write(budgets.join("allot.kdl"), BUDGETS).unwrap();
-        Fake { dir }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// Runs allot on the budgets with the stand-ins first on PATH: (status, stdout, stderr).
-    fn allot(&self, args: &[&str]) -> (i32, String, String) {
-        let budgets = self.path("budgets");
-        let mut all: Vec<&str> = args.to_vec();
-        all.push(budgets.to_str().unwrap());
-        common::allot_with_stand_ins(self.dir.path(), &all)
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let mut all = args.to_vec();
-        all.extend(["--format", "json"]);
-        let (code, stdout, stderr) = self.allot(&all);
-        assert_eq!(code, 0, "allot {args:?}: {stdout}\n{stderr}");
-        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
-    }
+/// The stand-ins with the state above.
+fn stand_ins() -> SlurmStandIns {
+    let programs = [
+        ("squeue", SQUEUE),
+        ("scontrol", SCONTROL),
+        ("sshare", SSHARE),
+        ("sacct", SACCT),
+        ("sacctmgr", SACCTMGR),
+    ];
+    let queue = squeue();
+    let state = [
+        ("dump.cfg", DUMP),
+        ("qos.txt", QOS),
+        ("sshare.txt", SSHARE_TXT),
+        ("partitions.txt", PARTITIONS),
+        ("squeue.txt", queue.as_str()),
+    ];
+    SlurmStandIns::new(&programs, &state, BUDGETS)
 }
 
 #[test]
 fn a_slurm_command_that_does_not_answer_is_stopped_at_the_bound() {
     // squeue hangs (as it does while slurmctld is stopped): status ends with an error naming
     // it and the bound, well before the stand-in would have ended.
-    let fake = Fake::new();
+    let fake = stand_ins();
     common::stand_ins(fake.dir.path(), &[("squeue", "#!/bin/sh\nexec sleep 60\n")]);
     let started = std::time::Instant::now();
     let (code, stdout, stderr) = fake.allot(&["status", "--live", "slurm", "--timeout", "1s"]);
@@ -178,7 +142,7 @@ fn contains(text: &str, wanted: &[&str]) {
 
 #[test]
 fn status_shows_each_budgets_floor_in_use_and_its_gpus_beyond_it() {
-    let fake = Fake::new();
+    let fake = stand_ins();
     let (code, text, stderr) = fake.allot(&["status", "--live", "slurm"]);
     assert_eq!(code, 0, "{text}\n{stderr}");
     // b: 4 of its floor's 4 GPUs in use (jobs 1 and 2), 2 beyond it in gpu (job 3); a: none
@@ -216,7 +180,7 @@ fn status_shows_each_budgets_floor_in_use_and_its_gpus_beyond_it() {
 
 #[test]
 fn explain_says_which_tier_a_job_runs_in_and_whether_a_floor_has_room() {
-    let fake = Fake::new();
+    let fake = stand_ins();
     // Job 1 runs in b's floor: never preempted.
     let (code, text, stderr) = fake.allot(&["explain", "1", "--live", "slurm"]);
     assert_eq!(code, 0, "{text}\n{stderr}");
@@ -283,7 +247,7 @@ fn explain_says_which_tier_a_job_runs_in_and_whether_a_floor_has_room() {
 fn without_the_floor_partitions_slurm_runs_no_floors() {
     // The budgets have floors, but Slurm runs only the bound partition (its jobs there): no
     // floor columns, and a running job is explained by its QOS.
-    let fake = Fake::new();
+    let fake = stand_ins();
     std::fs::write(fake.path("partitions.txt"), PARTITIONS.lines().next().unwrap()).unwrap();
     let plain = squeue()
         .replace("gpu,gpu-floor-a", "gpu")

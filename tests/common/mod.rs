@@ -58,27 +58,61 @@ pub fn allot_within(dir: &Path, args: &[&str], limit: Duration) -> (i32, String,
     (status, text(&output.stdout), text(&output.stderr))
 }
 
-/// Runs `allot` in `dir` with the stand-ins [`stand_ins`] wrote there first on PATH and
-/// `FAKE_SLURM_STATE` naming `dir` (where they read their state), without colours, outside
-/// CI and with nothing on standard input: (status, stdout, stderr).
-pub fn allot_with_stand_ins(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let path = std::env::join_paths(
-        std::iter::once(dir.join("bin")).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-    )
-    .unwrap();
-    let output = assert_cmd::Command::cargo_bin("allot")
-        .unwrap()
-        .current_dir(dir)
-        .args(args)
-        .env("PATH", path)
-        .env("NO_COLOR", "1")
-        .env("FAKE_SLURM_STATE", dir)
-        .env_remove("CI")
-        .write_stdin("")
-        .output()
+/// Stand-ins for Slurm's client commands (scripts first on PATH, made by [`stand_ins`]) in a
+/// folder of their own, the state files they read there (`$FAKE_SLURM_STATE`), and a budget
+/// repository `budgets/`.
+pub struct SlurmStandIns {
+    pub dir: tempfile::TempDir,
+}
+
+impl SlurmStandIns {
+    pub fn new(programs: &[(&str, &str)], state: &[(&str, &str)], budgets: &str) -> SlurmStandIns {
+        let dir = tempfile::tempdir().unwrap();
+        stand_ins(dir.path(), programs);
+        for (name, text) in state {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        std::fs::create_dir(dir.path().join("budgets")).unwrap();
+        std::fs::write(dir.path().join("budgets").join("allot.kdl"), budgets).unwrap();
+        SlurmStandIns { dir }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Runs allot with the stand-ins first on PATH, without colours, outside CI, nothing on
+    /// standard input, the budgets last: (status, stdout, stderr).
+    pub fn allot(&self, args: &[&str]) -> (i32, String, String) {
+        let path = std::env::join_paths(
+            std::iter::once(self.path("bin"))
+                .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+        )
         .unwrap();
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
+        let output = assert_cmd::Command::cargo_bin("allot")
+            .unwrap()
+            .current_dir(self.dir.path())
+            .args(args)
+            .arg(self.path("budgets"))
+            .env("PATH", path)
+            .env("NO_COLOR", "1")
+            .env("FAKE_SLURM_STATE", self.dir.path())
+            .env_remove("CI")
+            .write_stdin("")
+            .output()
+            .unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
+    }
+
+    /// [`allot`](SlurmStandIns::allot) with `--format json`, which must succeed: its output.
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = args.to_vec();
+        all.extend(["--format", "json"]);
+        let (code, stdout, stderr) = self.allot(&all);
+        assert_eq!(code, 0, "allot {args:?}: {stdout}\n{stderr}");
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    }
 }
 
 /// Runs `git` in `dir` as a made-up author, and asserts it succeeded.
