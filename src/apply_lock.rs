@@ -7,8 +7,9 @@
 //! succeed (sacctmgr looks for the name before slurmdbd writes it; tests/slurm_faults.rs
 //! saw it). So each apply adds a QOS of its own, then lists the locks: it goes on only when
 //! its own is the only one; otherwise it deletes its own and tries again after a random
-//! pause (twice at most), when one of the two finds the other's lock and is refused. Never
-//! do both go on: whichever lists second sees the other's QOS, added before its list.
+//! pause (four times at most), and one of the two then finds the other's lock and is
+//! refused. Never do both go on: whichever lists second sees the other's QOS, added before
+//! its list.
 //!
 //! A lock left by an apply that was killed is stale. One of this host whose process is gone
 //! is taken over at once; any other is broken only on request (`allot apply slurm PLAN

@@ -326,10 +326,12 @@ pub fn run(arguments: &[String]) -> Result<(), Error> {
     write(SACCTMGR, "-i", arguments, "apply the plan")
 }
 
-/// Runs `scontrol ARGUMENTS` (a change: a node drained, a job requeued), as [`run`] runs
-/// `sacctmgr`.
-pub fn scontrol(arguments: &[String]) -> Result<(), Error> {
-    write("scontrol", "--quiet", arguments, "change the nodes and jobs")
+/// Runs `scontrol --quiet --clusters=CLUSTER ARGUMENTS` (a change: nodes drained, a job
+/// requeued), as [`run`] runs `sacctmgr`.
+pub fn scontrol(cluster: &str, arguments: &[String]) -> Result<(), Error> {
+    let arguments: Vec<String> =
+        std::iter::once(format!("--clusters={cluster}")).chain(arguments.iter().cloned()).collect();
+    write("scontrol", "--quiet", &arguments, "change the nodes and jobs")
 }
 
 /// Runs `PROGRAM FIRST ARGUMENTS` within the bound of a write: what it said on standard

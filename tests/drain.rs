@@ -98,7 +98,10 @@ fn a_drain_requeues_what_it_may_now_and_says_when_the_rest_leaves() {
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert_eq!(
         calls(&fake),
-        ["--quiet update NodeName=n1 State=DRAIN Reason=allot drain: disk failing", "--quiet requeue 101"]
+        [
+            "--quiet --clusters=s update NodeName=n1 State=DRAIN Reason=allot drain: disk failing",
+            "--quiet --clusters=s requeue 101"
+        ]
     );
     for said in [
         "Nodes drained on Slurm cluster s: n1",
@@ -143,7 +146,7 @@ fn nodes_drained_by_someone_else_are_left_alone_and_allots_own_are_not_drained_t
     let (code, stdout, stderr) = fake.allot(&["drain", "n1,n2,n3", "--live", "slurm", "--reason", "again"]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     // n1 is allot's already: its jobs are planned again, nothing is drained anew.
-    assert_eq!(calls(&fake), ["--quiet requeue 101"]);
+    assert_eq!(calls(&fake), ["--quiet --clusters=s requeue 101"]);
     assert!(stdout.contains("Nodes drained on Slurm cluster s: n1 (n1 drained by allot before)"), "{stdout}");
     assert!(stdout.contains("Node n2 left alone: idle+drain by someone else (reason: bad DIMM)"), "{stdout}");
     assert!(
@@ -164,7 +167,7 @@ fn nodes_drained_by_someone_else_are_left_alone_and_allots_own_are_not_drained_t
     assert_eq!(calls(&fake).len(), 1, "nothing was done");
     let (code, stdout, stderr) = fake.allot(&["drain", "n1", "--live", "slurm", "--resume"]);
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(calls(&fake)[1], "--quiet update NodeName=n1 State=RESUME");
+    assert_eq!(calls(&fake)[1], "--quiet --clusters=s update NodeName=n1 State=RESUME");
     assert!(stdout.contains("Returned to service on Slurm cluster s: n1"), "{stdout}");
 }
 

@@ -86,12 +86,15 @@ pub fn run(args: Args, format: Format) -> Outcome {
     let names: Vec<&str> = ours.iter().map(|n| n.name.as_str()).collect();
     let fresh: Vec<&str> = ours.iter().filter(|n| !drained_by_allot(n)).map(|n| n.name.as_str()).collect();
     if !args.dry_run && !fresh.is_empty() {
-        slurm::scontrol(&[
-            "update".into(),
-            format!("NodeName={}", fresh.join(",")),
-            "State=DRAIN".into(),
-            format!("Reason={reason}"),
-        ])?;
+        slurm::scontrol(
+            &cluster,
+            &[
+                "update".into(),
+                format!("NodeName={}", fresh.join(",")),
+                "State=DRAIN".into(),
+                format!("Reason={reason}"),
+            ],
+        )?;
     }
     let jobs = if names.is_empty() { Vec::new() } else { slurm::node_jobs(&cluster, &names)? };
     let now = status::now();
@@ -100,7 +103,7 @@ pub fn run(args: Args, format: Format) -> Outcome {
     if !args.dry_run {
         for (job, leaves) in &plan.jobs {
             if *leaves == Leaves::RequeueNow
-                && let Err(e) = slurm::scontrol(&["requeue".into(), job.id.clone()])
+                && let Err(e) = slurm::scontrol(&cluster, &["requeue".into(), job.id.clone()])
             {
                 failed.push(format!("job {}: {e}", job.id));
             }
@@ -194,7 +197,10 @@ fn resume(cluster: &str, nodes: &[Node]) -> Outcome {
         )));
     }
     let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
-    slurm::scontrol(&["update".into(), format!("NodeName={}", names.join(",")), "State=RESUME".into()])?;
+    slurm::scontrol(
+        cluster,
+        &["update".into(), format!("NodeName={}", names.join(",")), "State=RESUME".into()],
+    )?;
     println!("Returned to service on Slurm cluster {cluster}: {}", names.join(", "));
     Ok(Exit::Success)
 }
