@@ -261,11 +261,14 @@ fn database_stopped_before_an_apply(second: &str) {
 }
 
 /// Runs `allot apply` of `saved`, calling `on_line` with each line it says on standard error
-/// (and the apply, which it may kill), until it ends: its status and all it said.
+/// (and the apply, which it may kill), until it ends: its status and all it said. Its
+/// temporary files (the load file of sacctmgr, which a killed apply cannot remove) go
+/// beside `saved`, in the test's own folder.
 fn apply_watched(saved: &str, mut on_line: impl FnMut(&str, &mut Child)) -> (ExitStatus, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_allot"))
         .args(["apply", "slurm", saved, "--auto-approve", "--timeout", BOUND])
         .env("NO_COLOR", "1")
+        .env("TMPDIR", Path::new(saved).parent().unwrap())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

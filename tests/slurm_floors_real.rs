@@ -2,18 +2,18 @@
 //! configuration `allot build --target slurm` emits: the floor partitions of a higher
 //! `PriorityTier`, `preempt/partition_prio` with requeue, allot's job_submit.lua and its QOS
 //! script. Two budgets of 4 guaranteed GPUs each (a third whose share guarantees none), the
-//! contract `batch` with a 2-minute `PreemptExemptTime`; credentials of 5 s (Slurm's least),
+//! contract `batch` with a 1-minute `PreemptExemptTime`; credentials of 5 s (Slurm's least),
 //! so that a requeued job is held 6 s; the main scheduler's pass every 10 s (allot's).
 //!
 //! B fills the 8 GPUs: 4 jobs in its floor, 4 in `gpu`. A asks for 2: they preempt the two
 //! youngest of B's jobs in `gpu` once their protection has passed, and run in A's floor. A
 //! asks for 4 more: 2 preempt B's last jobs in `gpu` at once, 2 wait (A's floor is full). A
 //! requeued job is held `cred_expire` + 1 from its preemption; restarted, it is protected
-//! again for 2 minutes. A job that may not be requeued runs in its budget's floor only. A
+//! again for 1 minute. A job that may not be requeued runs in its budget's floor only. A
 //! user cannot move a job to another partition. The timings measured are printed.
 //!
 //! Needs root and apt (CI has both); elsewhere it says so and skips, unless
-//! `ALLOT_REQUIRE_SLURM` is set, when it fails. About 5 minutes.
+//! `ALLOT_REQUIRE_SLURM` is set, when it fails. About 3 minutes.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -31,7 +31,7 @@ cluster main gpus=8 gpu-type=h100 gpus-per-node=8 {
     slurm cluster=floors partition=gpu
 }
 policy overcommit=#true
-contract batch min-runtime="2m" resumable=#true default=#true
+contract batch min-runtime="1m" resumable=#true default=#true
 project a share="50%" {
     users alma
 }
@@ -48,7 +48,7 @@ project c share="1%" {
 const SCHEDULING: &str = "AuthInfo=cred_expire=5\n";
 
 /// The contract's protection (`min-runtime`), in seconds.
-const PROTECTION: i64 = 120;
+const PROTECTION: i64 = 60;
 
 fn now() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64
@@ -397,7 +397,7 @@ fn floors_on_a_real_slurm() {
     println!(
         "4. requeued jobs held {holds:?} s (cred_expire + 1 = {hold}); 2 restarted (preemption -> restart, GPUs freed -> restart): {restart_delays:?} s"
     );
-    // A asks for 2 again: B's restarted jobs are protected 2 minutes from their restart.
+    // A asks for 2 again: B's restarted jobs are protected 1 minute from their restart.
     let a_last: Vec<String> = (0..2).map(|_| submit("alma", "a", &[])).collect();
     let restart_end = restarted.iter().map(|id| q[id].start.unwrap()).min().unwrap() + PROTECTION;
     wait_for("A's last 2 jobs to run", restart_end + PROTECTION - now(), || {

@@ -6,10 +6,10 @@
 //! window, start order and waits per contract, and how well each job's simulated wait
 //! predicts its real one.
 //!
-//! The trace is generated (a fixed seed): `ALLOT_REPLAY_JOBS` jobs (default 100, CI's) of 4
+//! The trace is generated (a fixed seed): `ALLOT_REPLAY_JOBS` jobs (default 80, CI's) of 4
 //! to 24 seconds, of four users in three budgets and three QOS (two contracts and
 //! `preemptible`), submitted in bursts (about 2.4 s apart on average) so that they contend
-//! for the GPUs; 100 jobs take about 9 minutes, the 200 of `scripts/slurm-replay.sh` (whose
+//! for the GPUs; 80 jobs take about 7 minutes, the 200 of `scripts/slurm-replay.sh` (whose
 //! figures docs/verifier.md records) about 16. Needs root and apt (CI has both); elsewhere
 //! it says so and skips, unless `ALLOT_REQUIRE_SLURM` is set, when it fails.
 //!
@@ -145,12 +145,17 @@ fn percentile(values: &mut [f64], p: f64) -> f64 {
     if values.is_empty() {
         return f64::NAN;
     }
-    let rank = ((p / 100.0) * values.len() as f64).ceil().max(1.0) as usize;
-    values[rank - 1]
+    values[nearest_rank(values.len(), p) - 1]
 }
 
-/// Each budget's share of the GPU-time used in each window of `width` seconds.
-fn shares(jobs: &[Submission], runs: &[Runs], width: i64, end: i64) -> Vec<BTreeMap<&'static str, f64>> {
+/// Each budget's share of the GPU-time used in each window of `width` seconds, and that
+/// GPU-time.
+fn shares(
+    jobs: &[Submission],
+    runs: &[Runs],
+    width: i64,
+    end: i64,
+) -> Vec<(BTreeMap<&'static str, f64>, f64)> {
     (0..(end + width - 1) / width)
         .map(|w| {
             let (from, to) = (w * width, (w + 1) * width);
@@ -163,7 +168,7 @@ fn shares(jobs: &[Submission], runs: &[Runs], width: i64, end: i64) -> Vec<BTree
             }
             let total: f64 = used.values().sum();
             used.values_mut().for_each(|v| *v /= total.max(1.0));
-            used
+            (used, total)
         })
         .collect()
 }
@@ -191,25 +196,53 @@ fn concordance(a: &[i64], b: &[i64]) -> f64 {
 /// How far a simulated schedule is from the real one.
 #[derive(Debug)]
 struct Agreement {
-    /// Mean and largest |share simulated − share real| over budgets and windows.
+    /// Mean and largest |share simulated − share real| over budgets and windows, and the
+    /// mean weighted by the GPU-time of each window in both schedules (a window of a few
+    /// jobs, the trace's tail, weighs little).
     share_mean: f64,
+    share_weighted: f64,
     share_max: f64,
     /// Fraction of job pairs started in the same order.
     order: f64,
-    /// Per contract: (real p50, p90 wait; simulated p50, p90 wait; predicted / real wait
-    /// per job, p50 and p90, over jobs that waited at least 10 s in reality).
-    waits: BTreeMap<&'static str, [f64; 6]>,
+    /// Per contract, the waits of its jobs.
+    waits: BTreeMap<&'static str, Waits>,
+}
+
+/// One contract's waits, each sorted: real, simulated, and predicted / real per job over
+/// the jobs that waited at least 10 s in reality.
+#[derive(Debug)]
+struct Waits {
+    real: Vec<f64>,
+    simulated: Vec<f64>,
+    ratios: Vec<f64>,
+}
+
+impl Waits {
+    /// The real waits within one job of the real `p`th percentile's rank: where that
+    /// percentile lands when one job of the contract starts a scheduler's pass sooner or
+    /// later, which moves a percentile of a few jobs by a whole job's wait.
+    fn real_near(&self, p: f64) -> &[f64] {
+        let rank = nearest_rank(self.real.len(), p);
+        &self.real[rank.saturating_sub(2)..(rank + 1).min(self.real.len())]
+    }
+}
+
+/// The 1-based nearest rank of the `p`th percentile of `n` values.
+fn nearest_rank(n: usize, p: f64) -> usize {
+    ((p / 100.0) * n as f64).ceil().max(1.0) as usize
 }
 
 fn agreement(jobs: &[Submission], real: &[Runs], simulated: &[Runs], end: i64) -> Agreement {
     let (real_shares, sim_shares) = (shares(jobs, real, 120, end), shares(jobs, simulated, 120, end));
+    // Each difference, weighted by the GPU-time of its window in both schedules.
     let mut differences = Vec::new();
-    for (r, s) in real_shares.iter().zip(&sim_shares) {
+    for ((r, r_used), (s, s_used)) in real_shares.iter().zip(&sim_shares) {
         for budget in ["vision", "speech", "robotics"] {
             let value = |m: &BTreeMap<&str, f64>| m.get(budget).copied().unwrap_or(0.0);
-            differences.push((value(r) - value(s)).abs());
+            differences.push(((value(r) - value(s)).abs(), r_used + s_used));
         }
     }
+    let weights: f64 = differences.iter().map(|(_, w)| w).sum();
     let first = |runs: &[Runs]| {
         runs.iter().map(|r| r.first().map_or(i64::MAX, |&(start, _)| start)).collect::<Vec<_>>()
     };
@@ -219,28 +252,22 @@ fn agreement(jobs: &[Submission], real: &[Runs], simulated: &[Runs], end: i64) -
         let of = |starts: &[i64]| -> Vec<f64> {
             jobs.iter().zip(starts).filter(|(j, _)| j.qos == qos).map(|(j, &s)| (s - j.at) as f64).collect()
         };
-        let (mut r, mut s) = (of(&real_starts), of(&sim_starts));
-        let mut ratios: Vec<f64> = r
+        let (mut real, mut simulated) = (of(&real_starts), of(&sim_starts));
+        let mut ratios: Vec<f64> = real
             .iter()
-            .zip(&s)
+            .zip(&simulated)
             .filter(|(real, _)| **real >= 10.0)
             .map(|(real, sim)| sim.max(1.0) / real)
             .collect();
-        waits.insert(
-            qos,
-            [
-                percentile(&mut r, 50.0),
-                percentile(&mut r, 90.0),
-                percentile(&mut s, 50.0),
-                percentile(&mut s, 90.0),
-                percentile(&mut ratios, 50.0),
-                percentile(&mut ratios, 90.0),
-            ],
-        );
+        for values in [&mut real, &mut simulated, &mut ratios] {
+            values.sort_by(f64::total_cmp);
+        }
+        waits.insert(qos, Waits { real, simulated, ratios });
     }
     Agreement {
-        share_mean: differences.iter().sum::<f64>() / differences.len().max(1) as f64,
-        share_max: differences.iter().copied().fold(0.0, f64::max),
+        share_mean: differences.iter().map(|(d, _)| d).sum::<f64>() / differences.len().max(1) as f64,
+        share_weighted: differences.iter().map(|(d, w)| d * w).sum::<f64>() / weights.max(1.0),
+        share_max: differences.iter().map(|(d, _)| *d).fold(0.0, f64::max),
         order: concordance(&real_starts, &sim_starts),
         waits,
     }
@@ -282,7 +309,7 @@ fn real_runs(ids: &[String], t0: i64) -> Vec<Runs> {
 
 #[test]
 fn a_trace_replayed_through_slurm_and_through_allot() {
-    let count: usize = std::env::var("ALLOT_REPLAY_JOBS").ok().and_then(|n| n.parse().ok()).unwrap_or(100);
+    let count: usize = std::env::var("ALLOT_REPLAY_JOBS").ok().and_then(|n| n.parse().ok()).unwrap_or(80);
     let jobs = trace(count);
     // The configuration allot emits, with the test's time-scaled settings.
     let work = tempfile::tempdir().unwrap();
@@ -365,9 +392,76 @@ fn a_trace_replayed_through_slurm_and_through_allot() {
             simulated[run.id.parse::<usize>().unwrap()].push((run.start, run.end));
         }
         simulated.iter_mut().for_each(|r| r.sort());
-        if std::env::var_os("ALLOT_REPLAY_DETAIL").is_some()
-            && matches!(policy, Policy::Slurm(SlurmSettings { started: Some(_), .. }))
-        {
+        let a = agreement(&jobs, &real, &simulated, end);
+        let phase = match policy {
+            Policy::Slurm(SlurmSettings { started: Some(_), .. }) => ", decay passes' phase known",
+            Policy::Slurm(_) => ", decay passes' phase unknown",
+            _ => "",
+        };
+        println!(
+            "{}{phase}: shares off by {:.3} on average ({:.3} weighted by GPU-time), {:.3} at most (per 2-minute window); start order agrees for {:.1}% of pairs",
+            policy.label(),
+            a.share_mean,
+            a.share_weighted,
+            a.share_max,
+            a.order * 100.0
+        );
+        for (qos, w) in &a.waits {
+            let (mut real, mut simulated, mut ratios) =
+                (w.real.clone(), w.simulated.clone(), w.ratios.clone());
+            println!(
+                "  {qos} ({} jobs): wait p50 {:.0} s real, {:.0} s simulated; p90 {:.0} s real, {:.0} s simulated; predicted / real wait p50 {:.2}, p90 {:.2}",
+                real.len(),
+                percentile(&mut real, 50.0),
+                percentile(&mut simulated, 50.0),
+                percentile(&mut real, 90.0),
+                percentile(&mut simulated, 90.0),
+                percentile(&mut ratios, 50.0),
+                percentile(&mut ratios, 90.0)
+            );
+        }
+        let Policy::Slurm(settings) = policy else { continue };
+        // Bounds the real runs support (docs/verifier.md has their figures): nine pairs in
+        // ten or so started in the same order, and per contract the simulated p50 and p90
+        // waits, and the median of each job's predicted over real wait, within 2x of the
+        // real. Each budget's share per 2-minute window is off by about 0.1 on average when
+        // the decay passes fall when Slurm's did (up to 0.17 with them a second or two off),
+        // and by 0.2 to 0.26 when they fall from the first start: the phase moves the
+        // budgets' ranks for whole minutes (docs/verifier.md). A percentile of waits may also
+        // be off by WAIT_SLACK, what the schedulers' periods make of a short wait (the
+        // 100-job trace's `batch` p50 is 18 s real), and is compared with the real waits
+        // within one job of its rank (`Waits::real_near`): a contract of a few jobs whose
+        // waits fall in two groups (started at once, or after a burst) has its p50 jump
+        // from one group to the other when a single job starts a pass sooner or later.
+        let share_bound = if settings.started.is_some() { 0.2 } else { 0.3 };
+        let mut failed = Vec::new();
+        if a.share_weighted > share_bound {
+            failed.push(format!("shares off by {} on average, weighted by GPU-time", a.share_weighted));
+        }
+        if a.order < 0.85 {
+            failed.push(format!("start order agrees for {} of pairs", a.order));
+        }
+        let within_2x = |ratio: f64| (0.5..=2.0).contains(&ratio);
+        for (qos, w) in &a.waits {
+            for p in [50.0, 90.0] {
+                let simulated = percentile(&mut w.simulated.clone(), p);
+                let near = w.real_near(p);
+                let close =
+                    |real: &f64| within_2x(simulated / real) || (simulated - real).abs() <= WAIT_SLACK;
+                if !near.iter().any(close) {
+                    failed.push(format!(
+                        "{qos}: simulated wait p{p} {simulated} s, real waits near it {near:?}"
+                    ));
+                }
+            }
+            let ratio = percentile(&mut w.ratios.clone(), 50.0);
+            if !within_2x(ratio) {
+                failed.push(format!("{qos}: predicted / real wait p50 {ratio}"));
+            }
+        }
+        let detail = std::env::var_os("ALLOT_REPLAY_DETAIL").is_some() && settings.started.is_some();
+        if detail || !failed.is_empty() {
+            // Each job's runs, to study a failure (nextest shows them only then).
             println!("job,user,account,qos,gpus,submit,seconds,limit,real runs,simulated runs");
             for (i, job) in jobs.iter().enumerate() {
                 println!(
@@ -384,46 +478,7 @@ fn a_trace_replayed_through_slurm_and_through_allot() {
                 );
             }
         }
-        let a = agreement(&jobs, &real, &simulated, end);
-        let phase = match policy {
-            Policy::Slurm(SlurmSettings { started: Some(_), .. }) => ", decay passes' phase known",
-            Policy::Slurm(_) => ", decay passes' phase unknown",
-            _ => "",
-        };
-        println!(
-            "{}{phase}: shares off by {:.3} on average, {:.3} at most (per 2-minute window); start order agrees for {:.1}% of pairs",
-            policy.label(),
-            a.share_mean,
-            a.share_max,
-            a.order * 100.0
-        );
-        for (qos, [r50, r90, s50, s90, p50, p90]) in &a.waits {
-            println!(
-                "  {qos}: wait p50 {r50:.0} s real, {s50:.0} s simulated; p90 {r90:.0} s real, {s90:.0} s simulated; predicted / real wait p50 {p50:.2}, p90 {p90:.2}"
-            );
-        }
-        if let Policy::Slurm(settings) = policy {
-            // Bounds the real runs support (docs/verifier.md has their figures): nine pairs
-            // in ten or so started in the same order, and per contract the simulated p50
-            // and p90 waits, and the median of each job's predicted over real wait, within
-            // 2x of the real. Each budget's share per 2-minute window is off by about 0.1
-            // on average when the decay passes fall when Slurm's did (up to 0.17 with them
-            // a second or two off), and by 0.2 to 0.26 when they fall from the first start:
-            // the phase moves the budgets' ranks for whole minutes (docs/verifier.md). A
-            // percentile of waits may also be off by WAIT_SLACK, what the schedulers'
-            // periods make of a short wait (the 100-job trace's `batch` p50 is 18 s real).
-            let share_bound = if settings.started.is_some() { 0.2 } else { 0.3 };
-            assert!(a.share_mean <= share_bound, "shares off by {} on average", a.share_mean);
-            assert!(a.order >= 0.85, "start order agrees for {} of pairs", a.order);
-            let within_2x = |ratio: f64| (0.5..=2.0).contains(&ratio);
-            let close = |simulated: f64, real: f64| {
-                within_2x(simulated / real) || (simulated - real).abs() <= WAIT_SLACK
-            };
-            for (qos, [r50, r90, s50, s90, p50, _]) in &a.waits {
-                assert!(close(*s50, *r50) && close(*s90, *r90), "{qos}: waits {a:?}");
-                assert!(within_2x(*p50), "{qos}: predicted / real wait p50 {p50}");
-            }
-        }
+        assert!(failed.is_empty(), "{}{phase}: {}", Policy::Slurm(settings).label(), failed.join("; "));
     }
 }
 
