@@ -117,13 +117,17 @@ pub struct Node {
     pub reason: String,
 }
 
-/// The nodes `names` of `cluster` that Slurm has (each once, whatever its partitions).
+/// The nodes `names` of `cluster` that Slurm has (each once, whatever its partitions); all
+/// its nodes when `names` is empty.
 pub fn nodes(cluster: &str, names: &[&str]) -> Result<Vec<Node>, Error> {
     let clusters = format!("--clusters={cluster}");
     let list = format!("--nodes={}", names.join(","));
     let read = Reading::new("sinfo", "sinfo", "read the nodes", true);
-    let text =
-        read.output(&["--noheader", "--Node", &clusters, &list, "-O", "NodeList:|,StateComplete:|,Reason:"])?;
+    let mut args = vec!["--noheader", "--Node", &clusters, "-O", "NodeList:|,StateComplete:|,Reason:"];
+    if !names.is_empty() {
+        args.push(&list);
+    }
+    let text = read.output(&args)?;
     let mut nodes: Vec<Node> = Vec::new();
     for line in text.lines().filter(|l| !l.trim().is_empty() && !l.starts_with("CLUSTER: ")) {
         let mut fields = line.splitn(3, '|');

@@ -1,10 +1,12 @@
 //! `allot drain` against stand-ins for Slurm's client commands (scripts first on PATH):
 //! `sinfo` and `squeue` print the nodes and jobs the test writes, `sacctmgr` the live QOS,
-//! and `scontrol` records what it is asked to do. What is drained, which jobs are requeued
-//! now, when the others leave, the nodes left alone, `--dry-run`, `--resume`, and the
-//! refusals.
+//! and `scontrol` records what it is asked to do (for `--wait`, it also drains the node and
+//! takes a requeued job off it). What is drained, which jobs are requeued now, when the
+//! others leave, the nodes left alone, `--dry-run`, `--resume`, `--wait`, and the refusals.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 mod common;
 
@@ -13,6 +15,16 @@ use common::SlurmStandIns;
 const SINFO: &str = "#!/bin/sh\ncat \"$FAKE_SLURM_STATE/sinfo.txt\"\n";
 const SQUEUE: &str = "#!/bin/sh\ncat \"$FAKE_SLURM_STATE/squeue.txt\"\n";
 const SCONTROL: &str = "#!/bin/sh\nprintf '%s\\n' \"$*\" >> \"$FAKE_SLURM_STATE/scontrol.log\"\n";
+/// `scontrol` as Slurm would act for `--wait`: a drained node shows allot's reason, and a
+/// requeued job leaves the node.
+const SCONTROL_ACTING: &str = r#"#!/bin/sh
+printf '%s\n' "$*" >> "$FAKE_SLURM_STATE/scontrol.log"
+case "$*" in
+*State=DRAIN*) printf 'CLUSTER: s\nn1|mixed+drain|%s\n' "${6#Reason=}" > "$FAKE_SLURM_STATE/sinfo.txt" ;;
+*" requeue "*) grep -v "^$4|" "$FAKE_SLURM_STATE/squeue.txt" > "$FAKE_SLURM_STATE/squeue.new"
+    mv "$FAKE_SLURM_STATE/squeue.new" "$FAKE_SLURM_STATE/squeue.txt" ;;
+esac
+"#;
 const SACCTMGR: &str = r#"#!/bin/sh
 if [ "$1 $2 $3 $4" = "-n -P show qos" ]; then cat "$FAKE_SLURM_STATE/qos.txt"; exit 0; fi
 echo "sacctmgr stand-in: $*" >&2
@@ -219,4 +231,111 @@ fn names_from_slurm_are_shown_escaped() {
         "markdown",
     ]);
     assert!(!markdown.contains('\x1b') && markdown.contains("- job 101"), "{markdown}");
+}
+
+/// The stand-ins of [`stand_ins`], with `scontrol` acting as Slurm does.
+fn acting_stand_ins(squeue: &str) -> SlurmStandIns {
+    let programs =
+        [("sinfo", SINFO), ("squeue", SQUEUE), ("scontrol", SCONTROL_ACTING), ("sacctmgr", SACCTMGR)];
+    let state = [("sinfo.txt", IDLE), ("squeue.txt", squeue), ("qos.txt", QOS)];
+    SlurmStandIns::new(&programs, &state, BUDGETS)
+}
+
+/// Runs `allot drain n1 --wait` against `fake`, calling `on_line` with each line it says
+/// on standard error (its progress) and `fake`'s folder, until it ends (within a minute):
+/// its status, standard output and standard error.
+fn drain_waiting(
+    fake: &SlurmStandIns,
+    mut on_line: impl FnMut(&str, &std::path::Path),
+) -> (i32, String, String) {
+    let path = std::env::join_paths(
+        std::iter::once(fake.path("bin")).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_allot"))
+        .args(["drain", "n1", "--live", "slurm", "--reason", "disk failing", "--wait", "--poll", "1s"])
+        .arg(fake.path("budgets"))
+        .env("PATH", path)
+        .env("NO_COLOR", "1")
+        .env("FAKE_SLURM_STATE", fake.dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let mut stderr = String::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(60), "still waiting after a minute:\n{stderr}");
+        on_line(&line, fake.dir.path());
+        stderr += &line;
+        stderr.push('\n');
+    }
+    let output = child.wait_with_output().unwrap();
+    (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stdout).into_owned(), stderr)
+}
+
+#[test]
+fn a_waiting_drain_requeues_each_job_as_its_protection_ends_and_ends_when_the_node_is_empty() {
+    let now = now();
+    // 101 is past its protection; 102's hour of protection ends 3 s from now; 103 is not
+    // resumable, and ends (the test takes it off the node) once 102 is requeued.
+    let squeue = format!(
+        "CLUSTER: s\n101|alma|batch|RUNNING|{}|1-00:00:00|1|\n102|bert|batch|RUNNING|{}|UNLIMITED|1|\n\
+         103|alma|interactive|RUNNING|{}|1:00:00|1|\n",
+        now - 7_200,
+        now - 3_600 + 3,
+        now - 1_200
+    );
+    let fake = acting_stand_ins(&squeue);
+    let (code, stdout, stderr) = drain_waiting(&fake, |line, state| {
+        if line.ends_with("job 102 requeued: its protection ended") {
+            let queue = std::fs::read_to_string(state.join("squeue.txt")).unwrap();
+            let left: Vec<&str> = queue.lines().filter(|l| !l.starts_with("103|")).collect();
+            std::fs::write(state.join("squeue.txt"), left.join("\n") + "\n").unwrap();
+        }
+    });
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(
+        calls(&fake),
+        [
+            "--quiet --clusters=s update NodeName=n1 State=DRAIN Reason=allot drain: disk failing",
+            "--quiet --clusters=s requeue 101",
+            "--quiet --clusters=s requeue 102"
+        ]
+    );
+    // The plan first, then what happened; the progress on standard error.
+    assert!(stdout.contains("job 102 (bert, batch): to requeue at "), "{stdout}");
+    assert!(!stdout.contains("Run `allot drain` again"), "{stdout}");
+    for said in
+        ["The nodes are empty (at ", "Requeued as their protection ended: 102 at ", "Left on their own: 103."]
+    {
+        assert!(stdout.contains(said), "{said:?} in\n{stdout}");
+    }
+    let progress: Vec<&str> =
+        stderr.lines().map(|l| l.split_once("  ").map_or(l, |(_, said)| said)).collect();
+    assert!(progress[0].starts_with("2 jobs left; next, job 102 requeued at "), "{stderr}");
+    let requeued = progress.iter().position(|l| *l == "job 102 requeued: its protection ended");
+    let left = progress.iter().position(|l| *l == "job 103 left the nodes");
+    assert!(requeued.is_some() && left > requeued, "{stderr}");
+    assert_eq!(progress.last(), Some(&"the nodes are empty"), "{stderr}");
+}
+
+#[test]
+fn a_waiting_drain_stops_when_its_node_is_returned_to_service() {
+    let now = now();
+    let squeue = format!("CLUSTER: s\n102|bert|batch|RUNNING|{}|UNLIMITED|1|\n", now - 600);
+    let fake = acting_stand_ins(&squeue);
+    let (code, stdout, stderr) = drain_waiting(&fake, |line, state| {
+        if line.contains("1 job left") {
+            std::fs::write(state.join("sinfo.txt"), IDLE).unwrap();
+        }
+    });
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("node n1 is no longer drained by allot (returned to service, or drained again by someone else): stopped waiting, nothing more was requeued"),
+        "{stderr}"
+    );
+    assert_eq!(calls(&fake).len(), 1, "drained, nothing requeued: {:?}", calls(&fake));
 }

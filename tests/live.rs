@@ -10,8 +10,12 @@ mod common;
 use common::SlurmStandIns;
 
 /// The stand-ins: each prints its file of the state (`sacctmgr`: the dump, or the QOS for
-/// `-n -P show qos`); `sacct` knows no job.
-const SQUEUE: &str = "#!/bin/sh\ncat \"$FAKE_SLURM_STATE/squeue.txt\"\n";
+/// `-n -P show qos`; `squeue --nodelist`: the jobs on the node allot drains); `sacct` knows
+/// no job.
+const SQUEUE: &str = r#"#!/bin/sh
+case "$*" in *--nodelist=n1*) cat "$FAKE_SLURM_STATE/nodejobs.txt" ;; *) cat "$FAKE_SLURM_STATE/squeue.txt" ;; esac
+"#;
+const SINFO: &str = "#!/bin/sh\ncat \"$FAKE_SLURM_STATE/sinfo.txt\"\n";
 const SCONTROL: &str = r#"#!/bin/sh
 if [ "$2 $3 $4" = "--oneliner show partition" ]; then cat "$FAKE_SLURM_STATE/partitions.txt"; exit 0; fi
 echo "scontrol stand-in: $*" >&2
@@ -93,17 +97,28 @@ fn squeue() -> String {
     .collect()
 }
 
+/// The nodes: n1 drained by allot, running job 3; n2 in service.
+const SINFO_TXT: &str = "CLUSTER: s\nn1|mixed+drain|allot drain: fan noise\nn2|idle|none\n";
+
+/// Job 3 on n1, as `squeue --nodelist -O` (allot drain's format) prints it.
+fn node_jobs() -> String {
+    format!("CLUSTER: s\n3|bert|batch|RUNNING|{LATE}|1-00:00:00|1|\n")
+}
+
 /// The stand-ins with the state above.
 fn stand_ins() -> SlurmStandIns {
     let programs = [
         ("squeue", SQUEUE),
+        ("sinfo", SINFO),
         ("scontrol", SCONTROL),
         ("sshare", SSHARE),
         ("sacct", SACCT),
         ("sacctmgr", SACCTMGR),
     ];
-    let queue = squeue();
+    let (queue, on_n1) = (squeue(), node_jobs());
     let state = [
+        ("sinfo.txt", SINFO_TXT),
+        ("nodejobs.txt", on_n1.as_str()),
         ("dump.cfg", DUMP),
         ("qos.txt", QOS),
         ("sshare.txt", SSHARE_TXT),
@@ -157,9 +172,16 @@ fn status_shows_each_budgets_floor_in_use_and_its_gpus_beyond_it() {
             "  b      50.0%          4       6       1      4.0  ████████▒▒▒▒ over             2 2100-01-01T00:00:00Z 4 of 4      2",
             "FLOOR: GPUs running in the budget's floors",
             "BEYOND: GPUs of its jobs in the bound partition, beyond the floors",
+            // The node allot drains, empty when job 3 ends: batch is not resumable here, so
+            // it runs to its time limit, a day from its start.
+            "\nNodes allot drains:\n  n1 (fan noise): 1 job left, empty at 2100-01-01T23:00:00Z\n",
         ],
     );
     let status = fake.json(&["status", "--live", "slurm"]);
+    assert_eq!(
+        status["draining"],
+        serde_json::json!([{ "node": "n1", "reason": "fan noise", "jobs": 1, "empty_at": LATE + 86_400 }])
+    );
     let row = |name: &str| {
         let rows = status["clusters"][0]["budgets"].as_array().unwrap();
         rows.iter().find(|r| r["budget"] == name).unwrap().clone()
@@ -175,7 +197,10 @@ fn status_shows_each_budgets_floor_in_use_and_its_gpus_beyond_it() {
     );
     let (code, markdown, _) = fake.allot(&["status", "--live", "slurm", "--format", "markdown"]);
     assert_eq!(code, 0);
-    contains(&markdown, &["| floor GPUs in use | GPUs beyond the floor |", "| 4 of 4 | 2 |"]);
+    contains(
+        &markdown,
+        &["| floor GPUs in use | GPUs beyond the floor |", "| 4 of 4 | 2 |", "- n1 (fan noise): 1 job left"],
+    );
 }
 
 #[test]

@@ -2,12 +2,15 @@
 //! (`scripts/slurm.sh`: one node of 8 fake GPUs): budgets applied with `allot apply`, jobs
 //! of two users in two budgets and two contracts made to contend, then what allot reads
 //! compared with what `squeue` and `sacct` say, and allot's start estimates measured against
-//! the real starts, beside Slurm's own estimates.
+//! the real starts, beside Slurm's own estimates; then `allot drain --wait` empties the node
+//! at the contracts' boundaries, and `--resume` returns it.
 //!
 //! Needs root and apt (CI has both); elsewhere it says so and skips, unless
 //! `ALLOT_REQUIRE_SLURM` is set, when it fails.
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
@@ -22,6 +25,7 @@ cluster live gpus=8 gpu-type=h100 gpus-per-node=8 {
 }
 contract batch min-runtime="10m" resumable=#true default=#true
 contract wide min-runtime="0s" max-gpus=4
+contract quick min-runtime="1m" resumable=#true
 project alpha share="60%" {
     users priya
 }
@@ -95,6 +99,8 @@ fn live_commands_against_a_real_slurm() {
     wait_for("an empty queue", |q| q.is_empty());
     measure_estimates(budgets);
     check_audit(budgets);
+    wait_for("an empty queue", |q| q.is_empty());
+    check_drain(budgets);
 }
 
 /// Beta's jobs fill the 8 GPUs; alpha's wait, one of them beyond its contract's GPUs.
@@ -289,4 +295,124 @@ fn check_audit(budgets: &str) {
     let rows = listed.lines().filter(|l| !l.trim().is_empty()).count();
     assert_eq!(audit["totals"]["jobs"].as_u64(), Some(rows as u64), "{audit}");
     eprintln!("replay audit --live slurm --since 1h: {rows} jobs, as sacct lists them");
+}
+
+/// A job's start, from squeue, in seconds since the epoch.
+fn started(id: &str) -> i64 {
+    let output = run("squeue", &["-h", "-j", id, "-o", "%S"], &[("SLURM_TIME_FORMAT", "%s")]);
+    let text = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    text.parse().unwrap_or_else(|_| panic!("job {id}: no start time in {text:?}"))
+}
+
+/// `allot drain NODE --wait` on the node of three jobs: one past its protection (QOS
+/// `preemptible`: none) is requeued at once; one protected a minute (`quick`, resumable) is
+/// requeued within seconds after its protection ends; one not resumable (`wide`, 40 s of
+/// work under a minute's limit) runs to its end; then the node is empty and allot ends. A
+/// second drain meanwhile does no harm, `status` shows the node, and `--resume` returns it
+/// to service.
+fn check_drain(budgets: &str) {
+    let node = ok("sinfo", &["-h", "-N", "-o", "%N"]).lines().next().unwrap().trim().to_string();
+    let free = submit("priya", "alpha", "preemptible", 1, 600, "10:00");
+    let protected = submit("priya", "alpha", "quick", 1, 600, "10:00");
+    let kept = submit("rosa", "beta", "wide", 1, 40, "1:00");
+    let jobs = [&free, &protected, &kept];
+    wait_for("the three jobs to run", |q| jobs.iter().all(|id| q.get(*id).is_some_and(|j| j.0 == "RUNNING")));
+    let (protection_end, kept_start) = (started(&protected) + 60, started(&kept));
+
+    let mut drain = Command::new(env!("CARGO_BIN_EXE_allot"))
+        .args([
+            "drain",
+            &node,
+            budgets,
+            "--live",
+            "slurm",
+            "--reason",
+            "test drain",
+            "--wait",
+            "--poll",
+            "2s",
+        ])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Each line of progress, with when it was said.
+    let stderr = drain.stderr.take().unwrap();
+    let progress = std::thread::spawn(move || {
+        BufReader::new(stderr).lines().map(|l| (now(), l.unwrap())).collect::<Vec<(i64, String)>>()
+    });
+    wait_for("the job past its protection to be requeued", |q| {
+        q.get(&free).is_some_and(|j| j.0 == "PENDING")
+    });
+
+    // A second drain meanwhile: the node is allot's already, nothing more is requeued.
+    let again = allot(&["drain", &node, budgets, "--live", "slurm", "--reason", "again"]);
+    let said = String::from_utf8_lossy(&again.stdout).into_owned();
+    assert_eq!(again.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&again.stderr));
+    assert!(said.contains(&format!("({node} drained by allot before)")), "{said}");
+    assert!(said.contains(&format!("job {protected} (priya, quick): to requeue at ")), "{said}");
+    // status lists the node, with the jobs left on it.
+    let status = json_of(&["status", budgets, "--live", "slurm", "--format", "json"]);
+    let draining = &status["draining"][0];
+    assert_eq!(
+        (draining["node"].as_str(), draining["reason"].as_str()),
+        (Some(node.as_str()), Some("test drain"))
+    );
+    assert_eq!(draining["jobs"], 2, "{status}");
+    assert!(queue().get(&protected).is_some_and(|j| j.0 == "RUNNING"), "protected: {:?}", queue());
+
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while drain.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "allot drain --wait still waits after 3 minutes: {:?}", queue());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let output = drain.wait_with_output().unwrap();
+    let progress = progress.join().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let shown: Vec<String> = progress.iter().map(|(at, l)| format!("{at} {l}")).collect();
+    eprintln!("allot drain --wait:\n{stdout}{}", shown.join("\n"));
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    for said in [
+        format!("job {free} (priya, preemptible): requeued now (resumable, past its protection)"),
+        format!("job {protected} (priya, quick): to requeue at "),
+        format!("job {kept} (rosa, wide): runs to its end at "),
+        "(its contract is not resumable)".to_string(),
+        "The nodes are empty (at ".to_string(),
+        format!("Requeued as their protection ended: {protected} at "),
+        format!("Left on their own: {kept}."),
+    ] {
+        assert!(stdout.contains(&said), "{said:?} in\n{stdout}");
+    }
+    let when = |said: &str| {
+        progress
+            .iter()
+            .find(|(_, l)| l.ends_with(said))
+            .map(|(at, _)| *at)
+            .unwrap_or_else(|| panic!("{said:?}"))
+    };
+    let requeued = when(&format!("job {protected} requeued: its protection ended"));
+    assert!(
+        (protection_end..=protection_end + 5).contains(&requeued),
+        "requeued at {requeued}, its protection ended at {protection_end}"
+    );
+    // The job not resumable ran once, to its end.
+    assert!(when(&format!("job {kept} left the nodes")) >= kept_start + 40);
+    let runs = ok("sacct", &["-j", &kept, "-X", "-D", "-n", "-P", "-o", "State"]);
+    assert_eq!(runs.trim(), "COMPLETED", "{runs}");
+    eprintln!(
+        "drain: job {protected} requeued {} s after its protection ended; the node empty {} s after the drain began",
+        requeued - protection_end,
+        when("the nodes are empty") - progress[0].0
+    );
+
+    // --resume returns the node; the requeued jobs wait to run again.
+    let resumed = allot(&["drain", &node, budgets, "--live", "slurm", "--resume"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", String::from_utf8_lossy(&resumed.stderr));
+    let state = ok("sinfo", &["-h", "-N", "-n", &node, "-o", "%T"]);
+    assert!(!state.contains("drain"), "{state}");
+    let q = queue();
+    assert!([&free, &protected].iter().all(|id| q.get(*id).is_some_and(|j| j.0 == "PENDING")), "{q:?}");
+    ok("scancel", &["--user=priya"]);
 }

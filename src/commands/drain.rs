@@ -2,13 +2,17 @@
 //! contracts' boundaries. The nodes are drained in Slurm (no job starts there any more, the
 //! reason `allot drain: TEXT`), then each job on them is planned ([`allot_verify::drain`]):
 //! a resumable job past its minimum runtime is requeued now, one still protected is
-//! requeued when its protection ends (said, with the time: `--wait` is not built yet), a job
-//! that is not resumable runs to its end; and the nodes are empty when the last has left.
-//! `--dry-run` says it all and touches nothing. A node that someone else drained, or that is
-//! down, is reported and left alone. `--resume` returns nodes allot drained (and only those)
-//! to service.
+//! requeued when its protection ends, a job that is not resumable runs to its end; and the
+//! nodes are empty when the last has left. Without `--wait` the plan is said with its times
+//! (run it again to requeue what has come due); with `--wait` allot stays, reads the nodes'
+//! jobs again at each requeue due (and every `--poll`), requeues each as its protection
+//! ends, says what changed, and ends when the nodes are empty. It keeps nothing but what
+//! Slurm holds: stopped and run again, it picks up where it was. `--dry-run` says it all and
+//! touches nothing. A node that someone else drained, or that is down, is reported and left
+//! alone. `--resume` returns nodes allot drained (and only those) to service.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
 
 use allot_compiler::escape::{controls, markdown};
 use allot_compiler::ir::Model;
@@ -40,8 +44,16 @@ pub struct Args {
     /// Say what would happen, and touch nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Stay until the nodes are empty, requeuing each job as its protection ends; progress
+    /// goes to standard error.
+    #[arg(long, conflicts_with = "dry_run")]
+    wait: bool,
+    /// With --wait, how often the nodes' jobs are read again when no requeue is due sooner
+    /// (`30s`, `2m`).
+    #[arg(long, default_value = "15s", value_parser = poll_interval, requires = "wait")]
+    poll: Duration,
     /// Return the nodes to service, when allot drained them.
-    #[arg(long, conflicts_with_all = ["reason", "dry_run"])]
+    #[arg(long, conflicts_with_all = ["reason", "dry_run", "wait"])]
     resume: bool,
     /// The Slurm cluster, when the budgets bind several.
     #[arg(long)]
@@ -96,19 +108,12 @@ pub fn run(args: Args, format: Format) -> Outcome {
             ],
         )?;
     }
+    let terms = terms(&model)?;
     let jobs = if names.is_empty() { Vec::new() } else { slurm::node_jobs(&cluster, &names)? };
     let now = status::now();
-    let plan = drain::plan(&jobs, &terms(&model)?, now);
-    let mut failed = Vec::new();
-    if !args.dry_run {
-        for (job, leaves) in &plan.jobs {
-            if *leaves == Leaves::RequeueNow
-                && let Err(e) = slurm::scontrol(&cluster, &["requeue".into(), job.id.clone()])
-            {
-                failed.push(format!("job {}: {e}", job.id));
-            }
-        }
-    }
+    let plan = drain::plan(&jobs, &terms, now);
+    let (requeued, failed) =
+        if args.dry_run { Default::default() } else { requeue_due(&cluster, &plan, &HashSet::new()) };
     let report = Report {
         cluster: &cluster,
         drained: &names,
@@ -117,14 +122,234 @@ pub fn run(args: Args, format: Format) -> Outcome {
         plan: &plan,
         now,
         dry_run: args.dry_run,
+        waits: args.wait,
         failed: &failed,
     };
-    match args.format {
-        output::Format::Human => print(&report.text(false))?,
-        output::Format::Markdown => print(&report.text(true))?,
-        output::Format::Json => print(&output::json(&report.json())?)?,
+    let waited = if args.wait && !names.is_empty() {
+        if args.format != output::Format::Json {
+            print(&report.text(args.format == output::Format::Markdown))?;
+        }
+        Some(wait(&cluster, &names, &terms, plan.clone(), requeued, args.poll)?)
+    } else {
+        None
+    };
+    match (args.format, &waited) {
+        (output::Format::Human, None) => print(&report.text(false))?,
+        (output::Format::Markdown, None) => print(&report.text(true))?,
+        (output::Format::Json, None) => print(&output::json(&report.json())?)?,
+        (output::Format::Json, Some(waited)) => {
+            let mut value = report.json();
+            value["waited"] = waited.json();
+            print(&output::json(&value)?)?
+        }
+        (_, Some(waited)) => print(&waited.text(args.format == output::Format::Markdown))?,
     }
-    if failed.is_empty() { Ok(Exit::Success) } else { Ok(Exit::Problems) }
+    let all_requeued = failed.is_empty() && waited.as_ref().is_none_or(|w| w.failed.is_empty());
+    if all_requeued { Ok(Exit::Success) } else { Ok(Exit::Problems) }
+}
+
+/// `--poll`: a duration of 1 second to 1 hour.
+fn poll_interval(text: &str) -> Result<Duration, String> {
+    allot_compiler::units::parse_duration(text)
+        .filter(|s| (1..=3_600).contains(s))
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("{text:?} is not a duration of 1s to 1h (`30s`, `2m`)"))
+}
+
+/// Requeues the jobs of `plan` due now but those `done` before: those requeued, and the
+/// requeues that failed, each said with its job.
+fn requeue_due(cluster: &str, plan: &drain::Plan, done: &HashSet<String>) -> (Vec<String>, Vec<String>) {
+    let (mut requeued, mut failed) = (Vec::new(), Vec::new());
+    for (job, leaves) in &plan.jobs {
+        if *leaves != Leaves::RequeueNow || done.contains(&job.id) {
+            continue;
+        }
+        match slurm::scontrol(cluster, &["requeue".into(), job.id.clone()]) {
+            Ok(()) => requeued.push(job.id.clone()),
+            Err(e) => failed.push(format!("job {}: {e}", job.id)),
+        }
+    }
+    (requeued, failed)
+}
+
+/// What `--wait` saw happen until the nodes were empty.
+#[derive(Default)]
+struct Waited {
+    /// Jobs requeued as their protection ended: (job, when).
+    requeued: Vec<(String, i64)>,
+    /// Jobs that left the nodes on their own (ended, requeued or moved by someone else).
+    left: Vec<(String, i64)>,
+    /// Jobs whose way out changed (a new state, QOS or start): (job, what it is now).
+    changed: Vec<(String, String)>,
+    /// Requeues that failed.
+    failed: Vec<String>,
+    /// When the nodes were found empty.
+    empty_at: i64,
+}
+
+/// Stays until no job is left on `nodes`: reads their jobs again when a requeue is due, a
+/// second after a requeue (until the job has left), and at least every `poll`; requeues
+/// each job as its protection ends (never twice: `requeued` holds those requeued already),
+/// and says on standard error what changed. Ends with an error when a node is no longer
+/// drained by allot (someone returned it to service): nothing more is requeued then.
+fn wait(
+    cluster: &str,
+    nodes: &[&str],
+    terms: &HashMap<String, Terms>,
+    mut plan: drain::Plan,
+    requeued: Vec<String>,
+    poll: Duration,
+) -> Result<Waited, Error> {
+    let mut waited = Waited::default();
+    let mut requeued: HashSet<String> = requeued.into_iter().collect();
+    let mut said = String::new();
+    loop {
+        let now = status::now();
+        let progress = progress(&plan, now, &requeued);
+        if progress != said {
+            eprintln!("{}  {progress}", time(now));
+            said = progress;
+        }
+        if plan.jobs.is_empty() {
+            waited.empty_at = now;
+            return Ok(waited);
+        }
+        let next_requeue = plan
+            .jobs
+            .iter()
+            .filter_map(|(_, leaves)| match leaves {
+                Leaves::RequeueAt(at) => Some(*at),
+                _ => None,
+            })
+            .min();
+        let leaving = plan.jobs.iter().any(|(job, _)| requeued.contains(&job.id));
+        let until_due = match next_requeue {
+            _ if leaving => 1,
+            Some(at) => (at - now).max(1) as u64,
+            None => u64::MAX,
+        };
+        std::thread::sleep(poll.min(Duration::from_secs(until_due)));
+
+        let found = slurm::nodes(cluster, nodes)?;
+        if let Some(node) = nodes.iter().find(|n| !found.iter().any(|f| &f.name == *n && drained_by_allot(f)))
+        {
+            return Err(Error::failed(format!(
+                "node {node} is no longer drained by allot (returned to service, or drained again by someone else): stopped waiting, nothing more was requeued"
+            )));
+        }
+        let jobs = slurm::node_jobs(cluster, nodes)?;
+        let now = status::now();
+        let next = drain::plan(&jobs, terms, now);
+        for (job, leaves) in &plan.jobs {
+            match next.jobs.iter().find(|(j, _)| j.id == job.id) {
+                None if requeued.contains(&job.id) => {}
+                None => {
+                    eprintln!("{}  job {} left the nodes", time(now), controls(&job.id, false));
+                    waited.left.push((job.id.clone(), now));
+                }
+                Some((again, now_leaves))
+                    if !requeued.contains(&job.id) && changed(job, leaves, again, now_leaves) =>
+                {
+                    let what = format!("{}, {}", again.state.to_lowercase(), again.qos);
+                    eprintln!(
+                        "{}  job {} changed ({}): left to its new course",
+                        time(now),
+                        controls(&job.id, false),
+                        controls(&what, false)
+                    );
+                    waited.changed.push((job.id.clone(), what));
+                }
+                Some(_) => {}
+            }
+        }
+        let (done, failed) = requeue_due(cluster, &next, &requeued);
+        for id in done {
+            eprintln!("{}  job {} requeued: its protection ended", time(now), controls(&id, false));
+            waited.requeued.push((id.clone(), now));
+            requeued.insert(id);
+        }
+        for failure in failed {
+            eprintln!("{}  error: the requeue failed: {}", time(now), controls(&failure, false));
+            if !waited.failed.contains(&failure) {
+                waited.failed.push(failure);
+            }
+        }
+        plan = next;
+    }
+}
+
+/// Whether a job read again leaves otherwise than planned: a new state, QOS, start or
+/// requeue flag, or a way out of another kind (a protection ending on time is no change).
+fn changed(before: &drain::NodeJob, planned: &Leaves, after: &drain::NodeJob, now: &Leaves) -> bool {
+    let due = matches!((planned, now), (Leaves::RequeueAt(_), Leaves::RequeueNow));
+    (&before.state, &before.qos, before.start, before.requeue)
+        != (&after.state, &after.qos, after.start, after.requeue)
+        || (std::mem::discriminant(planned) != std::mem::discriminant(now) && !due)
+}
+
+/// One line of `--wait`'s progress: the jobs left (but those `requeued`, on their way
+/// out), the next requeue, when the nodes are empty.
+fn progress(plan: &drain::Plan, now: i64, requeued: &HashSet<String>) -> String {
+    if plan.jobs.is_empty() {
+        return "the nodes are empty".to_string();
+    }
+    let left = match plan.jobs.iter().filter(|(job, _)| !requeued.contains(&job.id)).count() {
+        0 => return "the jobs requeued are leaving the nodes".to_string(),
+        1 => "1 job left".to_string(),
+        n => format!("{n} jobs left"),
+    };
+    let next = plan.jobs.iter().find_map(|(job, leaves)| match leaves {
+        Leaves::RequeueAt(at) => {
+            Some(format!("; next, job {} requeued at {}", controls(&job.id, false), time(*at)))
+        }
+        _ => None,
+    });
+    let empty = match plan.empty_at {
+        Some(at) if at > now => format!("; empty at {}", time(at)),
+        Some(_) => String::new(),
+        None => "; a job has no known end".to_string(),
+    };
+    format!("{left}{}{empty}", next.unwrap_or_default())
+}
+
+impl Waited {
+    fn text(&self, as_markdown: bool) -> String {
+        let mut lines = vec![format!("The nodes are empty (at {}).", time(self.empty_at))];
+        if !self.requeued.is_empty() {
+            let ids: Vec<String> =
+                self.requeued.iter().map(|(id, at)| format!("{id} at {}", time(*at))).collect();
+            lines.push(format!("Requeued as their protection ended: {}.", ids.join(", ")));
+        }
+        if !self.left.is_empty() {
+            let ids: Vec<&str> = self.left.iter().map(|(id, _)| id.as_str()).collect();
+            lines.push(format!("Left on their own: {}.", ids.join(", ")));
+        }
+        if !self.changed.is_empty() {
+            let ids: Vec<String> = self.changed.iter().map(|(id, what)| format!("{id} ({what})")).collect();
+            lines.push(format!("Changed while waiting, left to their new course: {}.", ids.join(", ")));
+        }
+        lines.extend(self.failed.iter().map(|f| format!("error: the requeue failed: {f}")));
+        let shown: Vec<String> = lines
+            .iter()
+            .map(|l| if as_markdown { markdown(l) } else { controls(l, false).into_owned() })
+            .collect();
+        format!("{}\n", shown.join(if as_markdown { "\n\n" } else { "\n" }))
+    }
+
+    fn json(&self) -> Value {
+        let pairs = |list: &[(String, i64)]| -> Vec<Value> {
+            list.iter().map(|(job, at)| json!({ "job": job, "at": at })).collect()
+        };
+        let changed: Vec<Value> =
+            self.changed.iter().map(|(job, now)| json!({ "job": job, "now": now })).collect();
+        json!({
+            "empty_at": self.empty_at,
+            "requeued": pairs(&self.requeued),
+            "left": pairs(&self.left),
+            "changed": changed,
+            "requeues_failed": self.failed,
+        })
+    }
 }
 
 /// The node names of `list`: Slurm's hostnames (letters, digits, `-`, `_`, `.`), no ranges.
@@ -217,6 +442,8 @@ struct Report<'a> {
     plan: &'a drain::Plan,
     now: i64,
     dry_run: bool,
+    /// Whether allot stays to requeue the jobs as their protection ends (`--wait`).
+    waits: bool,
     /// The requeues that failed.
     failed: &'a [String],
 }
@@ -291,9 +518,9 @@ impl Report<'_> {
             Some(at) => format!("The nodes will be empty at {}.", time(at)),
             None => "The nodes have no time to be empty: a job on them has no known end.".to_string(),
         }];
-        if self.plan.jobs.iter().any(|(_, l)| matches!(l, Leaves::RequeueAt(_))) {
+        if !self.waits && self.plan.jobs.iter().any(|(_, l)| matches!(l, Leaves::RequeueAt(_))) {
             after.push(
-                "Run `allot drain` again after each time above to requeue the jobs whose protection has ended."
+                "Run `allot drain` again after each time above to requeue the jobs whose protection has ended, or with --wait to stay and requeue them then."
                     .to_string(),
             );
         }
@@ -347,6 +574,62 @@ impl Report<'_> {
             "empty_at": if self.drained.is_empty() { None } else { self.plan.empty_at },
             "requeues_failed": self.failed,
         })
+    }
+}
+
+/// A node allot drains, as `allot status` shows it.
+pub struct Draining {
+    pub node: String,
+    /// Its reason, after allot's prefix.
+    pub reason: String,
+    /// The jobs still on it.
+    pub jobs: usize,
+    /// When it will be empty (`None`: a job on it has no known end).
+    pub empty_at: Option<i64>,
+}
+
+/// The nodes of `cluster` that allot drains, each with the jobs still on it and when it
+/// will be empty at `now` (one `squeue` a node; none when no node is allot's).
+pub fn draining(model: &Model, cluster: &str, now: i64) -> Result<Vec<Draining>, Error> {
+    let ours: Vec<Node> = slurm::nodes(cluster, &[])?.into_iter().filter(drained_by_allot).collect();
+    if ours.is_empty() {
+        return Ok(Vec::new());
+    }
+    let terms = terms(model)?;
+    ours.into_iter()
+        .map(|node| {
+            let plan = drain::plan(&slurm::node_jobs(cluster, &[&node.name])?, &terms, now);
+            Ok(Draining {
+                reason: node.reason.strip_prefix(REASON).unwrap_or(&node.reason).to_string(),
+                node: node.name,
+                jobs: plan.jobs.len(),
+                empty_at: plan.empty_at,
+            })
+        })
+        .collect()
+}
+
+impl Draining {
+    /// One line: `gpu01 (disk failing): 2 jobs left, empty at 11:02:10`.
+    pub fn said(&self, now: i64) -> String {
+        let jobs = match self.jobs {
+            0 => "empty".to_string(),
+            1 => "1 job left".to_string(),
+            n => format!("{n} jobs left"),
+        };
+        let when = match self.empty_at {
+            _ if self.jobs == 0 => String::new(),
+            Some(at) if at > now => format!(", empty at {}", time(at)),
+            Some(_) => {
+                ", empty as soon as the jobs due leave (run `allot drain` again, or with --wait)".to_string()
+            }
+            None => ", no time to be empty (a job has no known end)".to_string(),
+        };
+        format!("{} ({}): {jobs}{when}", controls(&self.node, false), controls(&self.reason, false))
+    }
+
+    pub fn json(&self) -> Value {
+        json!({ "node": self.node, "reason": self.reason, "jobs": self.jobs, "empty_at": self.empty_at })
     }
 }
 

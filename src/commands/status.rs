@@ -25,6 +25,7 @@ use allot_verify::workloads::{self, Kueue};
 use allot_verify::{render, squeue};
 
 use crate::budgets;
+use crate::commands::drain;
 use crate::diagnostics::Format;
 use crate::exit::{Error, Exit, Outcome};
 use crate::output::{self, json, print};
@@ -56,8 +57,8 @@ pub enum Scheduler {
     Kueue,
 }
 
-/// What was read of a live scheduler: the budgets now, a sentence on the drift, and what
-/// the JSON form adds.
+/// What was read of a live scheduler: the budgets now, a sentence on the drift (Slurm: and
+/// the nodes allot drains), and what the JSON form adds.
 struct Reading {
     status: Status,
     drift_line: String,
@@ -119,7 +120,20 @@ fn read_slurm(model: &Model, cluster: Option<&str>) -> Result<Reading, Error> {
             drift.summary()
         )
     };
-    let json = vec![("slurm_cluster", cluster.clone().into()), ("drift", plan::json(&drift))];
+    let mut drift_line = drift_line;
+    let now = now();
+    let draining = drain::draining(model, &cluster, now)?;
+    if !draining.is_empty() {
+        drift_line.push_str("\nNodes allot drains:");
+        for node in &draining {
+            drift_line.push_str(&format!("\n  {}", node.said(now)));
+        }
+    }
+    let json = vec![
+        ("slurm_cluster", cluster.clone().into()),
+        ("drift", plan::json(&drift)),
+        ("draining", draining.iter().map(drain::Draining::json).collect()),
+    ];
     Ok(Reading { status, drift_line, json })
 }
 
