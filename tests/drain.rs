@@ -339,3 +339,38 @@ fn a_waiting_drain_stops_when_its_node_is_returned_to_service() {
     );
     assert_eq!(calls(&fake).len(), 1, "drained, nothing requeued: {:?}", calls(&fake));
 }
+
+#[test]
+fn a_waiting_drain_stopped_and_run_again_goes_on_from_what_slurm_holds() {
+    let now = now();
+    // 102's protection ends 4 s from now: the first drain is killed before, the second
+    // requeues it.
+    let squeue = format!("CLUSTER: s\n102|bert|batch|RUNNING|{}|UNLIMITED|1|\n", now - 3_600 + 4);
+    let fake = acting_stand_ins(&squeue);
+    let path = std::env::join_paths(
+        std::iter::once(fake.path("bin")).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let mut first = Command::new(env!("CARGO_BIN_EXE_allot"))
+        .args(["drain", "n1", "--live", "slurm", "--reason", "disk failing", "--wait", "--poll", "1s"])
+        .arg(fake.path("budgets"))
+        .env("PATH", path)
+        .env("FAKE_SLURM_STATE", fake.dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(first.stderr.take().unwrap()).lines();
+    let said = lines.next().unwrap().unwrap();
+    assert!(said.contains("  1 job left; next, job 102 requeued at "), "{said}");
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert_eq!(calls(&fake).len(), 1, "drained, nothing requeued yet: {:?}", calls(&fake));
+
+    let (code, stdout, stderr) = drain_waiting(&fake, |_, _| {});
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("Nodes drained on Slurm cluster s: n1 (n1 drained by allot before)"), "{stdout}");
+    assert_eq!(calls(&fake)[1..], ["--quiet --clusters=s requeue 102"]);
+    assert!(stdout.contains("Requeued as their protection ended: 102 at "), "{stdout}");
+}
