@@ -25,6 +25,16 @@ case "$*" in
     mv "$FAKE_SLURM_STATE/squeue.new" "$FAKE_SLURM_STATE/squeue.txt" ;;
 esac
 "#;
+/// `squeue` that fails once when the test leaves a `squeue.fail` file, as a restarting
+/// slurmctld makes it.
+const SQUEUE_FAILING_ONCE: &str = r#"#!/bin/sh
+if [ -e "$FAKE_SLURM_STATE/squeue.fail" ]; then
+    rm "$FAKE_SLURM_STATE/squeue.fail"
+    echo "squeue: error: Unable to contact slurm controller (connect failure)" >&2
+    exit 1
+fi
+cat "$FAKE_SLURM_STATE/squeue.txt"
+"#;
 const SACCTMGR: &str = r#"#!/bin/sh
 if [ "$1 $2 $3 $4" = "-n -P show qos" ]; then cat "$FAKE_SLURM_STATE/qos.txt"; exit 0; fi
 echo "sacctmgr stand-in: $*" >&2
@@ -235,8 +245,12 @@ fn names_from_slurm_are_shown_escaped() {
 
 /// The stand-ins of [`stand_ins`], with `scontrol` acting as Slurm does.
 fn acting_stand_ins(squeue: &str) -> SlurmStandIns {
-    let programs =
-        [("sinfo", SINFO), ("squeue", SQUEUE), ("scontrol", SCONTROL_ACTING), ("sacctmgr", SACCTMGR)];
+    let programs = [
+        ("sinfo", SINFO),
+        ("squeue", SQUEUE_FAILING_ONCE),
+        ("scontrol", SCONTROL_ACTING),
+        ("sacctmgr", SACCTMGR),
+    ];
     let state = [("sinfo.txt", IDLE), ("squeue.txt", squeue), ("qos.txt", QOS)];
     SlurmStandIns::new(&programs, &state, BUDGETS)
 }
@@ -373,4 +387,20 @@ fn a_waiting_drain_stopped_and_run_again_goes_on_from_what_slurm_holds() {
     assert!(stdout.contains("Nodes drained on Slurm cluster s: n1 (n1 drained by allot before)"), "{stdout}");
     assert_eq!(calls(&fake)[1..], ["--quiet --clusters=s requeue 102"]);
     assert!(stdout.contains("Requeued as their protection ended: 102 at "), "{stdout}");
+}
+
+#[test]
+fn a_waiting_drain_reads_again_after_a_failed_reading() {
+    let now = now();
+    let squeue = format!("CLUSTER: s\n102|bert|batch|RUNNING|{}|UNLIMITED|1|\n", now - 3_600 + 3);
+    let fake = acting_stand_ins(&squeue);
+    let (code, stdout, stderr) = drain_waiting(&fake, |line, state| {
+        if line.contains("1 job left") {
+            std::fs::write(state.join("squeue.fail"), "").unwrap();
+        }
+    });
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stderr.contains("Unable to contact slurm controller"), "{stderr}");
+    assert!(stderr.contains(": trying again\n"), "{stderr}");
+    assert_eq!(calls(&fake)[1..], ["--quiet --clusters=s requeue 102"]);
 }

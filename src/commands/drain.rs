@@ -172,6 +172,9 @@ fn requeue_due(cluster: &str, plan: &drain::Plan, done: &HashSet<String>) -> (Ve
     (requeued, failed)
 }
 
+/// How many readings of the nodes in a row may fail before `--wait` gives up.
+const READ_FAILURES: u32 = 5;
+
 /// What `--wait` saw happen until the nodes were empty.
 #[derive(Default)]
 struct Waited {
@@ -203,6 +206,7 @@ fn wait(
     let mut waited = Waited::default();
     let mut requeued: HashSet<String> = requeued.into_iter().collect();
     let mut said = String::new();
+    let mut failures = 0;
     loop {
         let now = status::now();
         let progress = progress(&plan, now, &requeued);
@@ -230,14 +234,32 @@ fn wait(
         };
         std::thread::sleep(poll.min(Duration::from_secs(until_due)));
 
-        let found = slurm::nodes(cluster, nodes)?;
+        // A reading that fails (slurmctld restarting, a command past its bound) is said and
+        // tried again at the next poll; only READ_FAILURES in a row end the wait.
+        let reading =
+            slurm::nodes(cluster, nodes).and_then(|found| Ok((found, slurm::node_jobs(cluster, nodes)?)));
+        let (found, jobs) = match reading {
+            Ok(read) => {
+                failures = 0;
+                read
+            }
+            Err(e) => {
+                failures += 1;
+                if failures >= READ_FAILURES {
+                    return Err(Error::failed(format!(
+                        "{e}: the nodes could not be read {READ_FAILURES} times in a row: stopped waiting, nothing more was requeued"
+                    )));
+                }
+                eprintln!("{}  {e}: trying again", time(status::now()));
+                continue;
+            }
+        };
         if let Some(node) = nodes.iter().find(|n| !found.iter().any(|f| &f.name == *n && drained_by_allot(f)))
         {
             return Err(Error::failed(format!(
                 "node {node} is no longer drained by allot (returned to service, or drained again by someone else): stopped waiting, nothing more was requeued"
             )));
         }
-        let jobs = slurm::node_jobs(cluster, nodes)?;
         let now = status::now();
         let next = drain::plan(&jobs, terms, now);
         for (job, leaves) in &plan.jobs {
