@@ -632,7 +632,7 @@ pub fn draining(model: &Model, cluster: &str, now: i64) -> Result<Vec<Draining>,
 }
 
 impl Draining {
-    /// One line: `gpu01 (disk failing): 2 jobs left, empty at 11:02:10`.
+    /// One line: `gpu01 (disk failing): 2 jobs left, empty at 2026-12-03T11:02:10Z`.
     pub fn said(&self, now: i64) -> String {
         let jobs = match self.jobs {
             0 => "empty".to_string(),
