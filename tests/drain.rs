@@ -5,7 +5,7 @@
 //! others leave, the nodes left alone, `--dry-run`, `--resume`, `--wait`, and the refusals.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 mod common;
@@ -255,6 +255,10 @@ fn acting_stand_ins(squeue: &str) -> SlurmStandIns {
     SlurmStandIns::new(&programs, &state, BUDGETS)
 }
 
+/// The arguments of a drain of n1 that waits, reading the node every second.
+const WAITING: [&str; 9] =
+    ["drain", "n1", "--live", "slurm", "--reason", "disk failing", "--wait", "--poll", "1s"];
+
 /// Runs `allot drain n1 --wait` against `fake`, calling `on_line` with each line it says
 /// on standard error (its progress) and `fake`'s folder, until it ends (within a minute):
 /// its status, standard output and standard error.
@@ -262,16 +266,8 @@ fn drain_waiting(
     fake: &SlurmStandIns,
     mut on_line: impl FnMut(&str, &std::path::Path),
 ) -> (i32, String, String) {
-    let path = std::env::join_paths(
-        std::iter::once(fake.path("bin")).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-    )
-    .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_allot"))
-        .args(["drain", "n1", "--live", "slurm", "--reason", "disk failing", "--wait", "--poll", "1s"])
-        .arg(fake.path("budgets"))
-        .env("PATH", path)
-        .env("NO_COLOR", "1")
-        .env("FAKE_SLURM_STATE", fake.dir.path())
+    let mut child = fake
+        .command(&WAITING)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -361,15 +357,8 @@ fn a_waiting_drain_stopped_and_run_again_goes_on_from_what_slurm_holds() {
     // requeues it.
     let squeue = format!("CLUSTER: s\n102|bert|batch|RUNNING|{}|UNLIMITED|1|\n", now - 3_600 + 4);
     let fake = acting_stand_ins(&squeue);
-    let path = std::env::join_paths(
-        std::iter::once(fake.path("bin")).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-    )
-    .unwrap();
-    let mut first = Command::new(env!("CARGO_BIN_EXE_allot"))
-        .args(["drain", "n1", "--live", "slurm", "--reason", "disk failing", "--wait", "--poll", "1s"])
-        .arg(fake.path("budgets"))
-        .env("PATH", path)
-        .env("FAKE_SLURM_STATE", fake.dir.path())
+    let mut first = fake
+        .command(&WAITING)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

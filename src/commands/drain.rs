@@ -108,7 +108,9 @@ pub fn run(args: Args, format: Format) -> Outcome {
             ],
         )?;
     }
-    let terms = terms(&model)?;
+    let live =
+        qos::parse(&slurm::show_qos()?).map_err(|e| Error::failed(format!("sacctmgr show qos: {e}")))?;
+    let terms = terms(&model, &live);
     let jobs = if names.is_empty() { Vec::new() } else { slurm::node_jobs(&cluster, &names)? };
     let now = status::now();
     let plan = drain::plan(&jobs, &terms, now);
@@ -406,18 +408,16 @@ fn reason(text: &str) -> Result<String, Error> {
 }
 
 /// What each QOS lets a drain do: the budgets' contracts (and the preemptible QOS: no
-/// protection, resumable), each merged with its live QOS when Slurm has it (the longer
+/// protection, resumable), each merged with its `live` QOS when Slurm has it (the longer
 /// protection; resumable only when the live QOS requeues too).
-fn terms(model: &Model) -> Result<HashMap<String, Terms>, Error> {
-    let live =
-        qos::parse(&slurm::show_qos()?).map_err(|e| Error::failed(format!("sacctmgr show qos: {e}")))?;
+fn terms(model: &Model, live: &[qos::Qos]) -> HashMap<String, Terms> {
     let live: HashMap<&str, &qos::Qos> = live.iter().map(|q| (q.name.as_str(), q)).collect();
     let contracts = model
         .contracts
         .iter()
         .map(|c| (c.name.as_str(), c.min_runtime_seconds, c.resumable, c.max_runtime_seconds));
     let preemptible = std::iter::once((PREEMPTIBLE_QOS, 0, true, None));
-    Ok(contracts
+    contracts
         .chain(preemptible)
         .map(|(name, protected, resumable, max_runtime)| {
             let terms = match live.get(name) {
@@ -430,7 +430,7 @@ fn terms(model: &Model) -> Result<HashMap<String, Terms>, Error> {
             };
             (name.to_string(), terms)
         })
-        .collect())
+        .collect()
 }
 
 /// `--resume`: the nodes allot drained return to service; any other is refused.
@@ -611,13 +611,14 @@ pub struct Draining {
 }
 
 /// The nodes of `cluster` that allot drains, each with the jobs still on it and when it
-/// will be empty at `now` (one `squeue` a node; none when no node is allot's).
-pub fn draining(model: &Model, cluster: &str, now: i64) -> Result<Vec<Draining>, Error> {
+/// will be empty at `now` under the contracts and the `live` QOS (one `squeue` a node;
+/// none when no node is allot's).
+pub fn draining(model: &Model, live: &[qos::Qos], cluster: &str, now: i64) -> Result<Vec<Draining>, Error> {
     let ours: Vec<Node> = slurm::nodes(cluster, &[])?.into_iter().filter(drained_by_allot).collect();
     if ours.is_empty() {
         return Ok(Vec::new());
     }
-    let terms = terms(model)?;
+    let terms = terms(model, live);
     ours.into_iter()
         .map(|node| {
             let plan = drain::plan(&slurm::node_jobs(cluster, &[&node.name])?, &terms, now);

@@ -107,12 +107,13 @@ fn read_slurm(model: &Model, cluster: Option<&str>) -> Result<Reading, Error> {
     let state = Live::read(&cluster, true)?;
     let live_tree = state.tree().map_err(|e| Error::failed(format!("the live state of {cluster}: {e}")))?;
     let floors = floors(model, &cluster)?;
-    let mut status = live::status_with_floors(model, squeue::demand(&jobs), now(), &floors)
+    let now = now();
+    let mut status = live::status_with_floors(model, squeue::demand(&jobs), now, &floors)
         .map_err(|e| Error::failed(format!("the queue of Slurm cluster {cluster}: {e}")))?;
     keep_bound(&mut status, model, &cluster);
     add_fair_tree(&mut status, &slurm::fair_tree(&cluster, &live_tree)?);
     let drift = plan::plan(&tree::desired(model, &cluster), &live_tree);
-    let drift_line = if drift.is_empty() {
+    let mut drift_line = if drift.is_empty() {
         format!("The live associations and QOS of Slurm cluster {cluster} match the budgets.")
     } else {
         format!(
@@ -120,9 +121,9 @@ fn read_slurm(model: &Model, cluster: Option<&str>) -> Result<Reading, Error> {
             drift.summary()
         )
     };
-    let mut drift_line = drift_line;
-    let now = now();
-    let draining = drain::draining(model, &cluster, now)?;
+    // The live QOS, read with the associations.
+    let live_qos = live_tree.qos.as_deref().unwrap_or_default();
+    let draining = drain::draining(model, live_qos, &cluster, now)?;
     if !draining.is_empty() {
         drift_line.push_str("\nNodes allot drains:");
         for node in &draining {

@@ -81,26 +81,30 @@ impl SlurmStandIns {
         self.dir.path().join(name)
     }
 
-    /// Runs allot with the stand-ins first on PATH, without colours, outside CI, nothing on
-    /// standard input, the budgets last: (status, stdout, stderr).
-    pub fn allot(&self, args: &[&str]) -> (i32, String, String) {
+    /// allot with the stand-ins first on PATH, without colours, outside CI, the budgets
+    /// last.
+    pub fn command(&self, args: &[&str]) -> std::process::Command {
         let path = std::env::join_paths(
             std::iter::once(self.path("bin"))
                 .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
         )
         .unwrap();
-        let output = assert_cmd::Command::cargo_bin("allot")
-            .unwrap()
+        let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("allot"));
+        command
             .current_dir(self.dir.path())
             .args(args)
             .arg(self.path("budgets"))
             .env("PATH", path)
             .env("NO_COLOR", "1")
             .env("FAKE_SLURM_STATE", self.dir.path())
-            .env_remove("CI")
-            .write_stdin("")
-            .output()
-            .unwrap();
+            .env_remove("CI");
+        command
+    }
+
+    /// Runs [`command`](SlurmStandIns::command), nothing on standard input: (status,
+    /// stdout, stderr).
+    pub fn allot(&self, args: &[&str]) -> (i32, String, String) {
+        let output = assert_cmd::Command::from_std(self.command(args)).write_stdin("").output().unwrap();
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
     }
