@@ -12,11 +12,14 @@ use allot_compiler::{MemoryLoader, compile, format, syntax};
 use allot_targets::slurm::{import, plan, tree};
 use allot_verify::trace::{Format, Reader};
 
+/// The moment budgets are compiled at: fixed, so that a finding replays alike.
+const AT: allot_compiler::units::Instant = 1_767_225_600;
+
 /// The whole front end on one budget file: KDL parsing, lowering, the checks and
 /// normalisation; when the file is valid, every target's emitter (with its rules) and fidelity.
 pub fn kdl_front_end(text: &str) {
     let loader = MemoryLoader::new([("allot.kdl", text)]);
-    let compilation = compile(&loader, "allot.kdl");
+    let compilation = compile(&loader, "allot.kdl", AT);
     let Some(model) = compilation.model else { return };
     for target in allot_targets::registry() {
         target.emit(&model);
@@ -52,7 +55,7 @@ pub fn slurm_dump(text: &str) {
     let options = import::Options { gpus: 1024, gpu_type: "h100".to_string(), gpus_per_node: 8 };
     let Ok(files) = import::to_repository(&live, &options) else { return };
     let loader = MemoryLoader::new(files.iter().map(|(path, text)| (path.as_str(), text.as_str())));
-    let compilation = compile(&loader, ENTRY_FILE);
+    let compilation = compile(&loader, ENTRY_FILE, AT);
     assert!(
         !compilation.has_errors(),
         "import wrote budget files that do not check:\n{files:?}\n{:#?}",

@@ -26,8 +26,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    apply, build, check, diff, drain, explain, export, fairshare, fmt, import, owners, plan, replay, schema,
-    status, tree,
+    apply, build, check, diff, drain, explain, export, fairshare, fmt, grants, import, owners, plan, replay,
+    schema, status, tree,
 };
 use crate::exit::{Error, Exit, Outcome};
 
@@ -53,6 +53,8 @@ enum Command {
     Check(check::Args),
     /// Show the project tree: shares, effective shares and guaranteed GPUs per cluster.
     Tree(tree::Args),
+    /// The calendar of the grants: those in force, and when shares change next.
+    Grants(grants::Args),
     /// Write every target's native configuration and its fidelity report.
     Build(build::Args),
     /// What changed between two revisions: the semantic diff, for review.
@@ -113,6 +115,7 @@ fn run(command: Command, format: diagnostics::Format) -> Outcome {
     match command {
         Command::Check(args) => check::run(args, format),
         Command::Tree(args) => tree::run(args, format),
+        Command::Grants(args) => grants::run(args, format),
         Command::Build(args) => build::run(args, format),
         Command::Diff(args) => diff::run(args, format),
         Command::Owners(args) => owners::run(args, format),

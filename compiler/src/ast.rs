@@ -24,7 +24,7 @@ macro_rules! serialize_as_written {
 }
 
 serialize_as_written!(KubernetesScheduler, YarnScheduler, CapacityMode, WorkRule);
-use crate::units::Seconds;
+use crate::units::{Instant, Seconds};
 
 #[derive(Clone, Debug, Default)]
 pub struct Budget {
@@ -191,6 +191,8 @@ pub struct Policy {
     pub unbudgeted: Option<Spanned<WorkRule>>,
     pub overflow: Option<Spanned<WorkRule>>,
     pub overcommit: Option<Spanned<bool>>,
+    /// The longest a grant may last.
+    pub max_grant: Option<Spanned<Seconds>>,
     pub span: Option<Span>,
 }
 
@@ -227,6 +229,7 @@ pub struct Project {
     /// The contracts its jobs may use; `None`: all.
     pub contracts: Option<Vec<Spanned<String>>>,
     pub overrides: Vec<ClusterOverride>,
+    pub grants: Vec<Grant>,
     pub children: Vec<Project>,
     pub span: Span,
 }
@@ -264,6 +267,41 @@ pub struct ClusterOverride {
     pub share: Option<Spanned<Share>>,
     pub max_gpus: Option<Spanned<u64>>,
     pub span: Span,
+}
+
+/// Extra share for a while: `grant share="+10%" until="2027-02-01" reason="..."`.
+#[derive(Clone, Debug)]
+pub struct Grant {
+    pub amount: Option<Spanned<GrantAmount>>,
+    /// When it starts; `None`: in force until `until`.
+    pub from: Option<Spanned<Instant>>,
+    /// When it ends (the first moment it is no longer in force).
+    pub until: Option<Spanned<Instant>>,
+    pub reason: Option<Spanned<String>>,
+    /// The one cluster it applies on; `None`: every cluster the project may use.
+    pub cluster: Option<Spanned<String>>,
+    pub span: Span,
+}
+
+impl Grant {
+    /// In force at `at`: started (or no start) and not yet ended.
+    pub fn in_force(&self, at: Instant) -> bool {
+        self.from.as_ref().is_none_or(|f| f.value <= at) && self.until.as_ref().is_some_and(|u| at < u.value)
+    }
+
+    /// Applies on `cluster`.
+    pub fn on(&self, cluster: &str) -> bool {
+        self.cluster.as_ref().is_none_or(|c| c.value == cluster)
+    }
+}
+
+/// What a grant adds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum GrantAmount {
+    /// Percentage points of the parent (`share="+10%"`).
+    Share(Percent),
+    /// GPUs more guaranteed (`guaranteed-gpus=16`), as a share of the parent's GPUs.
+    Gpus(u64),
 }
 
 #[derive(Clone, Debug, Default)]

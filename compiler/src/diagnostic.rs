@@ -39,6 +39,7 @@ codes! {
     SyntaxDuplicateNode = "allot::syntax::duplicate-node", "a node allowed once appears again";
     ValueBadDuration = "allot::value::bad-duration", "a duration that does not parse";
     ValueBadPercentage = "allot::value::bad-percentage", "a percentage that does not parse";
+    ValueBadDate = "allot::value::bad-date", "a date that does not parse (neither a date nor an RFC 3339 time with its offset)";
     ValueOutOfRange = "allot::value::out-of-range", "a number outside its allowed range";
     ValueBadChoice = "allot::value::bad-choice", "a value that is not one of the allowed words";
     NameDuplicate = "allot::name::duplicate", "two siblings (or two clusters, two contracts) share a name";
@@ -48,6 +49,12 @@ codes! {
     ShareOvercommit = "allot::share::overcommit", "sibling percentages sum over 100%";
     ShareMixed = "allot::share::mixed", "percentages and weights mixed among siblings";
     ShareNonPositive = "allot::share::non-positive", "a share of zero or less";
+    GrantAmount = "allot::grant::amount", "a grant gives neither or both of `share` and `guaranteed-gpus`";
+    GrantDates = "allot::grant::dates", "a grant ends before it starts, or when it starts";
+    GrantExpired = "allot::grant::expired", "a grant that has ended";
+    GrantTooLong = "allot::grant::too-long", "a grant lasting longer than the policy's `max-grant`";
+    GrantCluster = "allot::grant::cluster", "a grant's cluster is one the project may not use, or a GPU grant names none where the project uses several";
+    GrantOvercommit = "allot::grant::overcommit", "grants that take a parent's shares beyond 100% at some date";
     ReferenceUnknownContract = "allot::reference::unknown-contract", "a contract name that is not defined";
     ReferenceUnknownCluster = "allot::reference::unknown-cluster", "a cluster name that is not defined";
     ClusterMissing = "allot::cluster::missing", "no cluster is defined";

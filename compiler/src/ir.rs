@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 pub use crate::ast::{CapacityMode, KubernetesScheduler, WorkRule, YarnScheduler};
+use crate::units::{Instant, format_instant};
 
 /// The normalised budget of one repository.
 #[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
@@ -115,6 +116,9 @@ pub struct YarnBinding {
 pub struct Policy {
     /// The fair-share window, in seconds.
     pub window_seconds: u64,
+    /// The longest a grant may last, in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_grant_seconds: Option<u64>,
     /// `preemptible` or `deny`: work outside any budget.
     #[schemars(with = "String")]
     pub unbudgeted: WorkRule,
@@ -164,10 +168,70 @@ pub struct Project {
     pub owners: Vec<String>,
     /// The contracts its jobs may use: its own `contracts`, else its parent's.
     pub contracts: Vec<String>,
-    /// Its allocation on each cluster it may use, by cluster name.
+    /// Its allocation on each cluster it may use, by cluster name, at the model's moment.
     pub clusters: BTreeMap<String, Allocation>,
+    /// Its grants as written, in force or not at the model's moment.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub grants: Vec<Grant>,
     pub source: Location,
     pub children: Vec<Project>,
+}
+
+/// Extra share for a while.
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub struct Grant {
+    pub amount: GrantAmount,
+    /// When it starts (a date, or an RFC 3339 time in UTC); absent: in force until `until`.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "some_instant")]
+    #[schemars(with = "Option<String>")]
+    pub from: Option<Instant>,
+    /// When it ends: the first moment it is no longer in force.
+    #[serde(serialize_with = "instant")]
+    #[schemars(with = "String")]
+    pub until: Instant,
+    pub reason: String,
+    /// The one cluster it applies on; absent: every cluster the project may use.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    pub source: Location,
+}
+
+impl Grant {
+    /// In force at `at`: started (or no start) and not yet ended.
+    pub fn in_force(&self, at: Instant) -> bool {
+        self.from.is_none_or(|f| f <= at) && at < self.until
+    }
+}
+
+/// What a grant adds: percentage points of the parent, or GPUs guaranteed on a cluster.
+#[derive(Clone, Copy, Debug, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum GrantAmount {
+    SharePercent(f64),
+    GuaranteedGpus(u64),
+}
+
+impl std::fmt::Display for GrantAmount {
+    /// `+10%`, `+16 GPUs`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::SharePercent(p) => write!(f, "+{}%", (p * 1e6).round() / 1e6),
+            Self::GuaranteedGpus(1) => f.write_str("+1 GPU"),
+            Self::GuaranteedGpus(n) => write!(f, "+{n} GPUs"),
+        }
+    }
+}
+
+fn instant<S: serde::Serializer>(at: &Instant, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&format_instant(*at))
+}
+
+fn some_instant<S: serde::Serializer>(at: &Option<Instant>, serializer: S) -> Result<S::Ok, S::Error> {
+    match at {
+        Some(at) => instant(at, serializer),
+        None => serializer.serialize_none(),
+    }
 }
 
 #[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
@@ -191,6 +255,9 @@ pub struct Allocation {
     pub guaranteed_gpus: u64,
     /// Of `guaranteed_gpus`, what no child is guaranteed (0 for a leaf).
     pub unallocated_gpus: u64,
+    /// What grants in force add to `normalized_share` (0 to 1); absent: none.
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub granted_share: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_gpus: Option<u64>,
 }
@@ -218,6 +285,10 @@ pub struct WaitExpectation {
     pub p90_seconds: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p99_seconds: Option<u64>,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// Where something was written.

@@ -3,8 +3,9 @@
 //! The pipeline, one module per stage, each reading only what the stages before it made:
 //! [`source`] (files and spans, read through a [`Loader`]) -> [`syntax`] (KDL) ->
 //! [`lower`] (the [`ast`]: the spanned tree) -> [`check`] (coded [`diagnostic`]s) ->
-//! [`normalize`] (the [`ir`]: exact shares and guaranteed GPUs, which the targets, the
-//! diff and the verifier read and `allot export` writes).
+//! [`normalize`] (the [`ir`]: exact shares and guaranteed GPUs at one moment, which the
+//! targets, the diff and the verifier read and `allot export` writes). Grants make shares
+//! change with time: [`calendar`] knows when.
 //!
 //! Beside it: [`units`] (durations and percentages) and [`names`] (the names every target
 //! can carry), for the stages and the targets alike; [`diff`] (two revisions of the ir),
@@ -12,6 +13,7 @@
 //! [`escape`] (budget text made safe for terminals, logs and Markdown).
 
 pub mod ast;
+pub mod calendar;
 pub mod check;
 pub mod diagnostic;
 pub mod diff;
@@ -39,24 +41,37 @@ pub struct Compilation {
     /// The normalised model; `None` when there are errors.
     pub model: Option<ir::Model>,
     pub diagnostics: Vec<Diagnostic>,
+    /// The moment it was compiled at: the model's shares are those in force then.
+    pub at: units::Instant,
 }
 
 impl Compilation {
     pub fn has_errors(&self) -> bool {
         self.diagnostics.iter().any(Diagnostic::is_error)
     }
+
+    /// The model at another moment (the same checked files, the grants in force then);
+    /// `None` when there are errors.
+    pub fn model_at(&self, at: units::Instant) -> Option<ir::Model> {
+        self.model.as_ref().map(|_| normalize::normalize(&self.budget, &self.sources, at))
+    }
 }
 
-/// Reads the repository from `entry` (a path the loader knows), checks it and, when it is
-/// free of errors, normalises it.
-pub fn compile(loader: &dyn Loader, entry: &str) -> Compilation {
+/// Reads the repository from `entry` (a path the loader knows), checks it at the moment
+/// `at` and, when it is free of errors, normalises it with the grants in force then.
+/// Grants that take a parent beyond 100% at `at` or later are errors; the clock is the
+/// caller's.
+pub fn compile(loader: &dyn Loader, entry: &str, at: units::Instant) -> Compilation {
     let lower::Lowered { sources, budget, mut diagnostics, complete } = lower::lower(loader, entry);
     if complete {
-        diagnostics.extend(check::check(&budget));
+        diagnostics.extend(check::check(&budget, at));
+        if !diagnostics.iter().any(Diagnostic::is_error) {
+            diagnostics.extend(calendar::overcommitted(&budget, &sources, at));
+        }
     }
     diagnostics.sort_by_key(|d| (d.primary_span().map(|s| (s.file, s.offset)), d.code));
     diagnostics.dedup();
     let model = (complete && !diagnostics.iter().any(Diagnostic::is_error))
-        .then(|| normalize::normalize(&budget, &sources));
-    Compilation { sources, budget, model, diagnostics }
+        .then(|| normalize::normalize(&budget, &sources, at));
+    Compilation { sources, budget, model, diagnostics, at }
 }

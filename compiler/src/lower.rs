@@ -11,7 +11,7 @@ use crate::ast::*;
 use crate::diagnostic::{Code, Diagnostic, did_you_mean};
 use crate::source::{FileId, LoadError, Loader, SourceFile, Sources, Span, Spanned, resolve_include};
 use crate::syntax;
-use crate::units::{MAX_DURATION, Seconds, parse_duration, parse_percent};
+use crate::units::{Instant, MAX_DURATION, Seconds, parse_duration, parse_instant, parse_percent};
 
 /// Deepest project tree, includes followed.
 pub const MAX_PROJECT_DEPTH: usize = 32;
@@ -67,8 +67,18 @@ struct Lowering<'l> {
 
 const TOP_LEVEL: &[&str] = &["cluster", "policy", "contract", "project", "include", "expect"];
 const INCLUDED_TOP_LEVEL: &[&str] = &["project", "include"];
-const PROJECT_CHILDREN: &[&str] =
-    &["project", "include", "users", "groups", "namespaces", "owners", "clusters", "contracts", "on"];
+const PROJECT_CHILDREN: &[&str] = &[
+    "project",
+    "include",
+    "users",
+    "groups",
+    "namespaces",
+    "owners",
+    "clusters",
+    "contracts",
+    "on",
+    "grant",
+];
 
 impl Lowering<'_> {
     fn push(&mut self, diagnostic: Diagnostic) {
@@ -382,7 +392,7 @@ impl Lowering<'_> {
     }
 
     fn policy(&mut self, file: FileId, node: &KdlNode) -> Policy {
-        let e = self.entries(file, node, 0, &["window", "unbudgeted", "overflow", "overcommit"]);
+        let e = self.entries(file, node, 0, &["window", "unbudgeted", "overflow", "overcommit", "max-grant"]);
         let rules = WorkRule::ALL.map(|r| (r.as_str(), r));
         self.no_children(file, node);
         Policy {
@@ -390,6 +400,7 @@ impl Lowering<'_> {
             unbudgeted: e.choice(self, "unbudgeted", &rules),
             overflow: e.choice(self, "overflow", &rules),
             overcommit: e.flag(self, "overcommit"),
+            max_grant: e.duration(self, "max-grant", false, 1),
             span: Some(header_span(file, node)),
         }
     }
@@ -424,6 +435,7 @@ impl Lowering<'_> {
             clusters: None,
             contracts: None,
             overrides: Vec::new(),
+            grants: Vec::new(),
             children: Vec::new(),
             span: header_span(file, node),
         };
@@ -513,10 +525,55 @@ impl Lowering<'_> {
                         });
                     }
                 }
+                "grant" => {
+                    let grant = self.grant(file, child);
+                    project.grants.push(grant);
+                }
                 _ => self.unknown_node(file, child, PROJECT_CHILDREN, "in a project"),
             }
         }
         Some(project)
+    }
+
+    /// `grant share="+10%" from=DATE until=DATE reason="..." cluster=NAME`, or
+    /// `guaranteed-gpus=N` for the share.
+    fn grant(&mut self, file: FileId, node: &KdlNode) -> Grant {
+        let e =
+            self.entries(file, node, 0, &["share", "guaranteed-gpus", "from", "until", "reason", "cluster"]);
+        self.no_children(file, node);
+        let share = e.get(self, "share", false, "").and_then(|entry| e.extra_share(self, entry));
+        let gpus = e.count(self, "guaranteed-gpus", false, 1);
+        let span = header_span(file, node);
+        let amount = match (share, gpus) {
+            (Some(share), None) => Some(share.map(GrantAmount::Share)),
+            (None, Some(gpus)) => Some(gpus.map(GrantAmount::Gpus)),
+            (share, _) => {
+                // Neither given (a malformed one was reported), or both.
+                let both = share.is_some();
+                if both || !(e.props.contains_key("share") || e.props.contains_key("guaranteed-gpus")) {
+                    let d = Diagnostic::error(
+                        Code::GrantAmount,
+                        if both {
+                            "a grant gives either `share` or `guaranteed-gpus`, not both"
+                        } else {
+                            "a grant needs `share` or `guaranteed-gpus`"
+                        },
+                    )
+                    .label(span, if both { "both given" } else { "grants nothing" })
+                    .help("write `share=\"+10%\"` (points of the parent) or `guaranteed-gpus=16` (on one cluster)");
+                    self.push(d);
+                }
+                None
+            }
+        };
+        Grant {
+            amount,
+            from: e.instant(self, "from", false),
+            until: e.instant(self, "until", true),
+            reason: e.string(self, "reason", true),
+            cluster: e.string(self, "cluster", false),
+            span,
+        }
     }
 
     /// Lowers the projects of an included file, at `depth` in the tree.
@@ -892,6 +949,46 @@ impl<'n> Entries<'n> {
             return None;
         }
         Some(Spanned::new(Percent(p), self.span(entry)))
+    }
+
+    /// A grant's `share`: `"+10%"`, points of the parent above zero.
+    fn extra_share(&self, l: &mut Lowering, entry: &KdlEntry) -> Option<Spanned<Percent>> {
+        let s = self.typed(l, entry, "a percentage string", "share=\"+10%\"", text)?.value;
+        let Some(points) = s.strip_prefix('+') else {
+            let d = Diagnostic::error(
+                Code::ValueBadPercentage,
+                format!("`{}` is not an extra share", s.escape_debug()),
+            )
+            .label(self.span(entry), "no `+`")
+            .help("a grant adds to the project's share: write the points it adds, e.g. \"+10%\"");
+            l.push(d);
+            return None;
+        };
+        let p = self.parse_percent(l, entry, points)?;
+        if p.value.0 <= 0.0 {
+            let d = Diagnostic::error(Code::ValueOutOfRange, "a grant adds more than 0%")
+                .label(p.span, "adds nothing")
+                .help("remove the grant, or write the points it adds, e.g. \"+10%\"");
+            l.push(d);
+            return None;
+        }
+        Some(p)
+    }
+
+    /// `"2027-01-10"` or an RFC 3339 time with its offset.
+    fn instant(&self, l: &mut Lowering, key: &str, required: bool) -> Option<Spanned<Instant>> {
+        let entry = self.get(l, key, required, "\"2027-01-10\"")?;
+        let s = self.typed(l, entry, "a date string", &format!("{key}=\"2027-01-10\""), text)?.value;
+        match parse_instant(&s) {
+            Some(instant) => Some(Spanned::new(instant, self.span(entry))),
+            None => {
+                let d = Diagnostic::error(Code::ValueBadDate, format!("`{}` is not a date", s.escape_debug()))
+                    .label(self.span(entry), "not a date")
+                    .help("write a date, \"2027-01-10\" (its first second, UTC), or a time with its offset, \"2027-01-10T09:00:00+01:00\"; years 1970 to 9999");
+                l.push(d);
+                None
+            }
+        }
     }
 
     /// A percentage string or a number (a weight). Zero and negatives are `check`'s.

@@ -1,17 +1,18 @@
 //! Normalisation: a checked [`Budget`] tree to the [`Model`] ([`crate::ir`]) every target,
-//! the diff and the verifier read: each project's normalised share among its siblings, its
-//! effective share of each cluster and its guaranteed GPUs there, whole numbers that add up
-//! exactly.
+//! the diff and the verifier read, at one moment: each project's normalised share among its
+//! siblings (with the grants in force then), its effective share of each cluster and its
+//! guaranteed GPUs there, whole numbers that add up exactly.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use crate::ast::{self, Budget, DEFAULT_WINDOW, Share};
+use crate::ast::{self, Budget, DEFAULT_WINDOW, GrantAmount, Share};
 use crate::ir::{
-    Allocation, Bindings, CapacityMode, Cluster, Contract, Expectations, KubernetesBinding, Location, Model,
-    Policy, Project, ShareSpec, SlurmBinding, User, WaitExpectation, WorkRule, YarnBinding,
+    self, Allocation, Bindings, CapacityMode, Cluster, Contract, Expectations, KubernetesBinding, Location,
+    Model, Policy, Project, ShareSpec, SlurmBinding, User, WaitExpectation, WorkRule, YarnBinding,
 };
 use crate::source::{Sources, Span, Spanned};
-use crate::units::weight_thousandths;
+use crate::units::{Instant, weight_thousandths};
 
 fn location(sources: &Sources, span: Span) -> Location {
     match sources.location(span) {
@@ -25,8 +26,26 @@ fn rule(rule: Option<&Spanned<WorkRule>>) -> WorkRule {
     rule.map_or(WorkRule::Preemptible, |r| r.value)
 }
 
-/// Normalises a budget that passed the checks.
-pub fn normalize(budget: &Budget, sources: &Sources) -> Model {
+/// A sibling set that grants take beyond its parent at the moment normalised: the model
+/// scales it down to fit, and [`crate::calendar`] reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Excess {
+    /// The parent's path; empty for the top-level projects.
+    pub parent: String,
+    pub cluster: String,
+    /// The siblings' fractions with the grants, summed (above 1).
+    pub sum: f64,
+    /// The grants in force that count.
+    pub grants: Vec<Span>,
+}
+
+/// Normalises a budget that passed the checks, with the grants in force at `at`.
+pub fn normalize(budget: &Budget, sources: &Sources, at: Instant) -> Model {
+    normalize_with_excess(budget, sources, at).0
+}
+
+/// [`normalize`], and the sibling sets its grants take beyond their parent then.
+pub fn normalize_with_excess(budget: &Budget, sources: &Sources, at: Instant) -> (Model, Vec<Excess>) {
     let cluster_names: Vec<&str> = budget.clusters.iter().map(|c| c.name.value.as_str()).collect();
     let all_contracts: Vec<String> = budget.contracts.iter().map(|c| c.name.value.clone()).collect();
     let overcommit = budget.policy.overcommit.as_ref().is_some_and(|f| f.value);
@@ -37,10 +56,10 @@ pub fn normalize(budget: &Budget, sources: &Sources) -> Model {
         .iter()
         .map(|c| (c.name.value.as_str(), Parent { gpus: c.gpus(), effective: 1.0, max_gpus: None }))
         .collect();
-    let context = Context { sources, cluster_names: &cluster_names };
+    let context = Context { sources, cluster_names: &cluster_names, at, excess: RefCell::default() };
     let (projects, unallocated) = context.siblings(&budget.projects, "", &roots, &all_contracts, overcommit);
 
-    Model {
+    let model = Model {
         clusters: budget
             .clusters
             .iter()
@@ -56,6 +75,7 @@ pub fn normalize(budget: &Budget, sources: &Sources) -> Model {
             .collect(),
         policy: Policy {
             window_seconds: budget.policy.window.as_ref().map_or(DEFAULT_WINDOW, |w| w.value),
+            max_grant_seconds: budget.policy.max_grant.as_ref().map(|m| m.value),
             unbudgeted: rule(budget.policy.unbudgeted.as_ref()),
             overflow: rule(budget.policy.overflow.as_ref()),
             overcommit,
@@ -93,7 +113,8 @@ pub fn normalize(budget: &Budget, sources: &Sources) -> Model {
                 })
                 .collect(),
         },
-    }
+    };
+    (model, context.excess.into_inner())
 }
 
 fn bindings(cluster: &ast::Cluster) -> Bindings {
@@ -141,6 +162,8 @@ struct Parent {
 struct Context<'a> {
     sources: &'a Sources,
     cluster_names: &'a [&'a str],
+    at: Instant,
+    excess: RefCell<Vec<Excess>>,
 }
 
 impl Context<'_> {
@@ -164,10 +187,23 @@ impl Context<'_> {
                 .map(|(i, p)| (i, spec(p.share_on(cluster).map(|s| s.value))))
                 .collect();
             let shares: Vec<ShareSpec> = present.iter().map(|(_, s)| *s).collect();
-            let normalized = normalize_shares(&shares, overcommit);
+            let granted: Vec<(f64, Vec<Span>)> =
+                present.iter().map(|&(i, _)| self.granted(&projects[i], cluster, parent.gpus)).collect();
+            let extra: Vec<f64> = granted.iter().map(|(g, _)| *g).collect();
+            let (normalized, sum) = with_grants(&shares, &extra, overcommit);
+            if let Some(sum) = sum {
+                self.excess.borrow_mut().push(Excess {
+                    parent: parent_path.to_string(),
+                    cluster: cluster.to_string(),
+                    sum,
+                    grants: granted.iter().flat_map(|(_, spans)| spans.iter().copied()).collect(),
+                });
+            }
             let (gpus, rest) = apportion(parent.gpus, &normalized);
             unallocated.insert(cluster.to_string(), rest);
-            for (((i, share), fraction), gpus) in present.into_iter().zip(normalized).zip(gpus) {
+            for ((((i, share), fraction), gpus), granted_share) in
+                present.into_iter().zip(normalized).zip(gpus).zip(extra)
+            {
                 let own_max = projects[i].max_gpus_on(cluster).map(|m| m.value);
                 let max_gpus = match (own_max, parent.max_gpus) {
                     (Some(a), Some(b)) => Some(a.min(b)),
@@ -181,6 +217,7 @@ impl Context<'_> {
                         effective_share: parent.effective * fraction,
                         guaranteed_gpus: gpus,
                         unallocated_gpus: 0,
+                        granted_share,
                         max_gpus,
                     },
                 );
@@ -237,6 +274,7 @@ impl Context<'_> {
                     owners: project.owners.iter().map(|o| o.value.clone()).collect(),
                     contracts,
                     clusters,
+                    grants: project.grants.iter().filter_map(|g| self.grant(g)).collect(),
                     source: location(self.sources, project.name.span),
                     children,
                 }
@@ -244,6 +282,86 @@ impl Context<'_> {
             .collect();
         (out, unallocated)
     }
+}
+
+impl Context<'_> {
+    /// What the grants of `project` in force add to its fraction of the parent on
+    /// `cluster`, whose GPUs are `parent_gpus`, and where they are written. GPUs are a
+    /// fraction of the parent's; of a parent without GPUs, more than all of it.
+    fn granted(&self, project: &ast::Project, cluster: &str, parent_gpus: u64) -> (f64, Vec<Span>) {
+        let mut extra = 0.0;
+        let mut spans = Vec::new();
+        for grant in project.grants.iter().filter(|g| g.in_force(self.at) && g.on(cluster)) {
+            let Some(amount) = &grant.amount else { continue };
+            extra += match amount.value {
+                GrantAmount::Share(p) => p.fraction(),
+                GrantAmount::Gpus(n) if parent_gpus > 0 => n as f64 / parent_gpus as f64,
+                GrantAmount::Gpus(_) => 2.0,
+            };
+            spans.push(grant.span);
+        }
+        (extra, spans)
+    }
+
+    fn grant(&self, grant: &ast::Grant) -> Option<ir::Grant> {
+        Some(ir::Grant {
+            amount: match grant.amount.as_ref()?.value {
+                GrantAmount::Share(p) => ir::GrantAmount::SharePercent(p.0),
+                GrantAmount::Gpus(n) => ir::GrantAmount::GuaranteedGpus(n),
+            },
+            from: grant.from.as_ref().map(|f| f.value),
+            until: grant.until.as_ref()?.value,
+            reason: grant.reason.as_ref().map(|r| r.value.clone()).unwrap_or_default(),
+            cluster: grant.cluster.as_ref().map(|c| c.value.clone()),
+            source: location(self.sources, grant.span),
+        })
+    }
+}
+
+/// The siblings' fractions of the parent with `extra` (each one's grants, as fractions of
+/// the parent) added, and their sum when it is above the parent and overcommit is not
+/// declared. Percentages gain their grants' points and keep the rest as written; among
+/// weights, a granted sibling gains its points over its weighted fraction and the others
+/// share what is left by their weights. What goes beyond the parent is scaled down to fit.
+/// Without grants, the fractions of [`normalize_shares`].
+pub fn with_grants(shares: &[ShareSpec], extra: &[f64], overcommit: bool) -> (Vec<f64>, Option<f64>) {
+    let base = normalize_shares(shares, overcommit);
+    if extra.iter().all(|&g| g == 0.0) {
+        return (base, None);
+    }
+    let percentages = shares.iter().all(|s| matches!(s, ShareSpec::Percent(_)));
+    let mut fractions: Vec<f64> = if percentages {
+        shares
+            .iter()
+            .zip(extra)
+            .map(|(s, g)| if let ShareSpec::Percent(p) = s { p / 100.0 + g } else { 0.0 })
+            .collect()
+    } else {
+        let granted: f64 = base.iter().zip(extra).filter(|(_, g)| **g > 0.0).map(|(b, g)| b + g).sum();
+        let rest: u128 = shares
+            .iter()
+            .zip(extra)
+            .filter(|(_, g)| **g == 0.0)
+            .map(|(s, _)| if let ShareSpec::Weight(w) = s { u128::from(weight_thousandths(*w)) } else { 0 })
+            .sum();
+        let room = (1.0 - granted).max(0.0);
+        shares
+            .iter()
+            .zip(&base)
+            .zip(extra)
+            .map(|((s, b), g)| match s {
+                _ if *g > 0.0 => b + g,
+                ShareSpec::Weight(w) if rest > 0 => room * weight_thousandths(*w) as f64 / rest as f64,
+                _ => 0.0,
+            })
+            .collect()
+    };
+    let sum: f64 = fractions.iter().sum();
+    if sum > 1.0 + 1e-9 {
+        fractions.iter_mut().for_each(|f| *f /= sum);
+        return (fractions, (!overcommit).then_some(sum));
+    }
+    (fractions, None)
 }
 
 fn spec(share: Option<Share>) -> ShareSpec {

@@ -40,6 +40,10 @@ impl<T> Spanned<T> {
     pub fn new(value: T, span: Span) -> Self {
         Spanned { value, span }
     }
+
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Spanned<U> {
+        Spanned { value: f(self.value), span: self.span }
+    }
 }
 
 /// One loaded file: its path inside the repository, the name shown to users, its text.

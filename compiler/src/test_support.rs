@@ -7,11 +7,20 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::ir::Model;
+use crate::units::Instant;
 use crate::{MemoryLoader, compile};
 
-/// The model of a budget written as one `allot.kdl`.
+/// The moment tests compile at unless they say otherwise: 2026-01-01T00:00:00Z.
+pub const AT: Instant = 1_767_225_600;
+
+/// The model of a budget written as one `allot.kdl`, at [`AT`].
 pub fn model(text: &str) -> Model {
-    let compilation = compile(&MemoryLoader::new([("allot.kdl", text)]), "allot.kdl");
+    model_at(text, AT)
+}
+
+/// The model of a budget written as one `allot.kdl`, with the grants in force at `at`.
+pub fn model_at(text: &str, at: Instant) -> Model {
+    let compilation = compile(&MemoryLoader::new([("allot.kdl", text)]), "allot.kdl", at);
     compilation.model.unwrap_or_else(|| panic!("{:?}", compilation.diagnostics))
 }
 
@@ -19,7 +28,7 @@ pub fn model(text: &str) -> Model {
 pub fn model_of(dir: &Path) -> Model {
     let mut loader = MemoryLoader::default();
     loader.files.extend(files_under(dir).into_iter().filter(|(path, _)| path.ends_with(".kdl")));
-    let compilation = compile(&loader, "allot.kdl");
+    let compilation = compile(&loader, "allot.kdl", AT);
     compilation.model.unwrap_or_else(|| panic!("{}: {:?}", dir.display(), compilation.diagnostics))
 }
 

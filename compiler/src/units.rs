@@ -1,5 +1,5 @@
-//! Units of the budget language: durations (`"8h"`, `"1h30m"`), percentages (`"12.5%"`)
-//! and weights (`share=3`), read as the files write them and bounded so that no sum or
+//! Units of the budget language: durations (`"8h"`, `"1h30m"`), percentages (`"12.5%"`),
+//! weights (`share=3`) and moments (`"2027-01-10"`, RFC 3339), read as the files write them and bounded so that no sum or
 //! product of them overflows; durations written back the same way.
 //! `lower` parses them (the command line parses its `--window` too); the diff, the targets'
 //! fidelity reports and KAI's SchedulingShard `windowSize` write durations with
@@ -99,6 +99,31 @@ pub fn parse_percent(text: &str) -> Option<f64> {
         && fraction.len() <= 6
         && (number.contains('.') <= !fraction.is_empty());
     valid.then(|| number.parse().ok()).flatten()
+}
+
+/// A moment: seconds since 1970-01-01T00:00:00Z (a Unix time), as traces count them.
+pub type Instant = i64;
+
+/// `"2027-01-10"` (the day's first second, UTC) or an RFC 3339 time with its offset
+/// (`"2027-01-10T09:00:00+01:00"`), from year 1970 to 9999. A time without an offset is
+/// refused: its moment depends on the reader's zone.
+pub fn parse_instant(text: &str) -> Option<Instant> {
+    let instant = if text.len() == 10 {
+        let date: jiff::civil::Date = text.parse().ok()?;
+        date.to_zoned(jiff::tz::TimeZone::UTC).ok()?.timestamp()
+    } else {
+        text.parse::<jiff::Timestamp>().ok()?
+    };
+    Some(instant.as_second()).filter(|&s| s >= 0)
+}
+
+/// A moment written back: `"2027-01-10"` at midnight UTC, else `"2027-01-10T08:00:00Z"`.
+pub fn format_instant(instant: Instant) -> String {
+    match jiff::Timestamp::from_second(instant) {
+        Ok(t) if instant % 86_400 == 0 => t.to_zoned(jiff::tz::TimeZone::UTC).date().to_string(),
+        Ok(t) => t.to_string(),
+        Err(_) => instant.to_string(),
+    }
 }
 
 /// How often Slurm's decay thread passes over the usage in allot's configuration

@@ -4,6 +4,9 @@
 
 use allot_compiler::ir::Project;
 use allot_compiler::{MemoryLoader, compile};
+
+/// The moment compiled at: the inputs hold no grant that it would change.
+const AT: allot_compiler::units::Instant = 1_767_225_600;
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -77,7 +80,7 @@ proptest! {
         percent in any::<bool>(),
     ) {
         let text = source(&gpus, &forest, percent);
-        let compilation = compile(&MemoryLoader::new([("allot.kdl", text.as_str())]), "allot.kdl");
+        let compilation = compile(&MemoryLoader::new([("allot.kdl", text.as_str())]), "allot.kdl", AT);
         prop_assert!(compilation.diagnostics.is_empty(), "{:?}\n{text}", compilation.diagnostics);
         let model = compilation.model.expect("a clean model");
         for cluster in &model.clusters {
@@ -90,7 +93,7 @@ proptest! {
 fn weights_divide_the_cluster_among_siblings() {
     let text = "cluster a gpus=10 gpu-type=h100\ncontract b min-runtime=\"1h\" default=#true\n\
                 project x share=1\nproject y share=1\nproject z share=1\n";
-    let model = compile(&MemoryLoader::new([("allot.kdl", text)]), "allot.kdl").model.unwrap();
+    let model = compile(&MemoryLoader::new([("allot.kdl", text)]), "allot.kdl", AT).model.unwrap();
     let gpus: Vec<u64> = model.projects.iter().map(|p| p.clusters["a"].guaranteed_gpus).collect();
     assert_eq!(gpus, vec![4, 3, 3]);
     assert_eq!(model.clusters[0].unallocated_gpus, 0);
@@ -102,7 +105,7 @@ fn overrides_and_restrictions_apply_per_cluster() {
                 contract c min-runtime=\"1h\" default=#true\n\
                 project x share=\"50%\" { on b share=\"20%\" max-gpus=5 }\n\
                 project y share=\"50%\" { clusters a }\n";
-    let model = compile(&MemoryLoader::new([("allot.kdl", text)]), "allot.kdl").model.unwrap();
+    let model = compile(&MemoryLoader::new([("allot.kdl", text)]), "allot.kdl", AT).model.unwrap();
     let x = &model.projects[0].clusters;
     assert_eq!((x["a"].guaranteed_gpus, x["b"].guaranteed_gpus, x["b"].max_gpus), (50, 2, Some(5)));
     assert!(!model.projects[1].clusters.contains_key("b"));
@@ -114,7 +117,7 @@ fn declared_overcommit_scales_shares_down() {
     let text = "cluster a gpus=100 gpu-type=h100 gpus-per-node=4\npolicy overcommit=#true\n\
                 contract c min-runtime=\"1h\" default=#true\n\
                 project x share=\"75%\"\nproject y share=\"50%\"\n";
-    let compilation = compile(&MemoryLoader::new([("allot.kdl", text)]), "allot.kdl");
+    let compilation = compile(&MemoryLoader::new([("allot.kdl", text)]), "allot.kdl", AT);
     assert_eq!(compilation.diagnostics.len(), 1);
     let model = compilation.model.unwrap();
     let gpus: Vec<u64> = model.projects.iter().map(|p| p.clusters["a"].guaranteed_gpus).collect();

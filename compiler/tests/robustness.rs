@@ -1,10 +1,13 @@
 //! No input panics the compiler: random KDL-like text, odd Unicode, empty files.
 
 use allot_compiler::{Code, MemoryLoader, compile};
+
+/// The moment compiled at: the inputs hold no grant that it would change.
+const AT: allot_compiler::units::Instant = 1_767_225_600;
 use proptest::prelude::*;
 
 fn compile_text(text: &str) -> Vec<Code> {
-    let compilation = compile(&MemoryLoader::new([("allot.kdl", text)]), "allot.kdl");
+    let compilation = compile(&MemoryLoader::new([("allot.kdl", text)]), "allot.kdl", AT);
     compilation.diagnostics.iter().map(|d| d.code).collect()
 }
 
@@ -29,7 +32,7 @@ fn an_empty_file_says_what_is_missing() {
 
 #[test]
 fn a_missing_entry_file_is_reported() {
-    let compilation = compile(&MemoryLoader::default(), "allot.kdl");
+    let compilation = compile(&MemoryLoader::default(), "allot.kdl", AT);
     let codes: Vec<Code> = compilation.diagnostics.iter().map(|d| d.code).collect();
     assert_eq!(codes, vec![Code::SourceUnreadable]);
 }

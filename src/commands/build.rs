@@ -34,6 +34,8 @@ const TEMPORARY: &str = ".allot-tmp-";
 pub struct Args {
     #[command(flatten)]
     repository: budgets::Repository,
+    #[command(flatten)]
+    moment: budgets::Moment,
     /// The output folder; each target writes OUT/<target>/.
     #[arg(long)]
     out: PathBuf,
@@ -47,7 +49,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args, format: Format) -> Outcome {
-    let Some(model) = args.repository.model(format)? else { return Ok(Exit::Problems) };
+    let Some(model) = args.repository.model_at(format, args.moment.instant())? else {
+        return Ok(Exit::Problems);
+    };
     let built = match emit(&model, &args.targets) {
         Ok(built) => built,
         Err(problems) => {

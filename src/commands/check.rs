@@ -18,7 +18,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args, format: Format) -> Outcome {
-    let (compilation, ok) = budgets::compiled(&args.repository.path, format, args.deny_warnings)?;
+    let (compilation, ok) =
+        budgets::compiled(&args.repository.path, format, args.deny_warnings, budgets::now())?;
     if ok {
         print(&summary(&compilation))?;
     }

@@ -46,9 +46,10 @@ pub struct Args {
 
 pub fn run(args: Args, format: Format) -> Outcome {
     let git = GitRepo::discover(&args.repository.path)?;
+    let at = budgets::now();
     let (Some(old), Some(new)) = (
-        budgets::revision(&git, &args.repository.path, Some(&args.against), format)?,
-        budgets::revision(&git, &args.repository.path, args.head.as_deref(), format)?,
+        budgets::revision(&git, &args.repository.path, Some(&args.against), format, at)?,
+        budgets::revision(&git, &args.repository.path, args.head.as_deref(), format, at)?,
     ) else {
         return Ok(Exit::Problems);
     };

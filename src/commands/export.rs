@@ -5,11 +5,18 @@ use crate::diagnostics::Format;
 use crate::exit::{Exit, Outcome};
 use crate::output::{json, print};
 
-/// The repository to read (`PATH`).
-pub type Args = budgets::Repository;
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    repository: budgets::Repository,
+    #[command(flatten)]
+    moment: budgets::Moment,
+}
 
 pub fn run(args: Args, format: Format) -> Outcome {
-    let Some(model) = args.model(format)? else { return Ok(Exit::Problems) };
+    let Some(model) = args.repository.model_at(format, args.moment.instant())? else {
+        return Ok(Exit::Problems);
+    };
     print(&json(&model)?)?;
     Ok(Exit::Success)
 }

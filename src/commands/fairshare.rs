@@ -42,7 +42,9 @@ pub fn run(args: Args, format: Format) -> Outcome {
             tree::parse(&text).map_err(|e| Error::failed(format!("{}: {e}", args.tree.display())))?
         }
         None => {
-            let Some(model) = budgets::model(&args.tree, format)? else { return Ok(Exit::Problems) };
+            let Some(model) = budgets::model(&args.tree, format, budgets::now())? else {
+                return Ok(Exit::Problems);
+            };
             budgets_tree(&model)?
         }
     };

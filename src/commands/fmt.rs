@@ -24,7 +24,7 @@ pub struct Args {
 
 pub fn run(args: Args, format: Format) -> Outcome {
     let (loader, entry) = FsLoader::open(&args.path);
-    let compilation = compile(&loader, &entry);
+    let compilation = compile(&loader, &entry, crate::budgets::now());
     // Files that could not be read or did not parse are not formatted; say why.
     let unreadable: Vec<_> = compilation
         .diagnostics

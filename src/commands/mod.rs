@@ -10,6 +10,7 @@ pub mod explain;
 pub mod export;
 pub mod fairshare;
 pub mod fmt;
+pub mod grants;
 pub mod import;
 pub mod owners;
 pub mod plan;

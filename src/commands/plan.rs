@@ -24,6 +24,8 @@ pub enum Target {
 pub struct SlurmArgs {
     #[command(flatten)]
     repository: budgets::Repository,
+    #[command(flatten)]
+    moment: budgets::Moment,
     /// The live tree: a `sacctmgr dump CLUSTER file=...` output (`-`: standard input), or,
     /// given alone, read with `sacctmgr dump`, and the QOS with `sacctmgr show qos` (put
     /// PATH before it).
@@ -53,7 +55,9 @@ pub struct SlurmArgs {
 
 pub fn run(target: Target, format: Format) -> Outcome {
     let Target::Slurm(args) = target;
-    let Some(model) = args.repository.model(format)? else { return Ok(Exit::Problems) };
+    let Some(model) = args.repository.model_at(format, args.moment.instant())? else {
+        return Ok(Exit::Problems);
+    };
     let clusters = tree::slurm_clusters(&model);
     let (state, read_from) = match args.live.flatten() {
         Some(path) => (Live { dump: read_dump(&path)?, qos: None }, path.display().to_string()),

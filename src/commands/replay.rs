@@ -161,7 +161,9 @@ fn simulate(args: SimulateArgs, format: Format) -> Outcome {
         None => None,
         Some(rev) => {
             let git = GitRepo::discover(&args.repository.path)?;
-            let Some(base) = budgets::revision(&git, &args.repository.path, Some(rev), format)? else {
+            let Some(base) =
+                budgets::revision(&git, &args.repository.path, Some(rev), format, budgets::now())?
+            else {
                 return Ok(Exit::Problems);
             };
             Some((rev.as_str(), base))

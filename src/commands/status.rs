@@ -36,6 +36,8 @@ use crate::{kueue, slurm};
 pub struct Args {
     #[command(flatten)]
     repository: budgets::Repository,
+    #[command(flatten)]
+    moment: budgets::Moment,
     /// The live scheduler to read.
     #[arg(long, value_enum)]
     live: Scheduler,
@@ -66,7 +68,9 @@ struct Reading {
 }
 
 pub fn run(args: Args, format: Format) -> Outcome {
-    let Some(model) = args.repository.model(format)? else { return Ok(Exit::Problems) };
+    let Some(model) = args.repository.model_at(format, args.moment.instant())? else {
+        return Ok(Exit::Problems);
+    };
     let reading = match args.live {
         Scheduler::Slurm => {
             if args.context.is_some() {

@@ -1,23 +1,31 @@
-//! `allot tree`: the project tree as a table, with each project's share as written and,
-//! per cluster, its effective share and guaranteed GPUs.
+//! `allot tree`: the project tree as a table at a moment (`--at`, default now), with each
+//! project's share as written and the grants in force then, and, per cluster, its
+//! effective share and guaranteed GPUs.
 
 use allot_compiler::ir::{Model, Project, ShareSpec};
+use allot_compiler::units::{Instant, format_instant};
 
 use crate::budgets;
 use crate::diagnostics::Format;
 use crate::exit::{Exit, Outcome};
 use crate::output::print;
 
-/// The repository to read (`PATH`).
-pub type Args = budgets::Repository;
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    repository: budgets::Repository,
+    #[command(flatten)]
+    moment: budgets::Moment,
+}
 
 pub fn run(args: Args, format: Format) -> Outcome {
-    let Some(model) = args.model(format)? else { return Ok(Exit::Problems) };
-    print(&render(&model))?;
+    let at = args.moment.instant();
+    let Some(model) = args.repository.model_at(format, at)? else { return Ok(Exit::Problems) };
+    print(&render(&model, at))?;
     Ok(Exit::Success)
 }
 
-fn render(model: &Model) -> String {
+fn render(model: &Model, at: Instant) -> String {
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut header = vec!["PROJECT".to_string(), "SHARE".to_string()];
     for c in &model.clusters {
@@ -26,7 +34,7 @@ fn render(model: &Model) -> String {
     }
     rows.push(header);
     for project in &model.projects {
-        rows_of(model, project, 0, &mut rows);
+        rows_of(model, project, 0, at, &mut rows);
     }
     let mut unallocated = vec!["(unallocated)".to_string(), String::new()];
     for c in &model.clusters {
@@ -37,8 +45,16 @@ fn render(model: &Model) -> String {
     table(&rows)
 }
 
-fn rows_of(model: &Model, project: &Project, depth: usize, rows: &mut Vec<Vec<String>>) {
-    let mut row = vec![format!("{}{}", "  ".repeat(depth), project.name), share(project.share)];
+fn rows_of(model: &Model, project: &Project, depth: usize, at: Instant, rows: &mut Vec<Vec<String>>) {
+    let mut written = share(project.share);
+    for grant in project.grants.iter().filter(|g| g.in_force(at)) {
+        written.push_str(&format!(" {}", grant.amount));
+        if let Some(cluster) = &grant.cluster {
+            written.push_str(&format!(" on {cluster}"));
+        }
+        written.push_str(&format!(" until {}", format_instant(grant.until)));
+    }
+    let mut row = vec![format!("{}{}", "  ".repeat(depth), project.name), written];
     for c in &model.clusters {
         match project.clusters.get(&c.name) {
             Some(a) => {
@@ -53,7 +69,7 @@ fn rows_of(model: &Model, project: &Project, depth: usize, rows: &mut Vec<Vec<St
     }
     rows.push(row);
     for child in &project.children {
-        rows_of(model, child, depth + 1, rows);
+        rows_of(model, child, depth + 1, at, rows);
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod clusters;
 mod contracts;
+mod grants;
 mod limits;
 mod members;
 mod names;
@@ -12,14 +13,17 @@ mod shares;
 
 use crate::ast::Budget;
 use crate::diagnostic::Diagnostic;
+use crate::units::Instant;
 
-pub fn check(budget: &Budget) -> Vec<Diagnostic> {
+/// The checks, at the moment `at` (a grant ended by then is said to be).
+pub fn check(budget: &Budget, at: Instant) -> Vec<Diagnostic> {
     let mut diagnostics = Vec::new();
     names::check(budget, &mut diagnostics);
     clusters::check(budget, &mut diagnostics);
     contracts::check(budget, &mut diagnostics);
     references::check(budget, &mut diagnostics);
     shares::check(budget, &mut diagnostics);
+    grants::check(budget, at, &mut diagnostics);
     limits::check(budget, &mut diagnostics);
     members::check(budget, &mut diagnostics);
     owners::check(budget, &mut diagnostics);

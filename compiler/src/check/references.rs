@@ -1,4 +1,4 @@
-//! References: every cluster and contract named by a project or an expectation exists.
+//! References: every cluster and contract named by a project, a grant or an expectation exists.
 
 use crate::ast::{Budget, walk};
 use crate::diagnostic::{Code, Diagnostic, did_you_mean};
@@ -35,6 +35,11 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
                     .label(o.cluster.span, "not available here")
                     .help("an override applies on a cluster the project may use; check its `clusters` and its ancestors'"),
                 );
+            }
+        }
+        for grant in &project.grants {
+            if let Some(cluster) = &grant.cluster {
+                known(cluster, &clusters, Code::ReferenceUnknownCluster, "cluster", out);
             }
         }
         for name in project.contracts.iter().flatten() {

@@ -389,7 +389,8 @@ type Pairs = BTreeSet<(String, String)>;
 /// accounts under the same parents and the same user associations.
 fn reads_back(files: &[(String, String)], tree: &Tree) -> Result<(), Vec<String>> {
     let loader = MemoryLoader::new(files.iter().map(|(path, text)| (path.as_str(), text.as_str())));
-    let compilation = compile(&loader, ENTRY_FILE);
+    // The files written hold no grant: any moment gives the same model.
+    let compilation = compile(&loader, ENTRY_FILE, 0);
     let Some(model) = compilation.model else {
         let errors = compilation.diagnostics.iter().filter(|d| d.is_error()).map(|d| d.message.clone());
         return Err(errors.map(|m| format!("the imported budgets do not compile: {m}")).collect());

@@ -1,0 +1,126 @@
+//! Time in the model: the moments at which grants start or end (the only moments at which
+//! a share changes), and whether the grants in force fit beside their siblings at each.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::ast::{Budget, walk};
+use crate::diagnostic::{Code, Diagnostic};
+use crate::diff::{ShareMove, diff};
+use crate::ir::{Grant, Model, Project};
+use crate::normalize::{normalize, normalize_with_excess};
+use crate::source::{Sources, Span};
+use crate::units::{Instant, format_instant};
+
+/// A moment at which shares change: the grants that start and end then, and every project
+/// whose effective share or guaranteed GPUs move.
+#[derive(Clone, Debug)]
+pub struct Boundary {
+    pub at: Instant,
+    /// (project path, grant).
+    pub starting: Vec<(String, Grant)>,
+    pub ending: Vec<(String, Grant)>,
+    pub moves: Vec<ShareMove>,
+}
+
+/// The boundaries after `from`, each against the model just before it (the first against
+/// the model at `from`). The budget must have passed the checks.
+pub fn calendar(budget: &Budget, sources: &Sources, from: Instant) -> Vec<Boundary> {
+    let mut before = normalize(budget, sources, from);
+    let mut out = Vec::new();
+    for at in boundaries(budget).into_iter().filter(|&t| t > from) {
+        let after = normalize(budget, sources, at);
+        let grants = grants(&after);
+        let at_edge = |edge: fn(&Grant) -> Option<Instant>| -> Vec<(String, Grant)> {
+            grants
+                .iter()
+                .filter(|(_, g)| edge(g) == Some(at))
+                .map(|(p, g)| (p.clone(), (*g).clone()))
+                .collect()
+        };
+        out.push(Boundary {
+            at,
+            starting: at_edge(|g| g.from),
+            ending: at_edge(|g| Some(g.until)),
+            moves: diff(&before, &after).share_moves,
+        });
+        before = after;
+    }
+    out
+}
+
+/// Every grant of a model, with its project's path, parents before children.
+pub fn grants(model: &Model) -> Vec<(String, &Grant)> {
+    fn go<'m>(projects: &'m [Project], out: &mut Vec<(String, &'m Grant)>) {
+        for p in projects {
+            out.extend(p.grants.iter().map(|g| (p.path.clone(), g)));
+            go(&p.children, out);
+        }
+    }
+    let mut out = Vec::new();
+    go(&model.projects, &mut out);
+    out
+}
+
+/// Every moment at which some grant starts or ends, in order, once each.
+pub fn boundaries(budget: &Budget) -> Vec<Instant> {
+    let mut moments = Vec::new();
+    walk(&budget.projects, &mut |_, project| {
+        for grant in project.grants.iter().filter(|g| g.amount.is_some()) {
+            moments.extend(grant.from.as_ref().map(|f| f.value));
+            moments.extend(grant.until.as_ref().map(|u| u.value));
+        }
+    });
+    moments.sort_unstable();
+    moments.dedup();
+    moments
+}
+
+/// The sibling sets that grants take beyond their parent at `at` or at a later boundary:
+/// one error for each parent, at the first such moment, naming its clusters then.
+pub fn overcommitted(budget: &Budget, sources: &Sources, at: Instant) -> Vec<Diagnostic> {
+    let later = boundaries(budget).into_iter().filter(|&t| t > at);
+    let mut reported: BTreeSet<String> = BTreeSet::new();
+    let mut out = Vec::new();
+    for moment in std::iter::once(at).chain(later) {
+        let (_, excess) = normalize_with_excess(budget, sources, moment);
+        // By parent: its clusters, the largest sum, the grants counted.
+        let mut parents: BTreeMap<&str, (Vec<&str>, f64, Vec<Span>)> = BTreeMap::new();
+        for e in &excess {
+            if reported.contains(&e.parent) {
+                continue;
+            }
+            let entry = parents.entry(&e.parent).or_default();
+            entry.0.push(&e.cluster);
+            entry.1 = entry.1.max(e.sum);
+            for span in &e.grants {
+                if !entry.2.contains(span) {
+                    entry.2.push(*span);
+                }
+            }
+        }
+        for (parent, (clusters, sum, grants)) in parents {
+            let whose = if parent.is_empty() {
+                "the top-level projects".to_string()
+            } else {
+                format!("the children of `{parent}`")
+            };
+            let on: Vec<String> = clusters.iter().map(|c| format!("`{c}`")).collect();
+            let total = format!("{}%", (sum * 100.0 * 1e6).round() / 1e6);
+            let mut d = Diagnostic::error(
+                Code::GrantOvercommit,
+                format!(
+                    "from {}, {whose} claim {total} of {} with their grants",
+                    format_instant(moment),
+                    on.join(", ")
+                ),
+            )
+            .help("a grant adds to its project's share, and the shares of one parent fit in it: lower a grant, end one before the other starts, or lower a sibling's share");
+            for span in grants {
+                d = d.label(span, "in force then");
+            }
+            out.push(d);
+            reported.insert(parent.to_string());
+        }
+    }
+    out
+}
