@@ -5,9 +5,10 @@
 use allot_compiler::ir::Project;
 use allot_compiler::{MemoryLoader, compile};
 
-/// The moment compiled at: the inputs hold no grant that it would change.
-const AT: allot_compiler::units::Instant = 1_767_225_600;
 use proptest::prelude::*;
+
+/// The moment compiled at (the inputs hold no grant it would change).
+const AT: allot_compiler::units::Instant = 1_767_225_600;
 
 #[derive(Clone, Debug)]
 struct Node {

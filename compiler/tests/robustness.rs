@@ -2,9 +2,10 @@
 
 use allot_compiler::{Code, MemoryLoader, compile};
 
-/// The moment compiled at: the inputs hold no grant that it would change.
-const AT: allot_compiler::units::Instant = 1_767_225_600;
 use proptest::prelude::*;
+
+/// The moment compiled at.
+const AT: allot_compiler::units::Instant = 1_767_225_600;
 
 fn compile_text(text: &str) -> Vec<Code> {
     let compilation = compile(&MemoryLoader::new([("allot.kdl", text)]), "allot.kdl", AT);

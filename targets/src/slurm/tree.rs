@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
-use allot_compiler::ir::{Location, Model, Project, ShareSpec, WorkRule};
+use allot_compiler::ir::{Allocation, Location, Model, Project, ShareSpec, WorkRule};
 
 /// `Fairshare=parent` as the dump writes it.
 pub const PARENT_FAIRSHARE: u64 = 2_147_483_647;
@@ -160,11 +160,21 @@ fn add<'m>(
     context: &Context,
 ) {
     let Context { bound, preemptible, default_qos } = *context;
-    let present: Vec<(&Project, &ShareSpec)> = projects
+    let present: Vec<(&Project, &Allocation)> = projects
         .iter()
-        .filter_map(|p| bound.iter().find_map(|c| p.clusters.get(*c)).map(|a| (p, &a.share)))
+        .filter_map(|p| bound.iter().find_map(|c| p.clusters.get(*c)).map(|a| (p, a)))
         .collect();
-    let (fairshares, error) = scaled_fairshares(&present.iter().map(|(_, s)| **s).collect::<Vec<_>>());
+    // The shares as written; while a grant is in force among the siblings, their fractions
+    // of the parent then (to a millionth of a percent), which carry the grant.
+    let granted = present.iter().any(|(_, a)| a.granted_share > 0.0);
+    let shares: Vec<ShareSpec> = present
+        .iter()
+        .map(|(_, a)| match granted {
+            false => a.share,
+            true => ShareSpec::Percent((a.normalized_share * 1e8).round() / 1e6),
+        })
+        .collect();
+    let (fairshares, error) = scaled_fairshares(&shares);
     *loss = loss.max(error);
     for ((project, _), fairshare) in present.iter().zip(fairshares) {
         let allocation = bound.iter().find_map(|c| project.clusters.get(*c));
