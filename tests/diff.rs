@@ -113,6 +113,56 @@ fn each_change_in_each_format() {
 }
 
 #[test]
+fn a_grant_shows_with_its_dates_and_the_shares_at_its_boundaries() {
+    let _guard = snapshots();
+    let repo = repository();
+    let text = std::fs::read_to_string(repo.path().join("budgets/allot.kdl")).unwrap();
+    let granted = text.replace(
+        "        users alice bob\n",
+        "        users alice bob\n        grant share=\"+10%\" from=\"2099-01-10\" until=\"2099-02-01\" reason=\"CVPR deadline\"\n",
+    );
+    commit(repo.path(), &[("allot.kdl", &granted)], "grant");
+    let diff = |format: &str| {
+        let args = [
+            "diff",
+            "budgets",
+            "--against",
+            "HEAD~1",
+            "--head",
+            "HEAD",
+            "--at",
+            "2099-01-01",
+            "--format",
+            format,
+        ];
+        let (status, stdout, stderr) = allot(repo.path(), &args);
+        assert_eq!(status, 0, "{stderr}");
+        stdout
+    };
+    // Now nothing moves; on 2099-01-10 vision holds 65% of research's 60% of 64 GPUs: 25
+    // (24.96) against 55%'s 21 (21.12); nlp keeps 40%, 15. Its end (2099-02-01) is beyond
+    // the 30 days.
+    insta::assert_snapshot!("diff-grant-human", diff("human"));
+    insta::assert_snapshot!("diff-grant-markdown", diff("markdown"));
+    let json: serde_json::Value = serde_json::from_str(&diff("json")).unwrap();
+    let change = &json["changes"][0];
+    assert_eq!(change["subject"], "project research/vision");
+    assert_eq!(change["details"][0]["field"], "grants");
+    assert_eq!(change["details"][0]["after"], "+10% from 2099-01-10 until 2099-02-01 (CVPR deadline)");
+    assert_eq!(change["approvers"], serde_json::json!(["@org/research-leads"]));
+    assert_eq!(json["share_moves"], serde_json::json!([]));
+    let later = &json["grant_boundaries"];
+    assert_eq!(later.as_array().unwrap().len(), 1, "{later}");
+    assert_eq!(later[0]["at"], "2099-01-10");
+    let vision = &later[0]["share_moves"][0];
+    assert_eq!((&vision["project"], &vision["cluster"]), (&"research/vision".into(), &"main".into()));
+    assert_eq!(
+        (&vision["before"]["guaranteed_gpus"], &vision["after"]["guaranteed_gpus"]),
+        (&21.into(), &25.into())
+    );
+}
+
+#[test]
 fn moves_and_renames_are_detected_not_shown_as_remove_and_add() {
     let repo = repository();
     let (_, moved, _) = allot(

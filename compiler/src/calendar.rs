@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::Compilation;
 use crate::ast::{Budget, walk};
 use crate::diagnostic::{Code, Diagnostic};
 use crate::diff::{ShareMove, diff};
@@ -46,6 +47,26 @@ pub fn calendar(budget: &Budget, sources: &Sources, from: Instant) -> Vec<Bounda
         before = after;
     }
     out
+}
+
+/// How two revisions' shares differ at each moment after `from`, up to and including
+/// `until`, at which a grant of either starts or ends: the moves from `old`'s model to
+/// `new`'s then. Both must be free of errors.
+pub fn compared(
+    old: &Compilation,
+    new: &Compilation,
+    from: Instant,
+    until: Instant,
+) -> Vec<(Instant, Vec<ShareMove>)> {
+    let mut moments = boundaries(&old.budget);
+    moments.extend(boundaries(&new.budget));
+    moments.sort_unstable();
+    moments.dedup();
+    moments
+        .into_iter()
+        .filter(|&t| t > from && t <= until)
+        .filter_map(|t| Some((t, diff(&old.model_at(t)?, &new.model_at(t)?).share_moves)))
+        .collect()
 }
 
 /// Every grant of a model, with its project's path, parents before children.

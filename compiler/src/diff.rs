@@ -1,6 +1,6 @@
 //! The semantic diff of two normalised models (two revisions of a budget repository):
-//! projects added, removed, moved and renamed; share, limit, member, owner, contract,
-//! policy, cluster and expectation changes; every project whose effective share or
+//! projects added, removed, moved and renamed; share, grant, limit, member, owner,
+//! contract, policy, cluster and expectation changes; every project whose effective share or
 //! guaranteed GPUs moved; and, for each change, the owners who must approve it (found by
 //! [`crate::owners`] at the old revision, so that a change cannot name its own approvers).
 
@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::ir::{Allocation, Cluster, Contract, Location, Model, Project, ShareSpec};
 use crate::owners::owners_at;
-use crate::units::format_duration;
+use crate::units::{format_duration, format_instant};
 
 /// One change, as a reviewer reads it.
 #[derive(Clone, Debug, PartialEq)]
@@ -181,9 +181,18 @@ fn project_details(old: &Project, new: &Project) -> Vec<Detail> {
             .join(", ")
     };
     let clusters = |p: &Project| -> String { p.clusters.keys().cloned().collect::<Vec<_>>().join(", ") };
+    let grants = |p: &Project| -> String {
+        let text = |g: &crate::ir::Grant| {
+            let on = g.cluster.as_ref().map(|c| format!(" on {c}")).unwrap_or_default();
+            let from = g.from.map(|f| format!(" from {}", format_instant(f))).unwrap_or_default();
+            format!("{}{on}{from} until {} ({})", g.amount, format_instant(g.until), g.reason)
+        };
+        p.grants.iter().map(text).collect::<Vec<_>>().join("; ")
+    };
     [
         detail("share", share_text(&old.share), share_text(&new.share)),
         detail("per-cluster shares", overrides(old), overrides(new)),
+        detail("grants", grants(old), grants(new)),
         detail(
             "max GPUs",
             old.max_gpus.map(|m| m.to_string()).unwrap_or_default(),

@@ -1,14 +1,18 @@
 //! `allot diff`: what a change does, between two revisions read straight from git. The
-//! compiler's semantic diff of the two models, each target's native files diffed on
-//! request, and a simulation of a trace under both revisions' budgets (`--replay`),
-//! rendered for a reviewer by [`review`].
+//! compiler's semantic diff of the two models now, how they differ at the grant boundaries
+//! of the coming days ([`later`]), each target's native files diffed on request, and a
+//! simulation of a trace under both revisions' budgets (`--replay`), rendered for a
+//! reviewer by [`review`].
 
+mod later;
 mod moved;
 mod review;
 mod table;
 mod whatif;
 
 use std::path::{Path, PathBuf};
+
+use allot_compiler::calendar;
 
 use crate::budgets;
 use crate::diagnostics::Format;
@@ -25,6 +29,10 @@ use review::plain;
 pub struct Args {
     #[command(flatten)]
     repository: budgets::Repository,
+    /// The moment of the review: the shares in force then, and the grant boundaries of the
+    /// 30 days after it.
+    #[command(flatten)]
+    moment: budgets::Moment,
     /// The base revision (branch, tag, commit, HEAD~1).
     #[arg(long)]
     against: String,
@@ -46,19 +54,21 @@ pub struct Args {
 
 pub fn run(args: Args, format: Format) -> Outcome {
     let git = GitRepo::discover(&args.repository.path)?;
-    let at = budgets::now();
-    let (Some(old), Some(new)) = (
-        budgets::revision(&git, &args.repository.path, Some(&args.against), format, at)?,
-        budgets::revision(&git, &args.repository.path, args.head.as_deref(), format, at)?,
+    let at = args.moment.instant();
+    let (Some(base), Some(changed)) = (
+        budgets::revision_compiled(&git, &args.repository.path, Some(&args.against), format, at)?,
+        budgets::revision_compiled(&git, &args.repository.path, args.head.as_deref(), format, at)?,
     ) else {
         return Ok(Exit::Problems);
     };
-    let diff = allot_compiler::diff::diff(&old, &new);
-    let natives = if args.native { review::native(&old, &new) } else { Vec::new() };
+    let (Some(old), Some(new)) = (&base.model, &changed.model) else { return Ok(Exit::Problems) };
+    let diff = allot_compiler::diff::diff(old, new);
+    let later = calendar::compared(&base, &changed, at, at + later::HORIZON_DAYS * 86_400);
+    let natives = if args.native { review::native(old, new) } else { Vec::new() };
     let head = args.head.as_deref().unwrap_or("working tree");
     // The policy the new budgets' clusters call for (Slurm's with its defaults), each
     // revision under its own budgets; made only for a replay (Kueue's follows the objects).
-    let policy = PolicyName::default_for(&new);
+    let policy = PolicyName::default_for(new);
     let scenario = |label: &str, model| -> Result<Scenario<'_>, crate::exit::Error> {
         Ok(Scenario {
             label: label.into(),
@@ -68,7 +78,7 @@ pub fn run(args: Args, format: Format) -> Outcome {
     };
     let scenarios = match &args.replay {
         None => Vec::new(),
-        Some(_) => vec![scenario(&args.against, &old)?, scenario(head, &new)?],
+        Some(_) => vec![scenario(&args.against, old)?, scenario(head, new)?],
     };
     let runs = match &args.replay {
         None => None,
@@ -76,7 +86,7 @@ pub fn run(args: Args, format: Format) -> Outcome {
     };
     let replayed = |trace: &Path| format!("Simulated on {} under each revision's budgets", trace.display());
     // The table of what moved, for the human and Markdown forms only.
-    let table = || table::Table::new(&diff, &old, &new);
+    let table = || table::Table::new(&diff, old, new);
     // The what-if's line and its figures in full, for a terminal or for a comment.
     let replay = |table: &table::Table,
                   name: fn(&str) -> String,
@@ -92,7 +102,8 @@ pub fn run(args: Args, format: Format) -> Outcome {
             let replay = replay(&table, plain, "->", &|trace, runs| {
                 format!("{}:\n{}", plain(&replayed(trace)), simulation::side_by_side(runs))
             });
-            review::human(&diff, &table, &natives, &git, replay.as_ref())
+            let later = later::human(&later, &args.against, head, plain);
+            review::human(&diff, &table, &later, &natives, &git, replay.as_ref())
         }
         review::DiffFormat::Markdown => {
             let table = table();
@@ -100,10 +111,12 @@ pub fn run(args: Args, format: Format) -> Outcome {
                 let heading = allot_compiler::escape::markdown(&replayed(trace));
                 format!("#### {heading}\n\n{}", simulation::markdown(runs))
             });
-            review::markdown(&diff, &table, &natives, &git, replay.as_ref())
+            let later = later::markdown(&later, &args.against, head, allot_compiler::escape::markdown);
+            review::markdown(&diff, &table, &later, &natives, &git, replay.as_ref())
         }
         review::DiffFormat::Json => {
             let mut value = review::json(&diff, &natives, &git);
+            value["grant_boundaries"] = later::json(&later);
             if let Some(runs) = &runs {
                 value["replay"] = simulation::json(runs);
             }

@@ -121,11 +121,13 @@ pub struct Replay {
 }
 
 /// The headline (with the what-if's line under `--replay`), the table of what moved, each
-/// change with its approvers and source, the budgets moved by rounding only, the
-/// simulation's figures in full, the native diffs.
+/// change with its approvers and source, the shares at the coming grant boundaries
+/// (`later`, rendered), the budgets moved by rounding only, the simulation's figures in
+/// full, the native diffs.
 pub fn human(
     diff: &Diff,
     table: &Table,
+    later: &str,
     natives: &[NativeDiff],
     git: &GitRepo,
     replay: Option<&Replay>,
@@ -156,6 +158,9 @@ pub fn human(
         for line in detail_text(change, plain) {
             out.push_str(&format!("    {line}\n"));
         }
+    }
+    if !later.is_empty() {
+        out.push_str(&format!("\n{later}"));
     }
     let rest = moved::human_rest(table);
     if !rest.is_empty() {
@@ -201,11 +206,12 @@ fn folded_replay(replay: &Replay) -> String {
 }
 
 /// The comment: the headline (three lines at most, the what-if's the third), the table of
-/// what moved, the changes; folded, the rest of what moved, the simulation in full and the
-/// native diffs.
+/// what moved, the changes, the shares at the coming grant boundaries (`later`, rendered);
+/// folded, the rest of what moved, the simulation in full and the native diffs.
 pub fn markdown(
     diff: &Diff,
     table: &Table,
+    later: &str,
     natives: &[NativeDiff],
     git: &GitRepo,
     replay: Option<&Replay>,
@@ -228,6 +234,7 @@ pub fn markdown(
         out.push_str(&format!("\n#### What moved (guaranteed GPUs)\n\n{moved}"));
     }
     out.push_str(&format!("\n#### Changes\n\n{}", markdown_changes(diff, git)));
+    out.push_str(later);
     out.push_str(&moved::markdown_rest(table));
     if let Some(replay) = replay {
         out.push_str(&folded_replay(replay));
