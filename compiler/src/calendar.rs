@@ -69,6 +69,16 @@ pub fn compared(
         .collect()
 }
 
+/// The model before the first boundary (from `i64::MIN`) and at each boundary, as
+/// [`Model::timeline`] holds them; empty when no grant ever changes a share.
+pub fn timeline(budget: &Budget, sources: &Sources) -> Vec<(Instant, Model)> {
+    let moments = boundaries(budget);
+    if moments.is_empty() {
+        return Vec::new();
+    }
+    std::iter::once(Instant::MIN).chain(moments).map(|t| (t, normalize(budget, sources, t))).collect()
+}
+
 /// Every grant of a model, with its project's path, parents before children.
 pub fn grants(model: &Model) -> Vec<(String, &Grant)> {
     fn go<'m>(projects: &'m [Project], out: &mut Vec<(String, &'m Grant)>) {

@@ -24,6 +24,12 @@ pub struct Model {
     /// The top-level projects, each with its subtree.
     pub projects: Vec<Project>,
     pub expectations: Expectations,
+    /// When grants make the shares change: the model in force before the first grant
+    /// boundary (from `i64::MIN`) and from each boundary on, each without a timeline of
+    /// its own; empty without grants. For replays of past and future time; not exported.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub timeline: Vec<(Instant, Model)>,
 }
 
 impl Model {

@@ -53,12 +53,17 @@ impl Compilation {
     /// The model at another moment (the same checked files, the grants in force then);
     /// `None` when there are errors.
     pub fn model_at(&self, at: units::Instant) -> Option<ir::Model> {
-        self.model.as_ref().map(|_| normalize::normalize(&self.budget, &self.sources, at))
+        let model = self.model.as_ref()?;
+        Some(ir::Model {
+            timeline: model.timeline.clone(),
+            ..normalize::normalize(&self.budget, &self.sources, at)
+        })
     }
 }
 
 /// Reads the repository from `entry` (a path the loader knows), checks it at the moment
-/// `at` and, when it is free of errors, normalises it with the grants in force then.
+/// `at` and, when it is free of errors, normalises it with the grants in force then (and,
+/// for replays over time, at every grant boundary: [`ir::Model::timeline`]).
 /// Grants that take a parent beyond 100% at `at` or later are errors; the clock is the
 /// caller's.
 pub fn compile(loader: &dyn Loader, entry: &str, at: units::Instant) -> Compilation {
@@ -71,7 +76,9 @@ pub fn compile(loader: &dyn Loader, entry: &str, at: units::Instant) -> Compilat
     }
     diagnostics.sort_by_key(|d| (d.primary_span().map(|s| (s.file, s.offset)), d.code));
     diagnostics.dedup();
-    let model = (complete && !diagnostics.iter().any(Diagnostic::is_error))
-        .then(|| normalize::normalize(&budget, &sources, at));
+    let model = (complete && !diagnostics.iter().any(Diagnostic::is_error)).then(|| ir::Model {
+        timeline: calendar::timeline(&budget, &sources),
+        ..normalize::normalize(&budget, &sources, at)
+    });
     Compilation { sources, budget, model, diagnostics, at }
 }

@@ -113,6 +113,7 @@ pub fn normalize_with_excess(budget: &Budget, sources: &Sources, at: Instant) ->
                 })
                 .collect(),
         },
+        timeline: Vec::new(),
     };
     (model, context.excess.into_inner())
 }

@@ -249,11 +249,24 @@ pub fn audit_with(
     jobs: impl Iterator<Item = Result<Job, TraceError>>,
     options: Options,
 ) -> Result<Audit, AuditError> {
-    let budgets = Budgets::new(model)?;
+    // With grants, the shares before the first grant boundary, then from each boundary on:
+    // every ledger takes its cluster's weights of each period at its start.
+    let mut periods = model.timeline.iter().map(|(from, m)| Ok((*from, Budgets::new(m)?)));
+    let budgets = match periods.next() {
+        Some(first) => first?.1,
+        None => Budgets::new(model)?,
+    };
+    let later: Vec<(i64, Budgets)> = periods.collect::<Result<_, AuditError>>()?;
     let clusters = &budgets.clusters;
     let index = Index::new(clusters)?;
-    let mut ledgers: Vec<Ledger<'_>> =
-        clusters.iter().map(|b| Ledger::new(&b.hierarchy, b.gpus as f64)).collect::<Result<_, _>>()?;
+    let mut ledgers: Vec<Ledger<'_>> = clusters
+        .iter()
+        .enumerate()
+        .map(|(c, b)| {
+            let reweighs = later.iter().map(move |(from, p)| (*from as f64, &p.clusters[c].hierarchy));
+            Ok(Ledger::new(&b.hierarchy, b.gpus as f64)?.reweighing(reweighs))
+        })
+        .collect::<Result<_, AuditError>>()?;
     let mut pending = Queue::new();
     let window = options.window.clamp(1, MAX_WINDOW_SECONDS) as i64;
     let mut state = Progress::new(index.nodes.len(), Contracts::new(model));

@@ -69,6 +69,8 @@ pub enum EntitlementError {
     InvalidTime(f64),
     #[error("an event at {at} s comes after one at {now} s")]
     OutOfOrder { at: f64, now: f64 },
+    #[error("the budgets' shares change to a tree of another shape (budget `{0}`)")]
+    OtherShape(String),
 }
 
 /// A validated tree of budgets.
@@ -421,10 +423,13 @@ pub struct Division<'a> {
 }
 
 /// Entitled and delivered GPU-hours per node, integrated as events arrive (in time order),
-/// over a [`Division`] brought up to date once per instant.
+/// over a [`Division`] brought up to date once per instant; the budgets' weights may change
+/// at given moments (grants starting and ending).
 #[derive(Clone, Debug)]
 pub struct Ledger<'a> {
     division: Division<'a>,
+    /// The weights from later moments on (in seconds, in time order), not yet in force.
+    reweighs: std::collections::VecDeque<(f64, &'a Hierarchy)>,
     usage: Vec<f64>,
     /// Each node's use: a leaf's own, an inner node's its subtree's.
     used: Vec<f64>,
@@ -483,6 +488,35 @@ impl<'a> Division<'a> {
     /// No node has demand.
     pub fn is_idle(&self) -> bool {
         self.demand.iter().all(|&gpus| gpus == 0.0)
+    }
+
+    /// The budgets' weights (and caps) change to `hierarchy`'s, a tree of the same nodes
+    /// under the same parents: every level is divided again when the division is next read.
+    pub fn reweigh(&mut self, hierarchy: &'a Hierarchy) -> Result<(), EntitlementError> {
+        let same = |a: &Node, b: &Node| a.name == b.name && a.parent == b.parent;
+        if let Some(other) = (0..self.hierarchy.len().max(hierarchy.len())).find(|&i| {
+            match (self.hierarchy.node(NodeId(i)), hierarchy.node(NodeId(i))) {
+                (Some(a), Some(b)) => !same(a, b),
+                _ => true,
+            }
+        }) {
+            let name = |h: &Hierarchy| h.node(NodeId(other)).map(|n| n.name.clone());
+            return Err(EntitlementError::OtherShape(
+                name(hierarchy).or(name(self.hierarchy)).unwrap_or_default(),
+            ));
+        }
+        self.hierarchy = hierarchy;
+        // Caps enter the capped demands: carried up again from every leaf with demand.
+        for id in (0..hierarchy.len()).map(NodeId).filter(|&id| hierarchy.is_leaf(id)) {
+            if !flag(&self.pending, id) {
+                set_flag(&mut self.pending, id);
+                self.changed.push(id);
+            }
+        }
+        self.capacity_changed = true;
+        self.redo.iter_mut().for_each(|r| *r = true);
+        self.on_path.iter_mut().for_each(|r| *r = true);
+        Ok(())
     }
 
     /// The division of the current demand.
@@ -581,6 +615,7 @@ impl<'a> Ledger<'a> {
         let zeros = vec![0.0; hierarchy.len()];
         Ok(Ledger {
             division: Division::new(hierarchy, capacity)?,
+            reweighs: Default::default(),
             usage: zeros.clone(),
             used: zeros.clone(),
             now: None,
@@ -588,6 +623,13 @@ impl<'a> Ledger<'a> {
             delivered_gpu_seconds: zeros.clone(),
             used_gpu_seconds: zeros,
         })
+    }
+
+    /// From each moment of `later` (seconds, in time order) on, the weights of its tree, of
+    /// the same shape as the ledger's ([`Division::reweigh`]).
+    pub fn reweighing(mut self, later: impl IntoIterator<Item = (f64, &'a Hierarchy)>) -> Ledger<'a> {
+        self.reweighs.extend(later);
+        self
     }
 
     /// Integrates up to the event's time, then applies its change.
@@ -610,11 +652,23 @@ impl<'a> Ledger<'a> {
         self.division.is_idle() && self.usage.iter().all(|&gpus| gpus == 0.0)
     }
 
-    /// Integrates the current allocation and use from the last event to `at` seconds.
+    /// Integrates the current allocation and use from the last event to `at` seconds, with
+    /// the weights in force along the way.
     pub fn advance_to(&mut self, at: f64) -> Result<(), EntitlementError> {
         if !at.is_finite() {
             return Err(EntitlementError::InvalidTime(at));
         }
+        while let Some(&(moment, hierarchy)) = self.reweighs.front().filter(|(moment, _)| *moment <= at) {
+            if self.now.is_some_and(|now| moment > now) {
+                self.integrate_to(moment)?;
+            }
+            self.division.reweigh(hierarchy)?;
+            self.reweighs.pop_front();
+        }
+        self.integrate_to(at)
+    }
+
+    fn integrate_to(&mut self, at: f64) -> Result<(), EntitlementError> {
         let Some(now) = self.now else {
             self.now = Some(at);
             return Ok(());

@@ -336,3 +336,34 @@ fn submissions_only_are_not_audited_and_no_job_is_an_error() {
         AuditError::NoJobs("the trace has no jobs".into())
     );
 }
+
+#[test]
+fn a_window_that_straddles_a_grants_end_is_audited_against_the_shares_of_each_part() {
+    // a 40% with +20% until 10 h, b 40%, 20% unallocated (no unbudgeted work, so its part
+    // goes to a and b by weight). Both ask 10 GPUs for 20 hours (a runs 6 and waits with 4
+    // more, b runs 4 and waits with 6 more) in one window of a day.
+    //   0-10 h:  weights 60:40: a entitled 6, delivered min(6, 6) = 6; b 4 and 4
+    //   10-20 h: weights 40:40: a 5, delivered min(6, 5) = 5; b 5, delivered min(4, 5) = 4
+    // a: entitled 60 + 50 = 110 GPU-h, delivered 110; b: entitled 40 + 50 = 90, delivered 80.
+    let text = "cluster c gpus=10 gpu-type=h100 gpus-per-node=10\ncontract batch min-runtime=\"0s\" default=#true\n\
+        project a share=\"40%\" {\n    grant share=\"+20%\" until=\"1970-01-01T10:00:00Z\" reason=\"deadline\"\n}\n\
+        project b share=\"40%\"\n";
+    let trace = "id,project,gpus,submit,start,end\n1,a,6,0,0,72000\n2,a,4,0,,72000\n3,b,4,0,0,72000\n4,b,6,0,,72000\n";
+    let budgets = allot_compiler::test_support::model_at(text, 0);
+    assert_eq!(budgets.timeline.len(), 2, "before and after the grant's end");
+    let result = run(&budgets, trace, 86_400, false).unwrap();
+    assert_eq!(result.windows.len(), 1);
+    for span in [&result.whole, &result.windows[0]] {
+        let (a, b) = (figures(span, "a"), figures(span, "b"));
+        assert!(close(a.entitled_gpu_hours, 110.0) && close(a.delivered_gpu_hours, 110.0), "{a:?}");
+        assert!(close(b.entitled_gpu_hours, 90.0) && close(b.delivered_gpu_hours, 80.0), "{b:?}");
+    }
+    // The same trace against the shares as written: 100 and 100, delivered 100 and 80.
+    let written = model(
+        &text.replace("    grant share=\"+20%\" until=\"1970-01-01T10:00:00Z\" reason=\"deadline\"\n", ""),
+    );
+    let result = run(&written, trace, 86_400, false).unwrap();
+    let (a, b) = (figures(&result.whole, "a"), figures(&result.whole, "b"));
+    assert!(close(a.entitled_gpu_hours, 100.0) && close(a.delivered_gpu_hours, 100.0), "{a:?}");
+    assert!(close(b.entitled_gpu_hours, 100.0) && close(b.delivered_gpu_hours, 80.0), "{b:?}");
+}

@@ -377,3 +377,62 @@ proptest! {
         prop_assert_eq!(division.is_idle(), demand.iter().all(|&gpus| gpus == 0.0));
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    #[test]
+    fn a_division_reweighed_is_the_division_of_the_new_weights_from_scratch(
+        (nodes, demand, capacity) in random_division(),
+        factors in prop::collection::vec(0.1..10.0f64, 14),
+        changes in random_changes(),
+    ) {
+        // Grants change the weights at a moment: the division then, and every change after,
+        // is the same to the last bit as dividing by the new weights from scratch.
+        let old = Hierarchy::new(nodes.clone()).unwrap();
+        let mut reweighed = nodes.clone();
+        for (node, factor) in reweighed.iter_mut().zip(&factors) {
+            node.weight *= factor;
+        }
+        let new = Hierarchy::new(reweighed).unwrap();
+        let leaves: Vec<usize> = (0..nodes.len()).filter(|&i| old.is_leaf(NodeId(i))).collect();
+        let mut division = Division::new(&old, capacity).unwrap();
+        let mut demand_now = vec![0.0; nodes.len()];
+        for &leaf in &leaves {
+            if demand[leaf] > 0.0 {
+                division.change_demand(NodeId(leaf), demand[leaf]).unwrap();
+                demand_now[leaf] = demand[leaf];
+            }
+        }
+        division.entitlement();
+        division.reweigh(&new).unwrap();
+        let same = |division: &mut Division, demand: &[f64]| -> Result<(), TestCaseError> {
+            let expected = new.allocate(capacity, demand).unwrap();
+            let now = division.entitlement();
+            for i in 0..nodes.len() {
+                prop_assert_eq!(now.allocation(NodeId(i)).to_bits(), expected.allocation(NodeId(i)).to_bits());
+            }
+            Ok(())
+        };
+        same(&mut division, &demand_now)?;
+        for (pick, _, amount, _, _) in changes {
+            let node = NodeId(leaves[pick % leaves.len()]);
+            let gpus = if demand_now[node.0] >= amount && pick % 2 == 0 { -amount } else { amount };
+            demand_now[node.0] += gpus;
+            division.change_demand(node, gpus).unwrap();
+            same(&mut division, &demand_now)?;
+        }
+    }
+}
+
+#[test]
+fn a_reweighing_to_another_tree_is_refused() {
+    let a = Hierarchy::new(vec![Node::new("a", None, 1.0), Node::new("b", None, 1.0)]).unwrap();
+    let other = Hierarchy::new(vec![Node::new("a", None, 1.0), Node::new("c", None, 1.0)]).unwrap();
+    let more =
+        Hierarchy::new(vec![Node::new("a", None, 1.0), Node::new("b", None, 1.0), Node::new("c", None, 1.0)])
+            .unwrap();
+    let mut division = Division::new(&a, 8.0).unwrap();
+    assert_eq!(division.reweigh(&other), Err(EntitlementError::OtherShape("c".into())));
+    assert_eq!(division.reweigh(&more), Err(EntitlementError::OtherShape("c".into())));
+}
