@@ -55,7 +55,9 @@ fn moment(text: &str) -> Result<Instant, String> {
     })
 }
 
-/// The clock, read at the edge: the libraries take the moment as a value.
+/// The clock, read at the edge: the libraries take the moment as a value. Seconds since the
+/// epoch: the moment the budgets are taken at by default, and the instant the live commands
+/// measure.
 pub fn now() -> Instant {
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
     since.map_or(0, |d| d.as_secs() as Instant)

@@ -321,3 +321,44 @@ fn the_action_never_expands_expressions_inside_run() {
         assert!(!run.contains("${{"), "step {} expands an expression in run: {run}", step["id"]);
     }
 }
+
+/// Runs the `due` job's step of `docs/workflows/allot-grants.yml` as the runner would, on
+/// budgets whose grant starts `minutes` from now; returns its `due` output.
+fn grant_due(minutes: i64) -> String {
+    let workflow: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(root().join("docs/workflows/allot-grants.yml")).unwrap(),
+    )
+    .unwrap();
+    let steps = workflow["jobs"]["due"]["steps"].as_array().unwrap();
+    let step = steps.iter().find(|s| s["id"] == "next").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let from = allot_compiler::units::format_instant((now + minutes * 60) / 60 * 60);
+    let granted = BUDGETS.replace(
+        "project b share=\"40%\"\n",
+        &format!("project b share=\"30%\" {{\n    grant share=\"+10%\" from=\"{from}\" until=\"2999-01-01\" reason=\"r\"\n}}\n"),
+    );
+    std::fs::create_dir(dir.path().join("budgets")).unwrap();
+    std::fs::write(dir.path().join("budgets/allot.kdl"), granted).unwrap();
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_allot")).parent().unwrap().to_path_buf();
+    let output = Command::new("bash")
+        .args(["--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"].as_str().unwrap()])
+        .current_dir(dir.path())
+        .env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()))
+        .env("GITHUB_OUTPUT", dir.path().join("output"))
+        .env("GITHUB_STEP_SUMMARY", dir.path().join("summary"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    std::fs::read_to_string(dir.path().join("output")).unwrap()
+}
+
+#[test]
+fn the_grants_workflow_acts_only_when_a_boundary_has_passed_since_its_last_run() {
+    // Started 30 minutes ago: within the 70 minutes the hourly run looks back.
+    assert_eq!(grant_due(-30), "due=true\n");
+    // Started two hours ago: the previous run acted on it.
+    assert_eq!(grant_due(-120), "due=false\n");
+    // Starts in an hour: the next runs will.
+    assert_eq!(grant_due(60), "due=false\n");
+}

@@ -107,6 +107,11 @@ fn node_jobs() -> String {
 
 /// The stand-ins with the state above.
 fn stand_ins() -> SlurmStandIns {
+    stand_ins_for(BUDGETS)
+}
+
+/// The stand-ins with the state above, for `budgets`.
+fn stand_ins_for(budgets: &str) -> SlurmStandIns {
     let programs = [
         ("squeue", SQUEUE),
         ("sinfo", SINFO),
@@ -125,7 +130,47 @@ fn stand_ins() -> SlurmStandIns {
         ("partitions.txt", PARTITIONS),
         ("squeue.txt", queue.as_str()),
     ];
-    SlurmStandIns::new(&programs, &state, BUDGETS)
+    SlurmStandIns::new(&programs, &state, budgets)
+}
+
+#[test]
+fn status_says_when_shares_change_next_and_when_the_live_configuration_is_behind_a_grant() {
+    // a holds 40% and, with a grant from 2099-01-10 until 2099-02-01, 50%: the live
+    // configuration (Fairshare 50 and 50, floors of 4 and 4) is that of the grant's time.
+    let granted = BUDGETS.replace(
+        "project a share=\"50%\" {\n",
+        "project a share=\"40%\" {\n    grant share=\"+10%\" from=\"2099-01-10\" until=\"2099-02-01\" reason=\"deadline\"\n",
+    );
+    let fake = stand_ins_for(&granted);
+    let status = |at: &str| {
+        let json = fake.json(&["status", "--live", "slurm", "--at", at]);
+        (
+            json["drift"]["changes"].as_array().map_or(0, Vec::len),
+            json["behind_since"].clone(),
+            json["next_share_change"].clone(),
+        )
+    };
+    // Before the grant: Fairshare 40 and floor 3 are due, and the grant starts next; the
+    // live configuration is ahead, not behind.
+    let (drift, behind, next) = status("2099-01-05");
+    assert!(drift > 0);
+    assert_eq!((behind, next), (serde_json::Value::Null, "2099-01-10".into()));
+    // During it: the live configuration matches; the grant ends next.
+    assert_eq!(status("2099-01-15"), (0, serde_json::Value::Null, "2099-02-01".into()));
+    // After it: the live configuration is still the grant's: behind since it ended.
+    let (drift, behind, next) = status("2099-02-05");
+    assert!(drift > 0);
+    assert_eq!((behind, next), ("2099-02-01".into(), serde_json::Value::Null));
+    let (code, text, stderr) = fake.allot(&["status", "--live", "slurm", "--at", "2099-02-05"]);
+    assert_eq!(code, 0, "{stderr}");
+    contains(
+        &text,
+        &[
+            "It is the budgets' configuration of before 2099-02-01, when grants changed the shares: it is behind them",
+        ],
+    );
+    let (_, text, _) = fake.allot(&["status", "--live", "slurm", "--at", "2099-01-15"]);
+    contains(&text, &["match the budgets.\nShares change next on 2099-02-01 (`allot grants`).\n"]);
 }
 
 #[test]

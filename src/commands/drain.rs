@@ -23,7 +23,7 @@ use allot_verify::render::time;
 use serde_json::{Value, json};
 
 use crate::budgets;
-use crate::commands::status::{self, Scheduler};
+use crate::commands::status::Scheduler;
 use crate::diagnostics::Format;
 use crate::exit::{Error, Exit, Outcome};
 use crate::output::{self, print};
@@ -112,7 +112,7 @@ pub fn run(args: Args, format: Format) -> Outcome {
         qos::parse(&slurm::show_qos()?).map_err(|e| Error::failed(format!("sacctmgr show qos: {e}")))?;
     let terms = terms(&model, &live);
     let jobs = if names.is_empty() { Vec::new() } else { slurm::node_jobs(&cluster, &names)? };
-    let now = status::now();
+    let now = crate::budgets::now();
     let plan = drain::plan(&jobs, &terms, now);
     let (requeued, failed) =
         if args.dry_run { Default::default() } else { requeue_due(&cluster, &plan, &HashSet::new()) };
@@ -210,7 +210,7 @@ fn wait(
     let mut said = String::new();
     let mut failures = 0;
     loop {
-        let now = status::now();
+        let now = crate::budgets::now();
         let progress = progress(&plan, now, &requeued);
         if progress != said {
             eprintln!("{}  {progress}", time(now));
@@ -252,7 +252,7 @@ fn wait(
                         "{e}: the nodes could not be read {READ_FAILURES} times in a row: stopped waiting, nothing more was requeued"
                     )));
                 }
-                eprintln!("{}  {e}: trying again", time(status::now()));
+                eprintln!("{}  {e}: trying again", time(crate::budgets::now()));
                 continue;
             }
         };
@@ -262,7 +262,7 @@ fn wait(
                 "node {node} is no longer drained by allot (returned to service, or drained again by someone else): stopped waiting, nothing more was requeued"
             )));
         }
-        let now = status::now();
+        let now = crate::budgets::now();
         let next = drain::plan(&jobs, terms, now);
         for (job, leaves) in &plan.jobs {
             match next.jobs.iter().find(|(j, _)| j.id == job.id) {

@@ -77,7 +77,7 @@ pub fn run(args: Args, format: Format) -> Outcome {
     }
     let cluster = slurm::live_cluster(&tree::slurm_clusters(&model), args.cluster.as_deref())?;
     let queue = slurm::queue(&cluster)?;
-    let now = status::now();
+    let now = crate::budgets::now();
     let Some(job) = queue.iter().find(|q| q.job.id == args.job) else {
         let account = slurm::sacct_job(&cluster, &args.job)?;
         let Some(line) = account else {

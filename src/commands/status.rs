@@ -9,12 +9,11 @@
 //! configuration is from the budgets (Slurm: the plan's summary; Kueue: the objects allot
 //! writes). Nothing is written to the live system.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use std::collections::HashMap;
 
 use allot_compiler::escape::controls;
 use allot_compiler::ir::{Model, Project};
+use allot_compiler::units::format_instant;
 use allot_targets::kubernetes::{drift, kueue as objects};
 use allot_targets::slurm::fair_tree::FairTree;
 use allot_targets::slurm::plan;
@@ -68,7 +67,10 @@ struct Reading {
 }
 
 pub fn run(args: Args, format: Format) -> Outcome {
-    let Some(model) = args.repository.model_at(format, args.moment.instant())? else {
+    // One clock read: the live figures' instant, and the budgets' moment unless `--at`.
+    let now = budgets::now();
+    let at = args.moment.at.unwrap_or(now);
+    let Some(model) = args.repository.model_at(format, at)? else {
         return Ok(Exit::Problems);
     };
     let reading = match args.live {
@@ -76,9 +78,9 @@ pub fn run(args: Args, format: Format) -> Outcome {
             if args.context.is_some() {
                 return Err(Error::failed("--context names a kubeconfig context: it is for --live kueue"));
             }
-            read_slurm(&model, args.cluster.as_deref())?
+            read_slurm(&model, args.cluster.as_deref(), now, at)?
         }
-        Scheduler::Kueue => read_kueue(&model, args.cluster.as_deref(), args.context.as_deref())?,
+        Scheduler::Kueue => read_kueue(&model, args.cluster.as_deref(), args.context.as_deref(), now, at)?,
     };
     let Reading { status, drift_line, json: extra } = reading;
     match args.format {
@@ -105,13 +107,12 @@ pub fn run(args: Args, format: Format) -> Outcome {
     Ok(Exit::Success)
 }
 
-fn read_slurm(model: &Model, cluster: Option<&str>) -> Result<Reading, Error> {
+fn read_slurm(model: &Model, cluster: Option<&str>, now: i64, at: i64) -> Result<Reading, Error> {
     let cluster = slurm::live_cluster(&tree::slurm_clusters(model), cluster)?;
     let jobs = slurm::queue(&cluster)?;
     let state = Live::read(&cluster, true)?;
     let live_tree = state.tree().map_err(|e| Error::failed(format!("the live state of {cluster}: {e}")))?;
     let floors = floors(model, &cluster)?;
-    let now = now();
     let mut status = live::status_with_floors(model, squeue::demand(&jobs), now, &floors)
         .map_err(|e| Error::failed(format!("the queue of Slurm cluster {cluster}: {e}")))?;
     keep_bound(&mut status, model, &cluster);
@@ -125,6 +126,9 @@ fn read_slurm(model: &Model, cluster: Option<&str>) -> Result<Reading, Error> {
             drift.summary()
         )
     };
+    let behind = |before: &Model| plan::plan(&tree::desired(before, &cluster), &live_tree).is_empty();
+    let (grants_line, grants_json) = grant_moments(model, at, !drift.is_empty(), behind);
+    drift_line.push_str(&grants_line);
     // The live QOS, read with the associations.
     let live_qos = live_tree.qos.as_deref().unwrap_or_default();
     let draining = drain::draining(model, live_qos, &cluster, now)?;
@@ -134,28 +138,67 @@ fn read_slurm(model: &Model, cluster: Option<&str>) -> Result<Reading, Error> {
             drift_line.push_str(&format!("\n  {}", node.said(now)));
         }
     }
-    let json = vec![
+    let mut json = vec![
         ("slurm_cluster", cluster.clone().into()),
         ("drift", plan::json(&drift)),
         ("draining", draining.iter().map(drain::Draining::json).collect()),
     ];
+    json.extend(grants_json);
     Ok(Reading { status, drift_line, json })
 }
 
-fn read_kueue(model: &Model, cluster: Option<&str>, context: Option<&str>) -> Result<Reading, Error> {
+/// What grants say of the live configuration: a line for each (empty when none applies) and
+/// their JSON fields. When the live configuration differs from the budgets (`drifted`) but
+/// is the budgets' of before the last grant boundary at or before `at` (`behind` says
+/// whether it matches a model), it is behind that boundary; the next boundary after `at`,
+/// when there is one, is when the shares change next.
+fn grant_moments(
+    model: &Model,
+    at: i64,
+    drifted: bool,
+    behind: impl Fn(&Model) -> bool,
+) -> (String, Vec<(&'static str, serde_json::Value)>) {
+    let timeline = &model.timeline;
+    let last = timeline.iter().enumerate().skip(1).rfind(|(_, (from, _))| *from <= at);
+    let behind_since =
+        last.filter(|_| drifted).filter(|&(k, _)| behind(&timeline[k - 1].1)).map(|(_, (from, _))| *from);
+    let next = timeline.iter().map(|(from, _)| *from).find(|&from| from > at);
+    let mut line = String::new();
+    if let Some(since) = behind_since {
+        line.push_str(&format!(
+            "\nIt is the budgets' configuration of before {}, when grants changed the shares: it is behind them (apply the budgets as they are now).",
+            format_instant(since)
+        ));
+    }
+    if let Some(next) = next {
+        line.push_str(&format!("\nShares change next on {} (`allot grants`).", format_instant(next)));
+    }
+    let json = vec![
+        ("behind_since", behind_since.map(format_instant).into()),
+        ("next_share_change", next.map(format_instant).into()),
+    ];
+    (line, json)
+}
+
+fn read_kueue(
+    model: &Model,
+    cluster: Option<&str>,
+    context: Option<&str>,
+    now: i64,
+    at: i64,
+) -> Result<Reading, Error> {
     let (cluster, binding) = kueue::live_cluster(model, cluster)?;
     let connection = kueue::Connection::open(context)?;
     let reading = kueue::Reading::read(&connection, &binding.resource, true)?;
     let live_kueue = &reading.kueue;
-    let now = now();
     let jobs = kueue_demand(model, &cluster.name, live_kueue, now);
     let mut status = live::status(model, &jobs, now)
         .map_err(|e| Error::failed(format!("Kueue's workloads of cluster {}: {e}", cluster.name)))?;
     status.clusters.retain(|c| c.name == cluster.name);
     status.ranking = Ranking::Kueue;
     add_queues(&mut status, model, live_kueue);
-    let drift = match &reading.written {
-        Ok(written) => drift::drift(&objects::objects(model, &cluster.name), written),
+    let (drift, written) = match &reading.written {
+        Ok(written) => (drift::drift(&objects::objects(model, &cluster.name), written), written),
         Err(e) => {
             let line = format!(
                 "The live Kueue objects of cluster {} could not be compared with the budgets: {e}",
@@ -164,7 +207,7 @@ fn read_kueue(model: &Model, cluster: Option<&str>, context: Option<&str>) -> Re
             return Ok(Reading { status, drift_line: line, json: vec![("drift", serde_json::Value::Null)] });
         }
     };
-    let drift_line = if drift.is_empty() {
+    let mut drift_line = if drift.is_empty() {
         format!("The live Kueue objects of cluster {} match the budgets.", cluster.name)
     } else {
         let mut line = format!(
@@ -178,7 +221,12 @@ fn read_kueue(model: &Model, cluster: Option<&str>, context: Option<&str>) -> Re
         }
         line
     };
-    Ok(Reading { status, drift_line, json: vec![("drift", drift::json(&drift))] })
+    let behind = |before: &Model| drift::drift(&objects::objects(before, &cluster.name), written).is_empty();
+    let (grants_line, grants_json) = grant_moments(model, at, !drift.is_empty(), behind);
+    drift_line.push_str(&grants_line);
+    let mut json = vec![("drift", drift::json(&drift))];
+    json.extend(grants_json);
+    Ok(Reading { status, drift_line, json })
 }
 
 /// The workloads of a live Kueue that hold GPUs or wait for them, as jobs of allot cluster
@@ -247,11 +295,6 @@ fn path_of(projects: &[Project], cluster: &str, name: &str) -> Option<String> {
         .iter()
         .filter(|p| p.clusters.contains_key(cluster))
         .find_map(|p| if p.name == name { Some(p.path.clone()) } else { path_of(&p.children, cluster, name) })
-}
-
-/// Seconds since the epoch, the instant the live commands measure.
-pub fn now() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
 /// Only the allot clusters bound to Slurm cluster `cluster`: the queue is of no other.

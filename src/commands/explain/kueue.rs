@@ -39,7 +39,7 @@ pub fn run(
     let connection = kueue::Connection::open(context)?;
     let reading = kueue::Reading::read(&connection, &binding.resource, true)?;
     let live_kueue = reading.kueue;
-    let now = status::now();
+    let now = crate::budgets::now();
     let Some(workload) = live_kueue.workloads.iter().find(|w| w.namespace == namespace && w.name == name)
     else {
         eprintln!("error: Kueue holds no workload {id} on cluster {}", cluster.name);
