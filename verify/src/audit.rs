@@ -251,12 +251,7 @@ pub fn audit_with(
 ) -> Result<Audit, AuditError> {
     // With grants, the shares before the first grant boundary, then from each boundary on:
     // every ledger takes its cluster's weights of each period at its start.
-    let mut periods = model.timeline.iter().map(|(from, m)| Ok((*from, Budgets::new(m)?)));
-    let budgets = match periods.next() {
-        Some(first) => first?.1,
-        None => Budgets::new(model)?,
-    };
-    let later: Vec<(i64, Budgets)> = periods.collect::<Result<_, AuditError>>()?;
+    let (budgets, later) = Budgets::over_time(model)?;
     let clusters = &budgets.clusters;
     let index = Index::new(clusters)?;
     let mut ledgers: Vec<Ledger<'_>> = clusters

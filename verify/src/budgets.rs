@@ -186,7 +186,22 @@ pub(crate) struct Budgets<'m> {
     defaults: Names<&'m str, &'m Project>,
 }
 
+/// The budgets over time: those in force first, and those from each later moment on (when
+/// grants start and end: the model's timeline), each of the same projects.
+pub(crate) type Periods<'m> = (Budgets<'m>, Vec<(i64, Budgets<'m>)>);
+
 impl<'m> Budgets<'m> {
+    /// The budgets over time of a model: before its first grant boundary, then from each
+    /// one on; without grants, the model's alone.
+    pub(crate) fn over_time(model: &'m Model) -> Result<Periods<'m>, EntitlementError> {
+        let mut periods = model.timeline.iter().map(|(from, m)| Ok((*from, Budgets::new(m)?)));
+        let first = match periods.next() {
+            Some(first) => first?.1,
+            None => Budgets::new(model)?,
+        };
+        Ok((first, periods.collect::<Result<_, EntitlementError>>()?))
+    }
+
     pub(crate) fn new(model: &'m Model) -> Result<Budgets<'m>, EntitlementError> {
         let clusters =
             model.clusters.iter().map(|c| ClusterBudgets::new(model, c)).collect::<Result<_, _>>()?;

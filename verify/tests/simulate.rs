@@ -1316,3 +1316,55 @@ proptest! {
         check_budget_rule(&model, &nested_rule(), &runs)?;
     }
 }
+
+#[test]
+fn a_grant_starting_mid_trace_changes_what_the_policies_enforce_from_then_on() {
+    // Budget rule, 10 GPUs: a 40% and, from 3600, +20%; b 40% (the rest idle). Both ask at
+    // 0: a six 1-GPU jobs, b ten, 2 h each, preemptible at once. Until 3600 each is entitled
+    // to 5: a's sixth job, started first on an idle GPU, gives way to b's fifth in the same
+    // instant. From 3600 a is entitled to 6 and b to 4: b's newest job gives way and a's
+    // sixth starts again then. Without the grant it waits for 7200, when a's jobs end.
+    let budgets = "cluster c gpus=10 gpu-type=h100 gpus-per-node=10\n\
+        contract batch min-runtime=\"0s\" resumable=#true default=#true\n\
+        project a share=\"40%\" {\n    grant share=\"+20%\" from=\"1970-01-01T01:00:00Z\" until=\"2100-01-01\" reason=\"r\"\n}\n\
+        project b share=\"40%\"\n";
+    let mut jobs: Vec<Job> = (1..=6).map(|i| job(i, "a", 1, 0, 7200, "batch")).collect();
+    jobs.extend((7..=16).map(|i| job(i, "b", 1, 0, 7200, "batch")));
+    let (sim, runs) = run(&model(budgets), &jobs, Policy::Budget);
+    assert_eq!(runs_of(&runs, "6"), [(0, 0), (3600, 10_800)]);
+    assert_eq!(runs_of(&runs, "11"), [(0, 3600), (7200, 10_800)], "b's newest gives way at 3600");
+    assert_eq!(sim.preemptions, 2);
+    let written = budgets.replace(
+        "    grant share=\"+20%\" from=\"1970-01-01T01:00:00Z\" until=\"2100-01-01\" reason=\"r\"\n",
+        "",
+    );
+    let (sim, runs) = run(&model(&written), &jobs, Policy::Budget);
+    assert_eq!(runs_of(&runs, "6"), [(0, 0), (7200, 14_400)]);
+    assert_eq!(sim.preemptions, 1);
+
+    // Slurm with floors, 8 GPUs: a 40% (a floor of 3) and, from 600, +10% (4); b 50% (4).
+    // b's eight 1-GPU jobs start at 0, four in its floor and four in `over`, protected for
+    // 2 minutes. a's four at 10: three preempt b's over jobs at the pass after 120 (130)
+    // and run in a's floor; the fourth finds it full. At 600 a's floor is 4: it preempts
+    // b's last over job then. Without the grant it waits for b's jobs to end at 3600.
+    let floors_text = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8\n\
+        contract batch min-runtime=\"2m\" resumable=#true default=#true\n\
+        project a share=\"40%\" {\n    grant share=\"+10%\" from=\"1970-01-01T00:10:00Z\" until=\"2100-01-01\" reason=\"r\"\n}\n\
+        project b share=\"50%\"\n";
+    let mut jobs: Vec<Job> = (1..=8).map(|i| job(i, "b", 1, 0, 3600, "batch")).collect();
+    jobs.extend((9..=12).map(|i| job(i, "a", 1, 10, 3600, "batch")));
+    let a_starts = |runs: &[Run]| {
+        let mut starts: Vec<i64> =
+            runs.iter().filter(|r| r.project.as_ref() == "a").map(|r| r.start).collect();
+        starts.sort();
+        starts
+    };
+    let (_, runs) = run(&model(floors_text), &jobs, floors());
+    assert_eq!(a_starts(&runs), [130, 130, 130, 600]);
+    let written = floors_text.replace(
+        "    grant share=\"+10%\" from=\"1970-01-01T00:10:00Z\" until=\"2100-01-01\" reason=\"r\"\n",
+        "",
+    );
+    let (_, runs) = run(&model(&written), &jobs, floors());
+    assert_eq!(a_starts(&runs), [130, 130, 130, 3600]);
+}

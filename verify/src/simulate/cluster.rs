@@ -12,6 +12,29 @@ use crate::budgets::ClusterBudgets;
 use crate::decay::Usage;
 use crate::entitlement::{Division, NodeId};
 
+/// Each node's floor: its guaranteed GPUs that none of its children is guaranteed.
+fn floors(budgets: &ClusterBudgets) -> Vec<u64> {
+    let hierarchy = &budgets.hierarchy;
+    (0..hierarchy.len())
+        .map(|i| {
+            let children: u64 = hierarchy.children(NodeId(i)).iter().map(|c| budgets.guaranteed[c.0]).sum();
+            budgets.guaranteed[i].saturating_sub(children)
+        })
+        .collect()
+}
+
+/// Each node's `max-gpus`. The unbudgeted node's cap of 0 is its entitlement, not a limit
+/// on its work.
+fn limits(budgets: &ClusterBudgets) -> Vec<Option<u64>> {
+    let hierarchy = &budgets.hierarchy;
+    (0..hierarchy.len())
+        .map(|i| {
+            let cap = hierarchy.node(NodeId(i)).and_then(|node| node.cap);
+            cap.filter(|_| NodeId(i) != budgets.unbudgeted).map(|c| c as u64)
+        })
+        .collect()
+}
+
 /// A reservation (EASY backfill): when the job that holds it can start at the latest, and
 /// per node the GPUs free then that it does not need.
 pub(super) struct Reservation {
@@ -93,13 +116,6 @@ impl<'b> ClusterState<'b> {
             let inner = !hierarchy.is_leaf(NodeId(i));
             ties[i] = (inner, if inner { place } else { i });
         }
-        // The unbudgeted node's cap of 0 is its entitlement, not a limit on its work.
-        let limits = (0..n)
-            .map(|i| {
-                let cap = hierarchy.node(NodeId(i)).and_then(|node| node.cap);
-                cap.filter(|_| NodeId(i) != budgets.unbudgeted).map(|c| c as u64)
-            })
-            .collect();
         ClusterState {
             budgets,
             name: budgets.name.as_str().into(),
@@ -119,15 +135,9 @@ impl<'b> ClusterState<'b> {
             started: vec![BTreeSet::new(); n],
             preemptible: vec![BTreeSet::new(); n],
             ends: BTreeSet::new(),
-            floor: (0..n)
-                .map(|i| {
-                    let children: u64 =
-                        hierarchy.children(NodeId(i)).iter().map(|c| budgets.guaranteed[c.0]).sum();
-                    budgets.guaranteed[i].saturating_sub(children)
-                })
-                .collect(),
+            floor: floors(budgets),
             in_floor: vec![0; n],
-            limits,
+            limits: limits(budgets),
             division: Division::new(hierarchy, budgets.gpus as f64).expect("a cluster's GPUs are a count"),
             entitled: Vec::new(),
             usage,
@@ -146,6 +156,21 @@ impl<'b> ClusterState<'b> {
             backfill_due: false,
             ranking,
         }
+    }
+
+    /// From now on, the budgets' shares are `budgets`' (grants started or ended), a tree of
+    /// the same projects: the division, the floors, the limits and the Fair Tree ranks
+    /// follow, and the cluster is scheduled again. Running jobs stay where they run, as a
+    /// Slurm keeps them when a floor's `GrpTRES` is lowered.
+    pub(super) fn reweigh(&mut self, budgets: &'b ClusterBudgets) {
+        self.division.reweigh(&budgets.hierarchy).expect("the budgets of one model over time have one shape");
+        self.budgets = budgets;
+        self.floor = floors(budgets);
+        self.limits = limits(budgets);
+        self.per_share.iter_mut().for_each(|read| *read = None);
+        self.ranked_in = None;
+        self.dirty = true;
+        self.backfill_due = true;
     }
 
     /// A node and the nodes above it, up to its root.

@@ -97,6 +97,13 @@ pub(super) trait Rules {
     fn periodic(&mut self, engine: &mut Engine, cluster: &mut ClusterState, now: i64) {
         let _ = (engine, cluster, now);
     }
+
+    /// Whether the policy schedules with the shares in force at each moment (grants starting
+    /// and ending), or with the model's as given all along: Kueue's policy reads the objects
+    /// written for one moment.
+    fn follows_grants(&self) -> bool {
+        true
+    }
 }
 
 /// How budgets are ranked in a cluster's queue (see [`ClusterState::rank`]).

@@ -272,8 +272,13 @@ fn simulated(
     on_run: Option<&mut dyn FnMut(&Run)>,
     pinned: usize,
 ) -> Result<Simulation, AuditError> {
-    let budgets = Budgets::new(model)?;
     let rules = policy.rules();
+    // The budgets before the first grant boundary, and from each boundary on, for a policy
+    // that follows them.
+    let (budgets, later) = match rules.follows_grants() {
+        true => Budgets::over_time(model)?,
+        false => (Budgets::new(model)?, Vec::new()),
+    };
     // The decay allot's Slurm output sets: a half-life of window × ln 2, every 5 minutes
     // (or the Slurm's own calculation period).
     let decay = Decay::new(decay_half_life(model.policy.window_seconds) as f64, rules.decay_period());
@@ -299,6 +304,8 @@ fn simulated(
     let engine = Engine::new(contracts, rules.requeue(), on_run.is_some());
     let mut stream = Stream {
         budgets: &budgets,
+        later: &later,
+        period: 0,
         trace: jobs.peekable(),
         pinned,
         skip_bad_rows,
@@ -421,6 +428,10 @@ struct Counts {
 /// their queue (then in the order they ended), simulated as far as it takes to know them.
 struct Stream<'a, 'p, 'r, I: Iterator<Item = Result<Job, TraceError>>> {
     budgets: &'a Budgets<'a>,
+    /// The budgets from each later moment on (grants starting and ending), and how many of
+    /// them are in force.
+    later: &'a [(i64, Budgets<'a>)],
+    period: usize,
     trace: Peekable<I>,
     /// The trace's jobs still to read that start as they are submitted (see
     /// [`simulate_from`]).
@@ -486,12 +497,22 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, '_, '_, I> {
         let periodic = self.engine.last_instant.and_then(|last| {
             self.clusters.iter().filter_map(|cluster| self.rules.next_periodic(cluster, last)).min()
         });
-        let Some(now) = [next_submit, next_event, periodic].into_iter().flatten().min() else {
+        let Some(next) = [next_submit, next_event, periodic].into_iter().flatten().min() else {
             (self.progress)(self.counts.read);
             self.engine.horizon = i64::MAX;
             self.done = true;
             return Ok(());
         };
+        // A grant boundary is an instant of its own while anything is left to simulate.
+        let now = self.later.get(self.period).map_or(next, |(from, _)| next.min(*from));
+        while let Some((from, period)) = self.later.get(self.period)
+            && *from <= now
+        {
+            for (cluster, budgets) in self.clusters.iter_mut().zip(&period.clusters) {
+                cluster.reweigh(budgets);
+            }
+            self.period += 1;
+        }
         while let Some(Reverse(event)) = self.engine.events.peek().copied()
             && event.at <= now
         {

@@ -132,6 +132,11 @@ impl EngineRules for Rules {
         Ranking::Flat
     }
 
+    /// The objects were written for one moment: their quotas hold all along.
+    fn follows_grants(&self) -> bool {
+        false
+    }
+
     /// The job's ClusterQueue as its lane (the one its `queue` names, else its budget's),
     /// and its priority (its own, else its contract's priority class on its cluster) as its
     /// tier; none (never run) when it has no ClusterQueue, its ClusterQueue does not cover
