@@ -131,3 +131,41 @@ fn fmt_keeps_grants() {
     assert_eq!(status, 0, "{stderr}");
     assert_eq!(std::fs::read_to_string(dir.path().join("allot.kdl")).unwrap(), BUDGETS);
 }
+
+#[test]
+fn a_hostile_reason_stays_text_in_every_review_format() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("allot.kdl"),
+        BUDGETS.replace(
+            "    grant share=\"+10%\" from=\"2099-01-10\" until=\"2099-02-01\" reason=\"ACL deadline\"\n",
+            "",
+        ),
+    )
+    .unwrap();
+    common::git(dir.path(), &["init", "-q"]);
+    common::git(dir.path(), &["add", "-A"]);
+    common::git(dir.path(), &["commit", "-q", "-m", "base"]);
+    let hostile = r#"x\u{1b}[2J\r\n::error::forged | <details><summary>fine</summary> @everyone [link](https://example.com)"#;
+    std::fs::write(dir.path().join("allot.kdl"), BUDGETS.replace("ACL deadline", hostile)).unwrap();
+    let diff = |format: &str| {
+        let (status, stdout, stderr) = allot_in(
+            dir.path(),
+            &["diff", ".", "--against", "HEAD", "--at", "2099-01-01", "--format", format],
+        );
+        assert_eq!(status, 0, "{stderr}");
+        stdout
+    };
+    let human = diff("human");
+    assert!(!human.contains('\u{1b}') && !human.contains('\r') && human.contains(r"x\u{1b}[2J"), "{human}");
+    let markdown = diff("markdown");
+    for raw in ["<details>", "@everyone", "[link](", "| <"] {
+        assert!(!markdown.contains(raw), "{raw} in\n{markdown}");
+    }
+    let github = diff("github");
+    assert_eq!(github.lines().count(), 1, "one annotation, no forged line:\n{github}");
+    assert!(!github.contains('\u{1b}') && !github.contains("\n::error"), "{github}");
+    let json: serde_json::Value = serde_json::from_str(&diff("json")).unwrap();
+    let after = json["changes"][0]["details"][0]["after"].as_str().unwrap();
+    assert!(after.contains('\u{1b}'), "JSON carries the text as it is, escaped by JSON: {after}");
+}
