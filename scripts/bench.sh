@@ -7,6 +7,8 @@
 #   allot check, 10,100 projects (100 files)       <= 2x    the kdl parse of the same files
 #   allot build, every target, 10,100 projects     <= 4x    the same floor
 #   allot check, 50,500 projects                   <= 7.5x  allot check of 10,100
+#   allot check, 10,100 projects, 100 grants       <= 4x    allot check of 10,100 without
+#     (each starting on its own future day)                 (each start divided again)
 #   allot replay audit, 1,000,000 jobs             <= 10x   the csv read of the same trace
 #   allot replay simulate, 1,000,000 busy jobs     <= 60x   the csv read; <= 300 MiB
 #   allot plan slurm, import slurm, fairshare      <= 15x   the same command on 10x fewer
@@ -95,6 +97,25 @@ PY
 for size in 1k:10 10k:100 50k:500; do
     tree "$cache/tree-${size%%:*}" "${size##*:}"
 done
+# The 10,100 projects with a grant in each team's first sub-project, each from its own day
+# of 2099 for half a day: 100 starts for the grants' check to divide the tree again at.
+if [ ! -s "$cache/tree-10k-grants/allot.kdl" ]; then
+    echo "==> generating $cache/tree-10k-grants"
+    rm -rf "$cache/tree-10k-grants"
+    cp -r "$cache/tree-10k" "$cache/tree-10k-grants"
+    python3 - "$cache/tree-10k-grants" <<'PY'
+import datetime, glob, os, re, sys
+for path in glob.glob(os.path.join(sys.argv[1], "teams", "t*.kdl")):
+    team = int(re.search(r"t(\d+)\.kdl$", path).group(1))
+    day = datetime.date(2099, 1, 1) + datetime.timedelta(days=team)
+    with open(path) as f:
+        text = f.read()
+    grant = f'        grant share="+1%" from="{day}" until="{day}T12:00:00Z" reason="bench"\n'
+    text = text.replace("default=#true\n", "default=#true\n" + grant, 1)
+    with open(path, "w") as f:
+        f.write(text)
+PY
+fi
 # For the audit: jobs of 1 to 8 hours every 2 s on average (far beyond jupiter's GPUs).
 trace "$cache/million.csv" 1000000 4 3600 28800
 trace "$cache/hundred-thousand.csv" 100000 4 3600 28800
@@ -157,10 +178,13 @@ measure "allot build (every target), 10,100 projects" "$allot" build "$cache/tre
 build_10k="$best"
 measure "allot check, 50,500 projects" "$allot" check "$cache/tree-50k"
 check_50k="$best"
+measure "allot check, 10,100 projects, 100 grants" "$allot" check "$cache/tree-10k-grants"
+check_grants="$best"
 ratio "allot check, 10,100 projects / kdl parse" "$check_10k" "$floor_kdl" 2
 ratio "allot build, 10,100 projects / kdl parse" "$build_10k" "$floor_kdl" 4
 if [ -n "$check_10k" ]; then
     ratio "allot check, 50,500 / 10,100 projects" "$check_50k" "$check_10k" 7.5
+    ratio "allot check, 10,100 projects with 100 grants / without" "$check_grants" "$check_10k" 4
 fi
 
 echo "==> Slurm: plan, import and fairshare of 1,010 and 10,100 accounts"

@@ -31,6 +31,12 @@ impl Repository {
     pub fn model_at(&self, format: Format, at: Instant) -> std::io::Result<Option<Model>> {
         model(&self.path, format, at)
     }
+
+    /// Its checked model now, with its timeline: the shares at every moment, for a replay.
+    pub fn model_over_time(&self, format: Format) -> std::io::Result<Option<Model>> {
+        let (compilation, ok) = compiled(&self.path, format, false, now())?;
+        Ok(compilation.over_time().filter(|_| ok))
+    }
 }
 
 /// The moment whose shares a command takes (`--at`).
@@ -89,21 +95,21 @@ pub fn model(path: &Path, format: Format, at: Instant) -> std::io::Result<Option
     Ok(compilation.model.filter(|_| ok))
 }
 
-/// The checked model of a revision at the moment `at`: the working tree (`rev` None) or a
-/// commit; its diagnostics, rendered, name the revision. `None` when it has errors or the
-/// revision is unknown (said on standard error).
-pub fn revision(
+/// The checked model of a revision, with its timeline (the shares at every moment, for a
+/// replay): see [`revision_compiled`].
+pub fn revision_over_time(
     git: &GitRepo,
     path: &Path,
     rev: Option<&str>,
     format: Format,
     at: Instant,
 ) -> std::io::Result<Option<Model>> {
-    Ok(revision_compiled(git, path, rev, format, at)?.and_then(|c| c.model))
+    Ok(revision_compiled(git, path, rev, format, at)?.and_then(Compilation::over_time))
 }
 
-/// [`revision`]'s compilation, whose model may be taken at other moments; `None` when the
-/// revision is unknown.
+/// The compilation of a revision at the moment `at`: the working tree (`rev` None) or a
+/// commit; its diagnostics, rendered, name the revision. `None` when the revision is
+/// unknown (said on standard error); its model is `None` when it has errors.
 pub fn revision_compiled(
     git: &GitRepo,
     path: &Path,

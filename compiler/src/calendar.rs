@@ -4,11 +4,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::Compilation;
-use crate::ast::{Budget, walk};
+use crate::ast::{Budget, GrantAmount, walk};
 use crate::diagnostic::{Code, Diagnostic};
 use crate::diff::{ShareMove, diff};
 use crate::ir::{Grant, Model, Project};
-use crate::normalize::{normalize, normalize_with_excess};
+use crate::normalize::{Excess, excess, normalize};
 use crate::source::{Sources, Span};
 use crate::units::{Instant, format_instant};
 
@@ -65,18 +65,12 @@ pub fn compared(
     moments
         .into_iter()
         .filter(|&t| t > from && t <= until)
-        .filter_map(|t| Some((t, diff(&old.model_at(t)?, &new.model_at(t)?).share_moves)))
+        .filter(|_| old.model.is_some() && new.model.is_some())
+        .map(|t| {
+            let at = |c: &Compilation| normalize(&c.budget, &c.sources, t);
+            (t, diff(&at(old), &at(new)).share_moves)
+        })
         .collect()
-}
-
-/// The model before the first boundary (from `i64::MIN`) and at each boundary, as
-/// [`Model::timeline`] holds them; empty when no grant ever changes a share.
-pub fn timeline(budget: &Budget, sources: &Sources) -> Vec<(Instant, Model)> {
-    let moments = boundaries(budget);
-    if moments.is_empty() {
-        return Vec::new();
-    }
-    std::iter::once(Instant::MIN).chain(moments).map(|t| (t, normalize(budget, sources, t))).collect()
 }
 
 /// Every grant of a model, with its project's path, parents before children.
@@ -107,19 +101,67 @@ pub fn boundaries(budget: &Budget) -> Vec<Instant> {
 }
 
 /// The sibling sets that grants take beyond their parent at `at` or at a later boundary:
-/// one error for each parent, at the first such moment, naming its clusters then.
-pub fn overcommitted(budget: &Budget, sources: &Sources, at: Instant) -> Vec<Diagnostic> {
-    let later = boundaries(budget).into_iter().filter(|&t| t > at);
-    let mut reported: BTreeSet<String> = BTreeSet::new();
+/// one error for each parent, at the first such moment, naming its clusters then. The
+/// budget must have passed the checks.
+///
+/// A sum can grow only when a grant starts, or when a grant ends on a project below which
+/// GPUs are granted (its GPUs shrink, so the same GPUs are more of it): only those moments
+/// are divided again.
+pub fn overcommitted_from(budget: &Budget, sources: &Sources, at: Instant) -> Vec<Diagnostic> {
+    let mut moments = Vec::new();
+    let mut granted = false;
+    walk(&budget.projects, &mut |_, project| {
+        granted |= !project.grants.is_empty();
+        let gpus_below = || {
+            let mut found = false;
+            walk(&project.children, &mut |_, p| {
+                found |= p
+                    .grants
+                    .iter()
+                    .any(|g| matches!(g.amount.as_ref().map(|a| a.value), Some(GrantAmount::Gpus(_))));
+            });
+            found
+        };
+        for grant in project.grants.iter().filter(|g| g.amount.is_some()) {
+            moments.extend(grant.from.as_ref().map(|f| f.value));
+            if let Some(until) = &grant.until
+                && until.value > at
+                && gpus_below()
+            {
+                moments.push(until.value);
+            }
+        }
+    });
+    if !granted {
+        return Vec::new();
+    }
+    moments.sort_unstable();
+    moments.dedup();
+    let later = moments.into_iter().filter(|&t| t > at);
+    let excess: Vec<(Instant, Vec<Excess>)> =
+        std::iter::once(at).chain(later).map(|t| (t, excess(budget, sources, t))).collect();
+    overcommitted(&excess)
+}
+
+/// The model before the first boundary (from `i64::MIN`) and at each boundary, as
+/// [`Model::timeline`] holds them for replays; empty when no grant ever changes a share.
+/// The budget must have passed the checks.
+pub fn timeline(budget: &Budget, sources: &Sources) -> Vec<(Instant, Model)> {
+    let moments = boundaries(budget);
+    if moments.is_empty() {
+        return Vec::new();
+    }
+    std::iter::once(Instant::MIN).chain(moments).map(|t| (t, normalize(budget, sources, t))).collect()
+}
+
+/// For each parent, the first moment at which grants take its children beyond it.
+fn overcommitted(excess: &[(Instant, Vec<Excess>)]) -> Vec<Diagnostic> {
+    let mut reported: BTreeSet<&str> = BTreeSet::new();
     let mut out = Vec::new();
-    for moment in std::iter::once(at).chain(later) {
-        let (_, excess) = normalize_with_excess(budget, sources, moment);
+    for (moment, excess) in excess {
         // By parent: its clusters, the largest sum, the grants counted.
         let mut parents: BTreeMap<&str, (Vec<&str>, f64, Vec<Span>)> = BTreeMap::new();
-        for e in &excess {
-            if reported.contains(&e.parent) {
-                continue;
-            }
+        for e in excess.iter().filter(|e| !reported.contains(e.parent.as_str())) {
             let entry = parents.entry(&e.parent).or_default();
             entry.0.push(&e.cluster);
             entry.1 = entry.1.max(e.sum);
@@ -141,7 +183,7 @@ pub fn overcommitted(budget: &Budget, sources: &Sources, at: Instant) -> Vec<Dia
                 Code::GrantOvercommit,
                 format!(
                     "from {}, {whose} claim {total} of {} with their grants",
-                    format_instant(moment),
+                    format_instant(*moment),
                     on.join(", ")
                 ),
             )
@@ -150,7 +192,7 @@ pub fn overcommitted(budget: &Budget, sources: &Sources, at: Instant) -> Vec<Dia
                 d = d.label(span, "in force then");
             }
             out.push(d);
-            reported.insert(parent.to_string());
+            reported.insert(parent);
         }
     }
     out

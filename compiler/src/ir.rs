@@ -26,7 +26,8 @@ pub struct Model {
     pub expectations: Expectations,
     /// When grants make the shares change: the model in force before the first grant
     /// boundary (from `i64::MIN`) and from each boundary on, each without a timeline of
-    /// its own; empty without grants. For replays of past and future time; not exported.
+    /// its own. Filled for replays over time (`Compilation::over_time`), else empty, as it
+    /// is without grants; not exported.
     #[serde(skip)]
     #[schemars(skip)]
     pub timeline: Vec<(Instant, Model)>,

@@ -50,20 +50,18 @@ impl Compilation {
         self.diagnostics.iter().any(Diagnostic::is_error)
     }
 
-    /// The model at another moment (the same checked files, the grants in force then);
-    /// `None` when there are errors.
-    pub fn model_at(&self, at: units::Instant) -> Option<ir::Model> {
-        let model = self.model.as_ref()?;
-        Some(ir::Model {
-            timeline: model.timeline.clone(),
-            ..normalize::normalize(&self.budget, &self.sources, at)
-        })
+    /// The model with its timeline ([`ir::Model::timeline`]: the shares before the first
+    /// grant boundary and from each), for replays over time; `None` when there are errors.
+    pub fn over_time(self) -> Option<ir::Model> {
+        let timeline = calendar::timeline(&self.budget, &self.sources);
+        self.model.map(|model| ir::Model { timeline, ..model })
     }
 }
 
 /// Reads the repository from `entry` (a path the loader knows), checks it at the moment
-/// `at` and, when it is free of errors, normalises it with the grants in force then (and,
-/// for replays over time, at every grant boundary: [`ir::Model::timeline`]).
+/// `at` and, when it is free of errors, normalises it with the grants in force then. A
+/// replay over time also wants the model at every grant boundary:
+/// [`Compilation::over_time`].
 /// Grants that take a parent beyond 100% at `at` or later are errors; the clock is the
 /// caller's.
 pub fn compile(loader: &dyn Loader, entry: &str, at: units::Instant) -> Compilation {
@@ -71,14 +69,12 @@ pub fn compile(loader: &dyn Loader, entry: &str, at: units::Instant) -> Compilat
     if complete {
         diagnostics.extend(check::check(&budget, at));
         if !diagnostics.iter().any(Diagnostic::is_error) {
-            diagnostics.extend(calendar::overcommitted(&budget, &sources, at));
+            diagnostics.extend(calendar::overcommitted_from(&budget, &sources, at));
         }
     }
     diagnostics.sort_by_key(|d| (d.primary_span().map(|s| (s.file, s.offset)), d.code));
     diagnostics.dedup();
-    let model = (complete && !diagnostics.iter().any(Diagnostic::is_error)).then(|| ir::Model {
-        timeline: calendar::timeline(&budget, &sources),
-        ..normalize::normalize(&budget, &sources, at)
-    });
+    let model = (complete && !diagnostics.iter().any(Diagnostic::is_error))
+        .then(|| normalize::normalize(&budget, &sources, at));
     Compilation { sources, budget, model, diagnostics, at }
 }

@@ -39,27 +39,41 @@ pub struct Excess {
     pub grants: Vec<Span>,
 }
 
-/// Normalises a budget that passed the checks, with the grants in force at `at`.
-pub fn normalize(budget: &Budget, sources: &Sources, at: Instant) -> Model {
-    normalize_with_excess(budget, sources, at).0
+/// The sibling sets that the grants in force at `at` take beyond their parent, in a budget
+/// that passed the checks: the division alone, none of the rest of the model.
+pub fn excess(budget: &Budget, sources: &Sources, at: Instant) -> Vec<Excess> {
+    divide(budget, sources, at, true).2
 }
 
-/// [`normalize`], and the sibling sets its grants take beyond their parent then.
-pub fn normalize_with_excess(budget: &Budget, sources: &Sources, at: Instant) -> (Model, Vec<Excess>) {
+/// Divides each cluster down the tree at `at`: the projects (with only their allocations
+/// and paths when `allocations_only`), each cluster's unallocated GPUs, the excess.
+fn divide(
+    budget: &Budget,
+    sources: &Sources,
+    at: Instant,
+    allocations_only: bool,
+) -> (Vec<Project>, BTreeMap<String, u64>, Vec<Excess>) {
     let cluster_names: Vec<&str> = budget.clusters.iter().map(|c| c.name.value.as_str()).collect();
     let all_contracts: Vec<String> = budget.contracts.iter().map(|c| c.name.value.clone()).collect();
     let overcommit = budget.policy.overcommit.as_ref().is_some_and(|f| f.value);
-
     // Each cluster's GPUs, divided among the top-level projects present on it.
     let roots: BTreeMap<&str, Parent> = budget
         .clusters
         .iter()
         .map(|c| (c.name.value.as_str(), Parent { gpus: c.gpus(), effective: 1.0, max_gpus: None }))
         .collect();
-    let context = Context { sources, cluster_names: &cluster_names, at, excess: RefCell::default() };
+    let context =
+        Context { sources, cluster_names: &cluster_names, at, allocations_only, excess: RefCell::default() };
     let (projects, unallocated) = context.siblings(&budget.projects, "", &roots, &all_contracts, overcommit);
+    (projects, unallocated, context.excess.into_inner())
+}
 
-    let model = Model {
+/// Normalises a budget that passed the checks, with the grants in force at `at`.
+pub fn normalize(budget: &Budget, sources: &Sources, at: Instant) -> Model {
+    let overcommit = budget.policy.overcommit.as_ref().is_some_and(|f| f.value);
+    let (projects, unallocated, _) = divide(budget, sources, at, false);
+
+    Model {
         clusters: budget
             .clusters
             .iter()
@@ -114,8 +128,7 @@ pub fn normalize_with_excess(budget: &Budget, sources: &Sources, at: Instant) ->
                 .collect(),
         },
         timeline: Vec::new(),
-    };
-    (model, context.excess.into_inner())
+    }
 }
 
 fn bindings(cluster: &ast::Cluster) -> Bindings {
@@ -164,6 +177,9 @@ struct Context<'a> {
     sources: &'a Sources,
     cluster_names: &'a [&'a str],
     at: Instant,
+    /// Only the allocations and paths are wanted (the grants' check): the rest of each
+    /// project is left empty.
+    allocations_only: bool,
     excess: RefCell<Vec<Excess>>,
 }
 
@@ -259,6 +275,23 @@ impl Context<'_> {
                     for (cluster, allocation) in &mut clusters {
                         allocation.unallocated_gpus = rest.get(cluster).copied().unwrap_or(0);
                     }
+                }
+                if self.allocations_only {
+                    return Project {
+                        name: String::new(),
+                        path,
+                        share: spec(None),
+                        max_gpus: None,
+                        users: Vec::new(),
+                        groups: Vec::new(),
+                        namespaces: Vec::new(),
+                        owners: Vec::new(),
+                        contracts: Vec::new(),
+                        clusters,
+                        grants: Vec::new(),
+                        source: Location { file: String::new(), line: 0, column: 0 },
+                        children,
+                    };
                 }
                 Project {
                     name: project.name.value.clone(),

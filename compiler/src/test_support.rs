@@ -18,10 +18,12 @@ pub fn model(text: &str) -> Model {
     model_at(text, AT)
 }
 
-/// The model of a budget written as one `allot.kdl`, with the grants in force at `at`.
+/// The model of a budget written as one `allot.kdl`, with the grants in force at `at`, and
+/// its timeline (for replays).
 pub fn model_at(text: &str, at: Instant) -> Model {
     let compilation = compile(&MemoryLoader::new([("allot.kdl", text)]), "allot.kdl", at);
-    compilation.model.unwrap_or_else(|| panic!("{:?}", compilation.diagnostics))
+    let diagnostics = compilation.diagnostics.clone();
+    compilation.over_time().unwrap_or_else(|| panic!("{diagnostics:?}"))
 }
 
 /// The model of the budget repository in `dir` (its `allot.kdl` and what that includes).

@@ -156,6 +156,20 @@ project vision share="40%" {{
         "from 2027-01-31, the top-level projects claim 110% of `c` with their grants"
     );
     assert_eq!(overcommit[0].labels.len(), 2);
+    // A grant in force from the start is checked at the moment compiled.
+    let now = "cluster c gpus=64 gpu-type=h100 gpus-per-node=8\ncontract batch min-runtime=\"1h\" default=#true\n\
+        project nlp share=\"60%\" {\n    grant share=\"+50%\" until=\"2099-01-01\" reason=\"r\"\n}\n";
+    let c = compiled(now, "2027-01-01");
+    let messages: Vec<&str> = c.diagnostics.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(messages, ["from 2027-01-01, the top-level projects claim 110% of `c` with their grants"]);
+    // A GPU grant below a grant that ends: the parent's GPUs shrink, the child's grant is
+    // more of them. ml holds 50% + 25% of 64 GPUs (48) until 2027-02-01, then 32; x and y
+    // hold weights 1 and 1 and y 24 GPUs more: 50% + 50% of 48 fits, 50% + 75% of 32 does not.
+    let shrinking = "cluster c gpus=64 gpu-type=h100 gpus-per-node=8\ncontract batch min-runtime=\"1h\" default=#true\n\
+        project ml share=\"50%\" {\n    grant share=\"+25%\" until=\"2027-02-01\" reason=\"r\"\n    project x share=1\n    project y share=1 {\n        grant guaranteed-gpus=24 until=\"2027-03-01\" reason=\"r\"\n    }\n}\n";
+    let c = compiled(shrinking, "2027-01-01");
+    let messages: Vec<&str> = c.diagnostics.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(messages, ["from 2027-02-01, the children of `ml` claim 125% of `c` with their grants"]);
     // Checked after the overlap has passed, nothing is wrong any more.
     let c = compiled(&text("2027-01-31"), "2027-02-01");
     assert!(!c.has_errors(), "{:?}", c.diagnostics);

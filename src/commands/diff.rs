@@ -13,6 +13,7 @@ mod whatif;
 use std::path::{Path, PathBuf};
 
 use allot_compiler::calendar;
+use allot_compiler::ir::Model;
 
 use crate::budgets;
 use crate::diagnostics::Format;
@@ -76,9 +77,15 @@ pub fn run(args: Args, format: Format) -> Outcome {
             policy: policy.policy(model, SlurmSettings::default(), &KueueFiles::default())?,
         })
     };
-    let scenarios = match &args.replay {
+    // A replay takes each revision's shares at every moment of the trace.
+    let over_time = |c: &allot_compiler::Compilation, model: &Model| Model {
+        timeline: calendar::timeline(&c.budget, &c.sources),
+        ..model.clone()
+    };
+    let timed = args.replay.as_ref().map(|_| (over_time(&base, old), over_time(&changed, new)));
+    let scenarios = match &timed {
         None => Vec::new(),
-        Some(_) => vec![scenario(&args.against, old)?, scenario(head, new)?],
+        Some((old, new)) => vec![scenario(&args.against, old)?, scenario(head, new)?],
     };
     let runs = match &args.replay {
         None => None,
