@@ -32,10 +32,27 @@ impl Repository {
         model(&self.path, format, at)
     }
 
-    /// Its checked model now, with its timeline: the shares at every moment, for a replay.
-    pub fn model_over_time(&self, format: Format) -> std::io::Result<Option<Model>> {
-        let (compilation, ok) = compiled(&self.path, format, false, now())?;
+    /// Its checked model at `at`, with its timeline: the shares at every moment, for a
+    /// replay or to say when they change.
+    pub fn model_over_time(&self, format: Format, at: Instant) -> std::io::Result<Option<Model>> {
+        let (compilation, ok) = compiled(&self.path, format, false, at)?;
         Ok(compilation.over_time().filter(|_| ok))
+    }
+}
+
+/// A repository and the moment whose shares a command takes from it (`PATH`, `--at`).
+#[derive(clap::Args)]
+pub struct RepositoryAt {
+    #[command(flatten)]
+    pub repository: Repository,
+    #[command(flatten)]
+    pub moment: Moment,
+}
+
+impl RepositoryAt {
+    /// Its checked model at `--at`, or now; `None` when it has errors (reported).
+    pub fn model(&self, format: Format) -> std::io::Result<Option<Model>> {
+        self.repository.model_at(format, self.moment.instant())
     }
 }
 

@@ -33,9 +33,7 @@ const TEMPORARY: &str = ".allot-tmp-";
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    repository: budgets::Repository,
-    #[command(flatten)]
-    moment: budgets::Moment,
+    budgets: budgets::RepositoryAt,
     /// The output folder; each target writes OUT/<target>/.
     #[arg(long)]
     out: PathBuf,
@@ -49,7 +47,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args, format: Format) -> Outcome {
-    let Some(model) = args.repository.model_at(format, args.moment.instant())? else {
+    let Some(model) = args.budgets.model(format)? else {
         return Ok(Exit::Problems);
     };
     let built = match emit(&model, &args.targets) {

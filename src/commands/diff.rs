@@ -28,12 +28,10 @@ use review::plain;
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// The budgets, and the moment of the review (`--at`): the shares in force then, and the
+    /// grant boundaries of the 30 days after it.
     #[command(flatten)]
-    repository: budgets::Repository,
-    /// The moment of the review: the shares in force then, and the grant boundaries of the
-    /// 30 days after it.
-    #[command(flatten)]
-    moment: budgets::Moment,
+    budgets: budgets::RepositoryAt,
     /// The base revision (branch, tag, commit, HEAD~1).
     #[arg(long)]
     against: String,
@@ -54,11 +52,11 @@ pub struct Args {
 }
 
 pub fn run(args: Args, format: Format) -> Outcome {
-    let git = GitRepo::discover(&args.repository.path)?;
-    let at = args.moment.instant();
+    let git = GitRepo::discover(&args.budgets.repository.path)?;
+    let at = args.budgets.moment.instant();
     let (Some(base), Some(changed)) = (
-        budgets::revision_compiled(&git, &args.repository.path, Some(&args.against), format, at)?,
-        budgets::revision_compiled(&git, &args.repository.path, args.head.as_deref(), format, at)?,
+        budgets::revision_compiled(&git, &args.budgets.repository.path, Some(&args.against), format, at)?,
+        budgets::revision_compiled(&git, &args.budgets.repository.path, args.head.as_deref(), format, at)?,
     ) else {
         return Ok(Exit::Problems);
     };

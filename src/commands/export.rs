@@ -5,18 +5,11 @@ use crate::diagnostics::Format;
 use crate::exit::{Exit, Outcome};
 use crate::output::{json, print};
 
-#[derive(clap::Args)]
-pub struct Args {
-    #[command(flatten)]
-    repository: budgets::Repository,
-    #[command(flatten)]
-    moment: budgets::Moment,
-}
+/// The repository to read (`PATH`) and the moment (`--at`).
+pub type Args = budgets::RepositoryAt;
 
 pub fn run(args: Args, format: Format) -> Outcome {
-    let Some(model) = args.repository.model_at(format, args.moment.instant())? else {
-        return Ok(Exit::Problems);
-    };
+    let Some(model) = args.model(format)? else { return Ok(Exit::Problems) };
     print(&json(&model)?)?;
     Ok(Exit::Success)
 }

@@ -18,9 +18,7 @@ use crate::output::{self, json, print};
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    repository: budgets::Repository,
-    #[command(flatten)]
-    moment: budgets::Moment,
+    budgets: budgets::RepositoryAt,
     /// Print only the next moment at which a share changes (nothing when none will).
     #[arg(long)]
     next: bool,
@@ -29,8 +27,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args, format: Format) -> Outcome {
-    let at = args.moment.instant();
-    let (compilation, ok) = budgets::compiled(&args.repository.path, format, false, at)?;
+    let at = args.budgets.moment.instant();
+    let (compilation, ok) = budgets::compiled(&args.budgets.repository.path, format, false, at)?;
     let Some(model) = compilation.model.as_ref().filter(|_| ok) else { return Ok(Exit::Problems) };
     let calendar = calendar::calendar(&compilation.budget, &compilation.sources, at);
     if args.next {

@@ -23,9 +23,7 @@ pub enum Target {
 #[derive(clap::Args)]
 pub struct SlurmArgs {
     #[command(flatten)]
-    repository: budgets::Repository,
-    #[command(flatten)]
-    moment: budgets::Moment,
+    budgets: budgets::RepositoryAt,
     /// The live tree: a `sacctmgr dump CLUSTER file=...` output (`-`: standard input), or,
     /// given alone, read with `sacctmgr dump`, and the QOS with `sacctmgr show qos` (put
     /// PATH before it).
@@ -55,7 +53,7 @@ pub struct SlurmArgs {
 
 pub fn run(target: Target, format: Format) -> Outcome {
     let Target::Slurm(args) = target;
-    let Some(model) = args.repository.model_at(format, args.moment.instant())? else {
+    let Some(model) = args.budgets.model(format)? else {
         return Ok(Exit::Problems);
     };
     let clusters = tree::slurm_clusters(&model);
@@ -116,7 +114,7 @@ pub fn run(target: Target, format: Format) -> Outcome {
     }
     if let Some(path) = &args.out {
         let application = plan::application(&plan, &desired, &live);
-        let revision = saved_plan::revision(&args.repository.path);
+        let revision = saved_plan::revision(&args.budgets.repository.path);
         let max_deletes = (!args.allow_deletes).then_some(args.max_deletes);
         let saved =
             saved_plan::to_json(&state, &desired, &plan, &application, revision.as_deref(), max_deletes);

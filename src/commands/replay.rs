@@ -130,7 +130,9 @@ fn audit(args: AuditArgs, format: Format) -> Outcome {
         Some(Some(0)) => return Err(Error::failed("--window: must be above zero (e.g. 7d, 12h)")),
         other => other.flatten(),
     };
-    let Some(model) = args.repository.model_over_time(format)? else { return Ok(Exit::Problems) };
+    let Some(model) = args.repository.model_over_time(format, budgets::now())? else {
+        return Ok(Exit::Problems);
+    };
     let options = audit::Options {
         window: window.unwrap_or(model.policy.window_seconds),
         skip_bad_rows: args.input.skip_bad_rows,
@@ -156,7 +158,9 @@ fn audit(args: AuditArgs, format: Format) -> Outcome {
 }
 
 fn simulate(args: SimulateArgs, format: Format) -> Outcome {
-    let Some(model) = args.repository.model_over_time(format)? else { return Ok(Exit::Problems) };
+    let Some(model) = args.repository.model_over_time(format, budgets::now())? else {
+        return Ok(Exit::Problems);
+    };
     let base = match &args.against {
         None => None,
         Some(rev) => {

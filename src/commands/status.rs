@@ -34,9 +34,7 @@ use crate::{kueue, slurm};
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    repository: budgets::Repository,
-    #[command(flatten)]
-    moment: budgets::Moment,
+    budgets: budgets::RepositoryAt,
     /// The live scheduler to read.
     #[arg(long, value_enum)]
     live: Scheduler,
@@ -69,8 +67,9 @@ struct Reading {
 pub fn run(args: Args, format: Format) -> Outcome {
     // One clock read: the live figures' instant, and the budgets' moment unless `--at`.
     let now = budgets::now();
-    let at = args.moment.at.unwrap_or(now);
-    let Some(model) = args.repository.model_at(format, at)? else {
+    let at = args.budgets.moment.at.unwrap_or(now);
+    // With its timeline: when the shares change next, and what they were before.
+    let Some(model) = args.budgets.repository.model_over_time(format, at)? else {
         return Ok(Exit::Problems);
     };
     let reading = match args.live {

@@ -10,13 +10,8 @@ use crate::diagnostics::Format;
 use crate::exit::{Exit, Outcome};
 use crate::output::print;
 
-#[derive(clap::Args)]
-pub struct Args {
-    #[command(flatten)]
-    repository: budgets::Repository,
-    #[command(flatten)]
-    moment: budgets::Moment,
-}
+/// The repository to read (`PATH`) and the moment (`--at`).
+pub type Args = budgets::RepositoryAt;
 
 pub fn run(args: Args, format: Format) -> Outcome {
     let at = args.moment.instant();
