@@ -252,6 +252,15 @@ impl Project {
     pub fn may_use(&self, cluster: &str) -> bool {
         self.clusters.as_ref().is_none_or(|cs| cs.iter().any(|c| c.value == cluster))
     }
+
+    /// Those of `clusters` the project may use, its `ancestors` allowing.
+    pub fn usable<'c>(&self, ancestors: &[&Project], clusters: &[&'c str]) -> Vec<&'c str> {
+        clusters
+            .iter()
+            .copied()
+            .filter(|c| self.may_use(c) && ancestors.iter().all(|a| a.may_use(c)))
+            .collect()
+    }
 }
 
 #[derive(Clone, Debug)]

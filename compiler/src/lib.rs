@@ -41,8 +41,6 @@ pub struct Compilation {
     /// The normalised model; `None` when there are errors.
     pub model: Option<ir::Model>,
     pub diagnostics: Vec<Diagnostic>,
-    /// The moment it was compiled at: the model's shares are those in force then.
-    pub at: units::Instant,
 }
 
 impl Compilation {
@@ -76,5 +74,5 @@ pub fn compile(loader: &dyn Loader, entry: &str, at: units::Instant) -> Compilat
     diagnostics.dedup();
     let model = (complete && !diagnostics.iter().any(Diagnostic::is_error))
         .then(|| normalize::normalize(&budget, &sources, at));
-    Compilation { sources, budget, model, diagnostics, at }
+    Compilation { sources, budget, model, diagnostics }
 }

@@ -316,9 +316,7 @@ impl Context<'_> {
             .collect();
         (out, unallocated)
     }
-}
 
-impl Context<'_> {
     /// What the grants of `project` in force add to its fraction of the parent on
     /// `cluster`, whose GPUs are `parent_gpus`, and where they are written. GPUs are a
     /// fraction of the parent's; of a parent without GPUs, more than all of it.

@@ -4,7 +4,7 @@
 //! for a scheduled workflow.
 
 use allot_compiler::calendar::{self, Boundary};
-use allot_compiler::diff::ShareMove;
+use allot_compiler::diff::{ShareMove, Standing};
 use allot_compiler::escape::{controls, markdown};
 use allot_compiler::ir::Grant;
 use allot_compiler::units::{Instant, format_instant};
@@ -68,18 +68,18 @@ fn terminal(text: &str) -> String {
     controls(text, false).into_owned()
 }
 
+/// A move's guaranteed GPUs and effective share (in percent), before and after; none on a
+/// side where the budget is not.
+fn figures(m: &ShareMove) -> (u64, u64, f64, f64) {
+    let gpus = |s: Option<Standing>| s.map_or(0, |s| s.guaranteed_gpus);
+    let share = |s: Option<Standing>| s.map_or(0.0, |s| s.effective_share * 100.0);
+    (gpus(m.before), gpus(m.after), share(m.before), share(m.after))
+}
+
 /// `7 → 13 GPUs (10.789% → 21.000% of jupiter)`.
 fn moved(m: &ShareMove) -> String {
-    let gpus = |s: Option<allot_compiler::diff::Standing>| s.map_or(0, |s| s.guaranteed_gpus);
-    let share = |s: Option<allot_compiler::diff::Standing>| s.map_or(0.0, |s| s.effective_share * 100.0);
-    format!(
-        "{} → {} GPUs ({:.3}% → {:.3}% of {})",
-        gpus(m.before),
-        gpus(m.after),
-        share(m.before),
-        share(m.after),
-        m.cluster
-    )
+    let (gpus_before, gpus_after, before, after) = figures(m);
+    format!("{gpus_before} → {gpus_after} GPUs ({before:.3}% → {after:.3}% of {})", m.cluster)
 }
 
 fn human(at: Instant, in_force: &[(String, &Grant)], calendar: &[Boundary]) -> String {
@@ -142,17 +142,10 @@ fn markdown_text(at: Instant, in_force: &[(String, &Grant)], calendar: &[Boundar
                 "\n| project | cluster | guaranteed GPUs | effective share |\n|---|---|---:|---:|\n",
             );
             for m in &boundary.moves {
-                let gpus = |s: Option<allot_compiler::diff::Standing>| s.map_or(0, |s| s.guaranteed_gpus);
-                let share =
-                    |s: Option<allot_compiler::diff::Standing>| s.map_or(0.0, |s| s.effective_share * 100.0);
+                let (gpus_before, gpus_after, before, after) = figures(m);
                 out.push_str(&format!(
-                    "| {} | {} | {} → {} | {:.3}% → {:.3}% |\n",
-                    m.project,
-                    m.cluster,
-                    gpus(m.before),
-                    gpus(m.after),
-                    share(m.before),
-                    share(m.after)
+                    "| {} | {} | {gpus_before} → {gpus_after} | {before:.3}% → {after:.3}% |\n",
+                    m.project, m.cluster
                 ));
             }
         }
@@ -162,7 +155,7 @@ fn markdown_text(at: Instant, in_force: &[(String, &Grant)], calendar: &[Boundar
 
 fn json_value(at: Instant, in_force: &[(String, &Grant)], calendar: &[Boundary]) -> serde_json::Value {
     let grant = |path: &str, g: &Grant| json!({ "project": path, "grant": g });
-    let standing = |s: Option<allot_compiler::diff::Standing>| {
+    let standing = |s: Option<Standing>| {
         s.map(|s| json!({ "guaranteed_gpus": s.guaranteed_gpus, "effective_share": s.effective_share }))
     };
     json!({

@@ -11,11 +11,7 @@ pub(super) fn check(budget: &Budget, at: Instant, out: &mut Vec<Diagnostic>) {
     let clusters: Vec<&str> = budget.clusters.iter().map(|c| c.name.value.as_str()).collect();
     let max = budget.policy.max_grant.as_ref();
     walk(&budget.projects, &mut |ancestors, project| {
-        let usable: Vec<&str> = clusters
-            .iter()
-            .copied()
-            .filter(|c| project.may_use(c) && ancestors.iter().all(|a| a.may_use(c)))
-            .collect();
+        let usable = project.usable(ancestors, &clusters);
         for grant in &project.grants {
             let (Some(until), from) = (&grant.until, &grant.from) else { continue };
             if let Some(from) = from

@@ -27,11 +27,7 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
         out,
     );
     walk(&budget.projects, &mut |ancestors, parent| {
-        let usable: Vec<&str> = clusters
-            .iter()
-            .copied()
-            .filter(|c| parent.may_use(c) && ancestors.iter().all(|a| a.may_use(c)))
-            .collect();
+        let usable = parent.usable(ancestors, &clusters);
         let whose = format!("the children of `{}`", parent.name.value);
         siblings(&parent.children, &whose, &usable, declared(parent.overcommit.as_ref()), out);
     });
