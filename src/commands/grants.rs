@@ -50,12 +50,12 @@ pub fn run(args: Args, format: Format) -> Outcome {
     Ok(Exit::Success)
 }
 
-/// `ml/nlp +10% on jupiter from 2027-01-10 until 2027-02-01: ACL deadline`, the reason
-/// made safe with `safe`.
+/// `ml/nlp +10% on jupiter from 2027-01-10 until 2027-02-01: ACL deadline`, the names and
+/// the reason made safe with `safe`.
 fn grant_line(path: &str, grant: &Grant, safe: fn(&str) -> String) -> String {
-    let mut line = format!("{path} {}", grant.amount);
+    let mut line = format!("{} {}", safe(path), grant.amount);
     if let Some(cluster) = &grant.cluster {
-        line.push_str(&format!(" on {cluster}"));
+        line.push_str(&format!(" on {}", safe(cluster)));
     }
     if let Some(from) = grant.from {
         line.push_str(&format!(" from {}", format_instant(from)));
@@ -145,7 +145,8 @@ fn markdown_text(at: Instant, in_force: &[(String, &Grant)], calendar: &[Boundar
                 let (gpus_before, gpus_after, before, after) = figures(m);
                 out.push_str(&format!(
                     "| {} | {} | {gpus_before} → {gpus_after} | {before:.3}% → {after:.3}% |\n",
-                    m.project, m.cluster
+                    markdown(&m.project),
+                    markdown(&m.cluster)
                 ));
             }
         }

@@ -63,7 +63,11 @@ pub fn markdown(later: &Later, against: &str, head: &str, escape: fn(&str) -> St
         ));
         for m in moves {
             let (before, after) = gpus(m);
-            out.push_str(&format!("| {} | {} | {before} | {after} |\n", m.project, m.cluster));
+            out.push_str(&format!(
+                "| {} | {} | {before} | {after} |\n",
+                escape(&m.project),
+                escape(&m.cluster)
+            ));
         }
     }
     out
