@@ -94,6 +94,8 @@ struct Given<'a> {
     resource: &'a str,
     objects: Cow<'a, [Value]>,
     queues: Vec<(String, String)>,
+    /// The objects from each grant boundary on (allot's own objects only).
+    later: Vec<(i64, Vec<Value>)>,
     label: String,
 }
 
@@ -101,11 +103,18 @@ struct Given<'a> {
 /// (its budgets' ClusterQueues those named as allot names them), else the objects `allot
 /// build` writes; and the controller `Configuration` of `files`, else allot's for its
 /// objects and Kueue's defaults for a cluster's own. The ClusterQueue of each budget (and
-/// of work no budget covers, `root-unbudgeted`, when there is one).
+/// of work no budget covers, `root-unbudgeted`, when there is one). allot's objects follow
+/// the model's timeline: those of the shares before the first grant boundary, then those
+/// written for each boundary on; a cluster's own objects hold all along.
 fn kueue_policy(model: &Model, files: &KueueFiles) -> Result<Kueue, Error> {
     let mut given = Vec::new();
+    let (first, later) = match model.timeline.split_first() {
+        Some(((_, first), later)) => (first, later),
+        None => (model, &[][..]),
+    };
     for cluster in &model.clusters {
         let mut queues = kueue::queue_names(model, &cluster.name);
+        let mut over_time = Vec::new();
         let (resource, objects, label) = match files.objects.get(&cluster.name) {
             Some(folder) => {
                 let resource = cluster.bindings.kubernetes.as_ref().map_or(DEFAULT_RESOURCE, |b| &b.resource);
@@ -128,7 +137,8 @@ fn kueue_policy(model: &Model, files: &KueueFiles) -> Result<Kueue, Error> {
                     "the Kueue objects allot writes for cluster {}",
                     escape::controls(&cluster.name, false)
                 );
-                (binding.resource.as_str(), Cow::Owned(kueue::objects(model, &cluster.name)), label)
+                over_time = later.iter().map(|(from, m)| (*from, kueue::objects(m, &cluster.name))).collect();
+                (binding.resource.as_str(), Cow::Owned(kueue::objects(first, &cluster.name)), label)
             }
         };
         if objects
@@ -137,7 +147,7 @@ fn kueue_policy(model: &Model, files: &KueueFiles) -> Result<Kueue, Error> {
         {
             queues.push((kubernetes::UNBUDGETED.to_string(), UNBUDGETED.to_string()));
         }
-        given.push(Given { cluster: &cluster.name, resource, objects, queues, label });
+        given.push(Given { cluster: &cluster.name, resource, objects, queues, later: over_time, label });
     }
     let allot_configuration = kueue::configuration();
     let configuration = |g: &Given<'_>| match &files.configuration {
@@ -152,6 +162,7 @@ fn kueue_policy(model: &Model, files: &KueueFiles) -> Result<Kueue, Error> {
             configuration: configuration(g),
             resource: g.resource,
             queues: &g.queues,
+            later: &g.later,
         }))
     };
     new(&given).map_err(|e| {

@@ -190,3 +190,38 @@ fn kueue_bound_budgets_are_simulated_as_kueue_admits_them_by_default() {
     assert_eq!(status, 1, "{stderr}");
     assert!(stderr.contains("is not bound to Kueue"), "{stderr}");
 }
+
+#[test]
+fn the_kueue_policy_takes_the_objects_allot_writes_for_each_grant_boundary() {
+    let dir = tempfile::tempdir().unwrap();
+    // 8 GPUs bound to Kueue: a 25% (ClusterQueue a, 2 GPUs, weight 0.25) and from 3600 +25%
+    // (4 GPUs, weight 0.5); b 50% (4 GPUs, weight 0.5); the rest is Cohort root's. Job 1 (b,
+    // 8 GPUs, 10,000 s) borrows 4. Job 2 (a, 5 GPUs, 1000 s) comes at 100: a would borrow
+    // 3 of the 8 the cohort lends, a share of 3/8/0.25 = 1.5 against b's 4/8/0.5 = 1, so
+    // Fair Sharing preempts nothing. At 3600 the objects of the grant take over: a borrows
+    // 1, 1/8/0.5 = 0.25 < 1: job 1 is evicted and job 2 starts, having waited 3500 s. Job 1
+    // starts again when job 2 ends, at 4600. Without the grant job 2 waits for job 1's end
+    // at 10,000: 9900 s, no preemption.
+    let granted = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8 {\n    kubernetes kueue\n}\n\
+        contract batch min-runtime=\"0s\" default=#true\n\
+        project a share=\"25%\" {\n    grant share=\"+25%\" from=\"1970-01-01T01:00:00Z\" until=\"2100-01-01\" reason=\"r\"\n}\n\
+        project b share=\"50%\"\n";
+    let trace = "id,project,gpus,submit,duration\n1,b,8,0,10000\n2,a,5,100,1000\n";
+    std::fs::write(dir.path().join("trace.csv"), trace).unwrap();
+    let simulated = |budgets: &str| {
+        std::fs::write(dir.path().join("allot.kdl"), budgets).unwrap();
+        let args =
+            ["replay", "simulate", ".", "--trace", "trace.csv", "--policy", "kueue", "--format", "json"];
+        let (status, stdout, stderr) = allot(dir.path(), &args);
+        assert_eq!(status, 0, "{stderr}");
+        let report: Value = serde_json::from_str(&stdout).unwrap();
+        let run = &report["runs"][0];
+        (run["preemptions"].clone(), run["short_jobs"]["wait_p50_s"].clone())
+    };
+    assert_eq!(simulated(granted), (json!(1), json!(3500)));
+    let written = granted.replace(
+        "{\n    grant share=\"+25%\" from=\"1970-01-01T01:00:00Z\" until=\"2100-01-01\" reason=\"r\"\n}",
+        "",
+    );
+    assert_eq!(simulated(&written), (json!(0), json!(9900)));
+}

@@ -1038,6 +1038,7 @@ mod tests {
             configuration: None,
             resource: gpu,
             queues: &[],
+            later: &[],
         };
         let policy = crate::simulate::Policy::Kueue(Arc::new(Setup::new([given]).unwrap()));
         let w =

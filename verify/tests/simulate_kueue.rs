@@ -72,6 +72,11 @@ fn class(name: &str, value: i32) -> Value {
 /// The policy of `objects` on cluster `c`, each project's jobs in the ClusterQueue of its
 /// name.
 fn kueue(objects: Vec<Value>, configuration: Option<Value>) -> Policy {
+    kueue_over_time(objects, &[], configuration)
+}
+
+/// The policy of `objects` on cluster `c`, then of each of `later` from its moment on.
+fn kueue_over_time(objects: Vec<Value>, later: &[(i64, Vec<Value>)], configuration: Option<Value>) -> Policy {
     let queues: Vec<(String, String)> =
         ["a", "b", "c"].iter().map(|p| (p.to_string(), p.to_string())).collect();
     let queues: Vec<(String, String)> = queues
@@ -86,6 +91,7 @@ fn kueue(objects: Vec<Value>, configuration: Option<Value>) -> Policy {
         configuration: configuration.as_ref(),
         resource: GPU,
         queues: &queues,
+        later,
     };
     Policy::Kueue(Arc::new(Kueue::new([given]).unwrap()))
 }
@@ -387,6 +393,7 @@ fn jobs_without_a_queue_or_beyond_their_quota_are_not_replayed() {
         configuration: Some(&configuration),
         resource: GPU,
         queues,
+        later: &[],
     };
     let error = Kueue::new([given(&[])]).unwrap_err().to_string();
     assert!(error.contains("Admission Fair Sharing") && error.contains("not simulated yet"), "{error}");
@@ -408,6 +415,106 @@ fn jobs_without_a_queue_or_beyond_their_quota_are_not_replayed() {
     assert_eq!((sim.unplaceable, starts), (0, vec![("(unbudgeted)", 0), ("(unbudgeted)", 100)]));
     // The label.
     assert_eq!(kueue(vec![flavor()], None).label(), "Kueue as configured");
+}
+
+#[test]
+fn quotas_follow_the_objects_of_each_grant_boundary() {
+    // ClusterQueues a and b in cohort pool (8 GPUs on one node), each reclaiming within the
+    // cohort and never preempting within itself: a 2 and b 6 GPUs, then a 4 and b 4 from
+    // 3600 (a grant), then a 2 and b 6 again from 7200. b's eight 1-GPU jobs (1-8) start at
+    // 0, borrowing 2 of a's. a's four (9-12) come at 100, 10,000 s each like b's:
+    // - at 100, 9 and 10 are within a's quota: each reclaims one of b's; 11 and 12 would
+    //   borrow, and b is within its own quota: set aside;
+    // - at 3600, a's quota is 4: the update brings 11 and 12 back, within a's quota, and
+    //   b (6 running, quota 4) borrows 2: two more of b's are evicted, 11 and 12 start;
+    // - at 7200, a (4 running, quota 2) borrows 2 and b's evicted jobs are within b's quota
+    //   (4 running of 6): b reclaims the two a admitted last, 11 and 12, and two of its own
+    //   start again; its other two would borrow, and a is within its quota;
+    // - at 10,000 b's four of 0 end: 4 GPUs free; b's last two (2 running of 6) and a's 11
+    //   and 12 (2 of 2, borrowing) are all admitted.
+    // Without the boundaries 11 and 12 wait for b's six to end at 10,000: two preemptions.
+    let reclaim = json!({"preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"}});
+    let setup = |a: u64, b: u64| {
+        vec![
+            flavor(),
+            cohort("pool", 0),
+            queue("a", Some("pool"), a, reclaim.clone()),
+            queue("b", Some("pool"), b, reclaim.clone()),
+        ]
+    };
+    let mut jobs: Vec<Job> = (1..=8).map(|i| job(i, "b", 1, 0, 10_000, "batch")).collect();
+    jobs.extend((9..=12).map(|i| job(i, "a", 1, 100, 10_000, "batch")));
+    let later = [(3600, setup(4, 4)), (7200, setup(2, 6))];
+    let (sim, runs) = run(&model(MODEL), &jobs, kueue_over_time(setup(2, 6), &later, None));
+    let by_job = runs_of(&runs);
+    for id in ["9", "10"] {
+        assert_eq!(by_job[id], [(100, 10_100, false)], "job {id}");
+    }
+    for id in ["11", "12"] {
+        assert_eq!(by_job[id], [(3600, 7200, true), (10_000, 20_000, false)], "job {id}");
+    }
+    assert_eq!(sim.preemptions, 6);
+    // Who made room for whom: two of b's for 9 and 10, two for 11 and 12, and a's 11 and 12
+    // for two of b's.
+    let of_b = |id: &str| id.parse::<u32>().unwrap() <= 8;
+    let pairs = preempted(&runs);
+    let mut for_a: Vec<&str> =
+        pairs.iter().filter(|(victim, _)| of_b(victim)).map(|(_, by)| by.as_str()).collect();
+    for_a.sort_by_key(|id| id.parse::<u32>().unwrap());
+    assert_eq!(for_a, ["9", "10", "11", "12"]);
+    let of_a: Vec<(&str, bool)> =
+        pairs.iter().filter(|(victim, _)| !of_b(victim)).map(|(v, by)| (v.as_str(), of_b(by))).collect();
+    assert_eq!(of_a, [("11", true), ("12", true)]);
+    let (sim, runs) = run(&model(MODEL), &jobs, kueue(setup(2, 6), None));
+    let by_job = runs_of(&runs);
+    for id in ["11", "12"] {
+        assert_eq!(by_job[id], [(10_000, 20_000, false)], "job {id}");
+    }
+    assert_eq!(sim.preemptions, 2);
+
+    // A job larger than its ClusterQueue holds (a alone: 4 GPUs) waits for a boundary that
+    // makes it fit (8 from 3600); one submitted after the last boundary that could hold it
+    // (8 until 3600, then 2) is never run.
+    let alone = |gpus: u64| vec![flavor(), queue("a", None, gpus, json!({}))];
+    let jobs = [job(1, "a", 6, 0, 100, "batch")];
+    let (sim, runs) = run(&model(MODEL), &jobs, kueue_over_time(alone(4), &[(3600, alone(8))], None));
+    assert_eq!((sim.unplaceable, &runs_of(&runs)["1"]), (0, &vec![(3600, 3700, false)]));
+    let jobs = [job(1, "a", 6, 4000, 100, "batch"), job(2, "a", 1, 4000, 100, "batch")];
+    let (sim, runs) = run(&model(MODEL), &jobs, kueue_over_time(alone(8), &[(3600, alone(2))], None));
+    assert_eq!((sim.unplaceable, runs.len()), (1, 1));
+}
+
+#[test]
+fn later_objects_may_change_quotas_and_weights_only() {
+    let given = |objects: &[Value], later: &[(i64, Vec<Value>)]| {
+        Kueue::new([ClusterObjects {
+            cluster: "c",
+            objects,
+            configuration: None,
+            resource: GPU,
+            queues: &[],
+            later,
+        }])
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    };
+    let base = [flavor(), cohort("pool", 0), queue("a", Some("pool"), 4, json!({}))];
+    let quota = vec![flavor(), cohort("pool", 0), queue("a", Some("pool"), 2, json!({}))];
+    assert_eq!(given(&base, &[(60, quota.clone())]), Ok(()));
+    let moved = vec![flavor(), cohort("pool", 0), queue("a", None, 4, json!({}))];
+    assert_eq!(
+        given(&base, &[(86_400, moved)]),
+        Err("cluster \"c\": its objects from 1970-01-02 change the Cohort or ClusterQueue \"a\", not only quotas and weights".into())
+    );
+    let more = vec![
+        flavor(),
+        cohort("pool", 0),
+        queue("a", Some("pool"), 4, json!({})),
+        queue("b", None, 1, json!({})),
+    ];
+    assert!(given(&base, &[(60, more)]).unwrap_err().contains("change its Cohorts and ClusterQueues"));
+    let reordered = given(&base, &[(120, quota.clone()), (60, quota)]).unwrap_err();
+    assert!(reordered.contains("not in time order"), "{reordered}");
 }
 
 #[test]

@@ -119,8 +119,14 @@ fn shown(text: &str) -> String {
 fn policy(cluster: &str, resource: &str, objects: &[Value], live: &Kueue) -> Result<Policy, String> {
     let fair_sharing = live.cluster_queues.iter().any(|q| q.weighted_share.is_some());
     let configuration = fair_sharing.then(configuration);
-    let given =
-        ClusterObjects { cluster, objects, configuration: configuration.as_ref(), resource, queues: &[] };
+    let given = ClusterObjects {
+        cluster,
+        objects,
+        configuration: configuration.as_ref(),
+        resource,
+        queues: &[],
+        later: &[],
+    };
     let setup = simulate::Kueue::new([given]).map_err(|e| format!("Kueue's {e}"))?;
     Ok(Policy::Kueue(Arc::new(setup)))
 }

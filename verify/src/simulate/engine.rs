@@ -86,23 +86,19 @@ pub(super) trait Rules {
         true
     }
 
-    /// When the policy's periodic scheduler (Slurm's, running every so many seconds of the
-    /// trace's clock) next runs on `cluster` after `last`, the last instant simulated: only
-    /// when a run could change something.
+    /// When the policy next acts on `cluster` of its own after `last`, the last instant
+    /// simulated: its periodic scheduler (Slurm's, running every so many seconds of the
+    /// trace's clock), or a change of its configuration (Kueue's quotas at a grant
+    /// boundary); only when a run could change something.
     fn next_periodic(&self, cluster: &ClusterState, last: i64) -> Option<i64> {
         let _ = (cluster, last);
         None
     }
 
+    /// Acts at an instant [`Rules::next_periodic`] gave for some cluster (each cluster is
+    /// called: each policy checks that the instant is one of its own there).
     fn periodic(&mut self, engine: &mut Engine, cluster: &mut ClusterState, now: i64) {
         let _ = (engine, cluster, now);
-    }
-
-    /// Whether the policy schedules with the shares in force at each moment (grants starting
-    /// and ending), or with the model's as given all along: Kueue's policy reads the objects
-    /// written for one moment.
-    fn follows_grants(&self) -> bool {
-        true
     }
 }
 

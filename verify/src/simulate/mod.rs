@@ -273,12 +273,8 @@ fn simulated(
     pinned: usize,
 ) -> Result<Simulation, AuditError> {
     let rules = policy.rules();
-    // The budgets before the first grant boundary, and from each boundary on, for a policy
-    // that follows them.
-    let (budgets, later) = match rules.follows_grants() {
-        true => Budgets::over_time(model)?,
-        false => (Budgets::new(model)?, Vec::new()),
-    };
+    // The budgets before the first grant boundary, and from each boundary on.
+    let (budgets, later) = Budgets::over_time(model)?;
     // The decay allot's Slurm output sets: a half-life of window × ln 2, every 5 minutes
     // (or the Slurm's own calculation period).
     let decay = Decay::new(decay_half_life(model.policy.window_seconds) as f64, rules.decay_period());

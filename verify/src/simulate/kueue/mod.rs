@@ -18,6 +18,13 @@
 //! they are counted with the unplaceable jobs ([`Simulation::unplaceable`](super::Simulation)),
 //! as Kueue would never admit them.
 //!
+//! Objects may change with time: [`ClusterObjects::later`] gives those in force from each
+//! grant boundary on (as `allot build` writes them for the shares then), the same objects
+//! with other quotas and Fair Sharing weights. At a boundary the cluster's quota tree becomes
+//! the new one, with the GPUs running booked in it, and the cluster is scheduled (see
+//! [`policy`]); a job is counted unplaceable only when no quota in force from its submission
+//! on could hold it.
+//!
 //! A job's priority is the trace's `priority` column, else the value of the
 //! WorkloadPriorityClass named as its contract (as `allot build` writes one per contract,
 //! and jobs select theirs by the label `kueue.x-k8s.io/priority-class`); a contract without
@@ -62,11 +69,9 @@ impl PartialEq for Kueue {
     /// Two policies are the same when their setups and queues are (the quota trees follow).
     fn eq(&self, other: &Kueue) -> bool {
         self.clusters.len() == other.clusters.len()
-            && self
-                .clusters
-                .iter()
-                .zip(&other.clusters)
-                .all(|((a, x), (b, y))| a == b && x.setup == y.setup && x.by_path == y.by_path)
+            && self.clusters.iter().zip(&other.clusters).all(|((a, x), (b, y))| {
+                a == b && x.setup == y.setup && x.by_path == y.by_path && x.later == y.later
+            })
     }
 }
 
@@ -86,6 +91,10 @@ pub struct ClusterObjects<'a> {
     /// leaf's jobs go to. A Cohort stands for an inner project, whose own jobs Kueue cannot
     /// queue. [`UNBUDGETED`] names the work no budget covers.
     pub queues: &'a [(String, String)],
+    /// The objects in force from each later moment on (grants starting and ending), in
+    /// order: the same Cohorts, ClusterQueues, LocalQueues and priority classes, their
+    /// quotas and Fair Sharing weights changed. Empty: the objects hold all along.
+    pub later: &'a [(i64, Vec<Value>)],
 }
 
 /// One cluster's setup, its quota tree (with no usage: what a ClusterQueue could ever hold),
@@ -99,6 +108,8 @@ pub(super) struct Queues {
     /// The ClusterQueue each name a job's `queue` may give stands for: a ClusterQueue's
     /// name (one without a `/`), or a LocalQueue's `NAMESPACE/NAME`.
     by_queue: HashMap<String, usize>,
+    /// The quota tree (with no usage) in force from each later moment on, in order.
+    pub(super) later: Vec<(i64, QuotaTree)>,
 }
 
 impl Queues {
@@ -111,6 +122,17 @@ impl Queues {
     /// by its name.
     pub(super) fn cluster_queue(&self, queue: &str) -> Option<usize> {
         self.by_queue.get(queue).copied()
+    }
+
+    /// The quota trees (with no usage) in force at some moment from `at` on: the one in
+    /// force at `at`, then each later one.
+    pub(super) fn trees_from(&self, at: i64) -> impl Iterator<Item = &QuotaTree> {
+        let first_later = self.later.partition_point(|(from, _)| *from <= at);
+        let in_force = match first_later {
+            0 => &self.tree,
+            n => &self.later[n - 1].1,
+        };
+        std::iter::once(in_force).chain(self.later[first_later..].iter().map(|(_, tree)| tree))
     }
 }
 
@@ -182,7 +204,21 @@ impl Kueue {
                 .chain(locals)
                 .collect();
             let tree = QuotaTree::new(&setup.nodes);
-            let queues = Queues { setup, tree, by_path, by_queue };
+            let mut later = Vec::with_capacity(given.later.len());
+            for (from, objects) in given.later {
+                let then = Setup::read(objects, given.configuration, given.resource)?;
+                if let Some(what) = setup.other_than_quotas(&then) {
+                    return Err(fail(format!(
+                        "its objects from {} change {what}, not only quotas and weights",
+                        allot_compiler::units::format_instant(*from)
+                    )));
+                }
+                if later.last().is_some_and(|(previous, _)| previous >= from) {
+                    return Err(fail("its later objects are not in time order".into()));
+                }
+                later.push((*from, QuotaTree::new(&then.nodes)));
+            }
+            let queues = Queues { setup, tree, by_path, by_queue, later };
             if out.insert(given.cluster.to_string(), queues).is_some() {
                 return Err(fail("given twice".into()));
             }

@@ -81,6 +81,9 @@
 //! make. `verify/tests/simulate_kueue.rs` checks on generated setups and traces that the
 //! guard never fires under classical preemption without `borrowWithinCohort`.
 //!
+//! At a grant boundary the quotas change (the objects of that moment): see
+//! [`State::follow`]; the cluster is scheduled then while jobs wait there.
+//!
 //! No run is protected: Kueue has no minimum runtime. Budgets are not ranked by usage
 //! (`Ranking::Flat`): Kueue's order is its own.
 
@@ -132,11 +135,6 @@ impl EngineRules for Rules {
         Ranking::Flat
     }
 
-    /// The objects were written for one moment: their quotas hold all along.
-    fn follows_grants(&self) -> bool {
-        false
-    }
-
     /// The job's ClusterQueue as its lane (the one its `queue` names, else its budget's),
     /// and its priority (its own, else its contract's priority class on its cluster) as its
     /// tier; none (never run) when it has no ClusterQueue, its ClusterQueue does not cover
@@ -160,9 +158,14 @@ impl EngineRules for Rules {
             return None;
         };
         let fair = queues.setup.fair_sharing.is_some();
-        if let QuotaFit::NoFit(NoFit::Uncovered | NoFit::ExceedsMaxQuota) =
-            queues.tree.fit(node, u64::from(job.gpus), preemption, fair)
-        {
+        // Never run: not even the quotas of a later grant boundary could hold it.
+        let never = |tree: &QuotaTree| {
+            matches!(
+                tree.fit(node, u64::from(job.gpus), preemption, fair),
+                QuotaFit::NoFit(NoFit::Uncovered | NoFit::ExceedsMaxQuota)
+            )
+        };
+        if queues.trees_from(job.submit).all(never) {
             return None;
         }
         let state = self.states.entry(cluster.name.clone()).or_insert_with(|| State::new(queues, cluster));
@@ -178,7 +181,28 @@ impl EngineRules for Rules {
     fn schedule(&mut self, engine: &mut Engine, cluster: &mut ClusterState, now: i64) {
         // A cluster's state is made when its first job queues.
         let Some(mut state) = self.states.remove(&cluster.name) else { return };
+        state.follow(&self.kueue.clusters[&*cluster.name], now);
         state.schedule(engine, cluster, now);
+        self.states.insert(cluster.name.clone(), state);
+    }
+
+    /// The cluster's next quota change after `last` (its objects of a later grant boundary),
+    /// while jobs wait there: with none waiting, a new quota changes nothing until the next
+    /// schedule, which takes it.
+    fn next_periodic(&self, cluster: &ClusterState, last: i64) -> Option<i64> {
+        if cluster.queued == 0 {
+            return None;
+        }
+        let later = &self.kueue.clusters.get(&*cluster.name)?.later;
+        later.get(later.partition_point(|(from, _)| *from <= last)).map(|(from, _)| *from)
+    }
+
+    /// At a quota change, the cluster is scheduled with the new quotas.
+    fn periodic(&mut self, engine: &mut Engine, cluster: &mut ClusterState, now: i64) {
+        let Some(mut state) = self.states.remove(&cluster.name) else { return };
+        if state.follow(&self.kueue.clusters[&*cluster.name], now) {
+            state.schedule(engine, cluster, now);
+        }
         self.states.insert(cluster.name.clone(), state);
     }
 }
@@ -227,6 +251,8 @@ pub(super) struct State {
     evicted: BTreeSet<JobId>,
     /// The guard against endless cycles has fired at this instant: no more preemption.
     no_preemption: bool,
+    /// How many of the setup's later quota trees ([`Queues::later`]) are in force.
+    period: usize,
 }
 
 /// What a head can do in a cycle.
@@ -292,7 +318,30 @@ impl State {
             held: BTreeSet::new(),
             evicted: BTreeSet::new(),
             no_preemption: false,
+            period: 0,
         }
+    }
+
+    /// Takes the quotas in force at `now`: past a grant boundary, the quota tree is the later
+    /// objects', each queue's running GPUs booked in it again. Kueue keeps admitted workloads
+    /// admitted when a quota is lowered (preemption may reclaim them later), and a
+    /// ClusterQueue whose spec changed brings back the inadmissible workloads of its whole
+    /// cohort tree (file: pkg/cache/queue/manager.go, func: UpdateClusterQueue; file:
+    /// pkg/cache/queue/inadmissible_workloads.go, func: notifyRetryInadmissibleWithoutLock):
+    /// every queue's set-aside workloads come back. Whether a boundary passed.
+    fn follow(&mut self, queues: &Queues, now: i64) -> bool {
+        let passed = queues.later[self.period..].iter().take_while(|(from, _)| *from <= now).count();
+        let Some((_, tree)) = passed.checked_sub(1).map(|last| &queues.later[self.period + last]) else {
+            return false;
+        };
+        self.period += passed;
+        self.tree = tree.clone();
+        for queue in &mut self.queues {
+            self.tree.add(queue.node, queue.usage);
+            queue.parked.clear();
+            queue.blocked = None;
+        }
+        true
     }
 
     /// The ClusterQueue of setup node `node` takes jobs of budget leaf `leaf`.
@@ -647,6 +696,7 @@ mod tests {
             held: BTreeSet::new(),
             evicted: BTreeSet::new(),
             no_preemption: false,
+            period: 0,
         }
     }
 

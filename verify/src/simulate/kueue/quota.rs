@@ -22,13 +22,13 @@ use super::setup::{BorrowWithinCohort, Kind, Node, Preemption, ReclaimWithinCoho
 
 /// The quota tree: per node of a [`Setup`](super::setup::Setup), at the same indices, its
 /// quotas and usage of GPUs.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct QuotaTree {
     nodes: Vec<Entry>,
 }
 
 /// One node's quotas, fixed, and usage.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 struct Entry {
     parent: Option<usize>,
     cluster_queue: bool,

@@ -254,6 +254,31 @@ impl Setup {
     pub fn cohort(&self, name: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.name == name && n.kind == Kind::Cohort)
     }
+
+    /// What `later` (the objects of a later moment) changes beyond the quotas and Fair
+    /// Sharing weights of its Cohorts and ClusterQueues, if anything: a node added, gone or
+    /// moved, a ClusterQueue's preemption or queueing, the LocalQueues or the priority
+    /// classes. The policy swaps quotas at a grant boundary and keeps everything else.
+    pub fn other_than_quotas(&self, later: &Setup) -> Option<String> {
+        if self.nodes.len() != later.nodes.len() {
+            return Some("its Cohorts and ClusterQueues".into());
+        }
+        let moved = self
+            .nodes
+            .iter()
+            .zip(&later.nodes)
+            .find(|(a, b)| a.name != b.name || a.kind != b.kind || a.parent != b.parent);
+        if let Some((node, _)) = moved {
+            return Some(format!("the Cohort or ClusterQueue {:?}", node.name));
+        }
+        if self.local_queues != later.local_queues {
+            return Some("its LocalQueues".into());
+        }
+        if self.priority_classes != later.priority_classes {
+            return Some("its priority classes".into());
+        }
+        None
+    }
 }
 
 /// The object a problem is about, described for an error: its kind, and its name quoted.
