@@ -374,6 +374,43 @@ fn status_and_explain_read_a_live_kueue() {
     std::fs::write(&elsewhere, text).unwrap();
     let (code, _, err) = allot(&elsewhere, &["status", repo, "--live", "kueue"]);
     assert!(code != 0 && err.contains("cannot reach the API server at https://127.0.0.1:27440/"), "{err}");
+
+    // A grant: the drift mended (beta-tune's weight as built, gamma deleted), the live
+    // objects are the budgets' with alpha at 60%. Budgets where alpha has 50% and +10%
+    // through January 2099 match them during the grant, and after it the live objects
+    // are behind its end.
+    let built = std::fs::read_to_string(out.join("kueue/pool/clusterqueues.yaml")).unwrap();
+    let built: Vec<Value> = serde_saphyr::from_multiple(&built).unwrap();
+    let tune = built.iter().find(|o| o["metadata"]["name"] == "beta-tune").unwrap();
+    let weight = &tune["spec"]["fairSharing"]["weight"];
+    server.patch(
+        &format!("{API}/clusterqueues/beta-tune"),
+        &json!({ "spec": { "fairSharing": { "weight": weight } } }),
+    );
+    server.delete(&format!("{API}/clusterqueues/gamma"));
+    let granted = BUDGETS.replace(
+        "project alpha share=\"60%\" {",
+        "project alpha share=\"50%\" {\n    grant share=\"+10%\" from=\"2099-01-10\" until=\"2099-02-01\" reason=\"launch\"",
+    );
+    std::fs::write(dir.path().join("allot.kdl"), granted).unwrap();
+    let status_at = |at: &str| {
+        let status =
+            json_of(allot(kubeconfig, &["status", repo, "--live", "kueue", "--at", at, "--format", "json"]));
+        let drifted: Vec<String> = status["drift"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| format!("{} {}", d["kind"].as_str().unwrap(), d["name"].as_str().unwrap()))
+            .collect();
+        (drifted, status["behind_since"].clone(), status["next_share_change"].clone())
+    };
+    assert_eq!(status_at("2099-01-15"), (vec![], Value::Null, json!("2099-02-01")));
+    let (drifted, behind, next) = status_at("2099-02-05");
+    assert!(drifted.contains(&"ClusterQueue alpha".to_string()), "{drifted:?}");
+    assert_eq!((behind, next), (json!("2099-02-01"), Value::Null));
+    let (code, human, err) = allot(kubeconfig, &["status", repo, "--live", "kueue", "--at", "2099-02-05"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(human.contains("It is the budgets' configuration of before 2099-02-01"), "{human}");
 }
 
 #[test]

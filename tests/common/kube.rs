@@ -172,6 +172,16 @@ impl ApiServer {
         self.expect("POST", collection, Some(("application/json", object)), Some(201))
     }
 
+    /// PATCH an object with application/merge-patch+json, asserting 200.
+    pub fn patch(&self, object_path: &str, patch: &Value) -> Value {
+        self.expect("PATCH", object_path, Some(("application/merge-patch+json", patch)), Some(200))
+    }
+
+    /// DELETE an object, asserting 200.
+    pub fn delete(&self, object_path: &str) -> Value {
+        self.expect("DELETE", object_path, None, Some(200))
+    }
+
     /// PATCH `{object_path}/status` with application/merge-patch+json, asserting 200.
     pub fn patch_status(&self, object_path: &str, patch: &Value) -> Value {
         let path = format!("{object_path}/status");
