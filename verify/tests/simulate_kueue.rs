@@ -727,6 +727,74 @@ proptest! {
     }
 }
 
+// Quotas that change at a grant boundary: the setup above from 0, and from a random moment
+// the same ClusterQueues with other quotas, borrowing limits and weights. Each admission
+// keeps its ClusterQueue within the borrowing limit, and all within the total quota, in
+// force at its moment (running jobs admitted before a quota was lowered stay); each job
+// finishes at most once. When every quota only grows at the boundary, every job replayed
+// finishes: what could hold it at its submission still can.
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    #[test]
+    fn each_admission_keeps_the_quotas_of_its_moment(
+        cohort_quota in 0u64..6,
+        nested in any::<bool>(),
+        specs in proptest::collection::vec(queue_spec(), 3),
+        later_cohort in 0u64..6,
+        later_specs in proptest::collection::vec(queue_spec(), 3),
+        boundary in 0i64..3000,
+        grown in any::<bool>(),
+        fair in proptest::option::of(0usize..3),
+        raw in proptest::collection::vec(job_spec(), 1..40),
+    ) {
+        // The later queues keep each queue's preemption and queueing: only quotas change.
+        let later_specs: Vec<QueueSpec> = specs
+            .iter()
+            .zip(&later_specs)
+            .map(|(&(n, l, w, r, b, s, _), &(later_n, later_l, _, _, _, _, weight))| match grown {
+                true => (n.max(later_n), l.map(|l| l.max(later_l.unwrap_or(l))), w, r, b, s, weight),
+                false => (later_n, later_l, w, r, b, s, weight),
+            })
+            .collect();
+        let later_cohort = if grown { later_cohort.max(cohort_quota) } else { later_cohort };
+        let later = [(boundary, random_setup(later_cohort, &later_specs, nested))];
+        let (sorted, jobs) = random_jobs(&raw);
+        let queue_of = |id: &str| queue_of(&sorted, id);
+        let policy = kueue_over_time(random_setup(cohort_quota, &specs, nested), &later, random_fair_sharing(fair));
+        let (sim, runs) = match simulate_with_runs(&model(MODEL), jobs.iter().cloned().map(Ok), policy, false) {
+            Err(AuditError::NoJobs(_)) => return Ok(()),
+            other => other.unwrap(),
+        };
+        let in_force = |at: i64| match at >= boundary {
+            true => (later_cohort, &later_specs),
+            false => (cohort_quota, &specs),
+        };
+        for started in &runs {
+            let at = started.start;
+            let (cohort, specs) = in_force(at);
+            let mut used = [0u64; 3];
+            for r in runs.iter().filter(|r| r.start <= at && at < r.end) {
+                used[queue_of(&r.id)] += u64::from(r.gpus);
+            }
+            let q = queue_of(&started.id);
+            let (nominal, limit) = (specs[q].0, specs[q].1);
+            if let Some(limit) = limit {
+                prop_assert!(used[q] <= nominal + limit, "queue {q} uses {} at {at}", used[q]);
+            }
+            let total = cohort + specs.iter().map(|s| s.0).sum::<u64>();
+            prop_assert!(used.iter().sum::<u64>() <= total, "{used:?} at {at}, quota {total}");
+        }
+        let mut finished: Vec<&str> = runs.iter().filter(|r| r.ended_by == EndedBy::Finished).map(|r| &*r.id).collect();
+        let count = finished.len();
+        finished.sort();
+        finished.dedup();
+        prop_assert_eq!(finished.len(), count);
+        if grown {
+            prop_assert_eq!(count + sim.unplaceable, jobs.len());
+        }
+    }
+}
+
 // Victims are minimal: each is needed. On flat setups without borrowing limits, a
 // ClusterQueue may use what the whole quota (the cohort's and every nominal quota, all of it
 // lendable) leaves: Kueue's available GPUs of a ClusterQueue are then the total quota less
