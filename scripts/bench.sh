@@ -9,6 +9,8 @@
 #   allot check, 50,500 projects                   <= 7.5x  allot check of 10,100
 #   allot check, 10,100 projects, 100 grants       <= 4x    allot check of 10,100 without
 #     (each starting on its own future day)                 (each start divided again)
+#   allot grants of the same (200 boundaries)      <= 4x    allot check of the same
+#                                                           (a division and comparison each)
 #   allot replay audit, 1,000,000 jobs             <= 10x   the csv read of the same trace
 #   allot replay simulate, 1,000,000 busy jobs     <= 60x   the csv read; <= 300 MiB
 #   allot plan slurm, import slurm, fairshare      <= 15x   the same command on 10x fewer
@@ -180,11 +182,16 @@ measure "allot check, 50,500 projects" "$allot" check "$cache/tree-50k"
 check_50k="$best"
 measure "allot check, 10,100 projects, 100 grants" "$allot" check "$cache/tree-10k-grants"
 check_grants="$best"
+measure "allot grants, 10,100 projects, 100 grants" "$allot" grants "$cache/tree-10k-grants"
+calendar_grants="$best"
 ratio "allot check, 10,100 projects / kdl parse" "$check_10k" "$floor_kdl" 2
 ratio "allot build, 10,100 projects / kdl parse" "$build_10k" "$floor_kdl" 4
 if [ -n "$check_10k" ]; then
     ratio "allot check, 50,500 / 10,100 projects" "$check_50k" "$check_10k" 7.5
     ratio "allot check, 10,100 projects with 100 grants / without" "$check_grants" "$check_10k" 4
+fi
+if [ -n "$check_grants" ]; then
+    ratio "allot grants / allot check, 10,100 projects, 100 grants" "$calendar_grants" "$check_grants" 4
 fi
 
 echo "==> Slurm: plan, import and fairshare of 1,010 and 10,100 accounts"

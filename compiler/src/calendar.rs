@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::Compilation;
 use crate::ast::{Budget, GrantAmount, walk};
 use crate::diagnostic::{Code, Diagnostic};
-use crate::diff::{ShareMove, diff};
+use crate::diff::{ShareMove, diff, share_moves_over_time};
 use crate::ir::{Grant, Model, Project};
-use crate::normalize::{Excess, excess, normalize};
+use crate::normalize::{Excess, allocations, excess, normalize};
 use crate::source::{Sources, Span};
 use crate::units::{Instant, format_instant};
 
@@ -26,11 +26,13 @@ pub struct Boundary {
 /// The boundaries after `from`, each against the model just before it (the first against
 /// the model at `from`). The budget must have passed the checks.
 pub fn calendar(budget: &Budget, sources: &Sources, from: Instant) -> Vec<Boundary> {
-    let mut before = normalize(budget, sources, from);
+    // Every grant, whatever the moment; at each boundary, the division alone.
+    let model = normalize(budget, sources, from);
+    let grants = grants(&model);
+    let mut before = allocations(budget, sources, from);
     let mut out = Vec::new();
     for at in boundaries(budget).into_iter().filter(|&t| t > from) {
-        let after = normalize(budget, sources, at);
-        let grants = grants(&after);
+        let after = allocations(budget, sources, at);
         let at_edge = |edge: fn(&Grant) -> Option<Instant>| -> Vec<(String, Grant)> {
             grants
                 .iter()
@@ -42,7 +44,7 @@ pub fn calendar(budget: &Budget, sources: &Sources, from: Instant) -> Vec<Bounda
             at,
             starting: at_edge(|g| g.from),
             ending: at_edge(|g| Some(g.until)),
-            moves: diff(&before, &after).share_moves,
+            moves: share_moves_over_time(&before, &after),
         });
         before = after;
     }

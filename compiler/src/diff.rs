@@ -291,26 +291,24 @@ pub fn diff(old: &Model, new: &Model) -> Diff {
     for path in after.keys().filter(|p| before.contains_key(*p)) {
         matched.insert(path.clone(), path.clone());
     }
-    let removed = |matched: &BTreeMap<String, String>| -> Vec<String> {
-        before.keys().filter(|p| !matched.values().any(|m| m == *p)).cloned().collect()
-    };
-    for new_path in after.keys().filter(|p| !before.contains_key(*p)).cloned().collect::<Vec<_>>() {
-        let candidates = removed(&matched);
-        let moved = candidates
+    // The old paths no new path has matched yet (in the end: the removed projects).
+    let mut unmatched: BTreeSet<&String> = before.keys().filter(|p| !after.contains_key(*p)).collect();
+    for new_path in after.keys().filter(|p| !before.contains_key(*p)) {
+        let moved = unmatched
             .iter()
-            .find(|old| name_of(old) == name_of(&new_path) && parent_path(old) != parent_path(&new_path));
-        if let Some(old) = moved {
-            matched.insert(new_path.clone(), old.clone());
-            continue;
-        }
-        let (new_project, _) = after[&new_path];
-        let renamed = candidates
-            .iter()
-            .filter(|old| parent_path(old) == parent_path(&new_path))
-            .map(|old| (likeness(before[old].0, new_project), old))
-            .filter(|(score, _)| *score >= 0.6)
-            .max_by(|a, b| a.0.total_cmp(&b.0));
-        if let Some((_, old)) = renamed {
+            .find(|old| name_of(old) == name_of(new_path) && parent_path(old) != parent_path(new_path));
+        let old = moved.copied().or_else(|| {
+            let (new_project, _) = after[new_path];
+            unmatched
+                .iter()
+                .filter(|old| parent_path(old) == parent_path(new_path))
+                .map(|old| (likeness(before[*old].0, new_project), *old))
+                .filter(|(score, _)| *score >= 0.6)
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, old)| old)
+        });
+        if let Some(old) = old {
+            unmatched.remove(old);
             matched.insert(new_path.clone(), old.clone());
         }
     }
@@ -383,8 +381,8 @@ pub fn diff(old: &Model, new: &Model) -> Diff {
         }
         changes.push(Change { kind, subject: format!("project {new_path}"), details, source, approvers });
     }
-    for old_path in removed(&matched) {
-        let (old_project, _) = before[&old_path];
+    for &old_path in &unmatched {
+        let (old_project, _) = before[old_path];
         changes.push(Change {
             kind: Kind::Removed,
             subject: format!("project {old_path}"),
@@ -394,7 +392,7 @@ pub fn diff(old: &Model, new: &Model) -> Diff {
                 after: String::new(),
             }],
             source: Some(old_project.source.clone()),
-            approvers: owners_at(&before, parent_path(&old_path)),
+            approvers: owners_at(&before, parent_path(old_path)),
         });
     }
 
@@ -438,51 +436,75 @@ pub fn diff(old: &Model, new: &Model) -> Diff {
         });
     }
 
-    Diff { changes, share_moves: share_moves(&before, &after, &matched) }
+    Diff { changes, share_moves: share_moves(&before, &after, &matched, &unmatched) }
 }
 
-/// Every project and cluster whose effective share or guaranteed GPUs differ.
+/// The share moves between the project trees of one budget at two moments (the same
+/// projects, in the same order; their allocations are all that is read): those [`diff`]
+/// finds, without the rest of its comparison.
+pub fn share_moves_over_time(before: &[Project], after: &[Project]) -> Vec<ShareMove> {
+    fn walk(before: &[Project], after: &[Project], moves: &mut Vec<ShareMove>) {
+        for (old, new) in before.iter().zip(after) {
+            debug_assert_eq!(old.path, new.path, "one budget's projects");
+            project_moves(&new.path, Some(old), Some(new), moves);
+            walk(&old.children, &new.children, moves);
+        }
+    }
+    let mut moves = Vec::new();
+    walk(before, after, &mut moves);
+    moves.sort_by(|a, b| (&a.cluster, &a.project).cmp(&(&b.cluster, &b.project)));
+    moves
+}
+
+/// Every project and cluster whose effective share or guaranteed GPUs differ: `matched`
+/// pairs each new path with its old one, and `removed` are the old paths without one.
 fn share_moves(
     before: &BTreeMap<String, (&Project, Option<&Project>)>,
     after: &BTreeMap<String, (&Project, Option<&Project>)>,
     matched: &BTreeMap<String, String>,
+    removed: &BTreeSet<&String>,
 ) -> Vec<ShareMove> {
+    let mut moves = Vec::new();
+    for (path, (project, _)) in after {
+        let old = matched.get(path).and_then(|o| before.get(o)).map(|(p, _)| *p);
+        project_moves(path, old, Some(project), &mut moves);
+    }
+    for &path in removed {
+        project_moves(path, Some(before[path].0), None, &mut moves);
+    }
+    moves.sort_by(|a, b| (&a.cluster, &a.project).cmp(&(&b.cluster, &b.project)));
+    moves
+}
+
+/// The moves of one project (`old` and `new` its two versions, either absent): each cluster
+/// where its effective share or guaranteed GPUs differ, or where it has one version only.
+fn project_moves(project: &str, old: Option<&Project>, new: Option<&Project>, moves: &mut Vec<ShareMove>) {
     let value = |a: &Allocation| Standing {
         normalized_share: a.normalized_share,
         effective_share: a.effective_share,
         guaranteed_gpus: a.guaranteed_gpus,
     };
-    let mut moves = Vec::new();
-    let mut push = |project: &str, old: Option<&Project>, new: Option<&Project>| {
-        let clusters: BTreeSet<&String> =
-            old.iter().chain(new.iter()).flat_map(|p| p.clusters.keys()).collect();
-        for cluster in clusters {
-            let b = old.and_then(|p| p.clusters.get(cluster)).map(value);
-            let a = new.and_then(|p| p.clusters.get(cluster)).map(value);
-            let moved = match (b, a) {
-                (Some(b), Some(a)) => {
-                    (a.effective_share - b.effective_share).abs() > 1e-9
-                        || a.guaranteed_gpus != b.guaranteed_gpus
-                }
-                _ => true,
-            };
-            if moved {
-                moves.push(ShareMove {
-                    project: project.to_string(),
-                    cluster: cluster.clone(),
-                    before: b,
-                    after: a,
-                });
+    // Each cluster once: the old version's, then those only the new one has.
+    let only_new = new
+        .into_iter()
+        .flat_map(|p| p.clusters.keys())
+        .filter(|c| !old.is_some_and(|p| p.clusters.contains_key(*c)));
+    for cluster in old.into_iter().flat_map(|p| p.clusters.keys()).chain(only_new) {
+        let b = old.and_then(|p| p.clusters.get(cluster)).map(value);
+        let a = new.and_then(|p| p.clusters.get(cluster)).map(value);
+        let moved = match (b, a) {
+            (Some(b), Some(a)) => {
+                (a.effective_share - b.effective_share).abs() > 1e-9 || a.guaranteed_gpus != b.guaranteed_gpus
             }
+            _ => true,
+        };
+        if moved {
+            moves.push(ShareMove {
+                project: project.to_string(),
+                cluster: cluster.clone(),
+                before: b,
+                after: a,
+            });
         }
-    };
-    for (path, (project, _)) in after {
-        let old = matched.get(path).and_then(|o| before.get(o)).map(|(p, _)| *p);
-        push(path, old, Some(project));
     }
-    for (path, (project, _)) in before.iter().filter(|(p, _)| !matched.values().any(|m| m == *p)) {
-        push(path, Some(project), None);
-    }
-    moves.sort_by(|a, b| (&a.cluster, &a.project).cmp(&(&b.cluster, &b.project)));
-    moves
 }

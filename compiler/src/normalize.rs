@@ -45,6 +45,12 @@ pub fn excess(budget: &Budget, sources: &Sources, at: Instant) -> Vec<Excess> {
     divide(budget, sources, at, true).2
 }
 
+/// The projects of a budget that passed the checks, at `at`, with only their paths and
+/// allocations: the division alone, none of the rest of the model.
+pub fn allocations(budget: &Budget, sources: &Sources, at: Instant) -> Vec<Project> {
+    divide(budget, sources, at, true).0
+}
+
 /// Divides each cluster down the tree at `at`: the projects (with only their allocations
 /// and paths when `allocations_only`), each cluster's unallocated GPUs, the excess.
 fn divide(
