@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use allot_compiler::calendar::Around;
 use allot_compiler::ir::Model;
 use allot_compiler::units::{Instant, parse_instant};
 use allot_compiler::{Compilation, Loader, compile};
@@ -32,8 +33,15 @@ impl Repository {
         model(&self.path, format, at)
     }
 
+    /// Its checked model at `at`, and the grant boundaries around `at`: when the shares
+    /// changed last (and what they were before) and when they change next.
+    pub fn model_around(&self, format: Format, at: Instant) -> std::io::Result<Option<(Model, Around)>> {
+        let (compilation, ok) = compiled(&self.path, format, false, at)?;
+        Ok(compilation.around(at).filter(|_| ok))
+    }
+
     /// Its checked model at `at`, with its timeline: the shares at every moment, for a
-    /// replay or to say when they change.
+    /// replay.
     pub fn model_over_time(&self, format: Format, at: Instant) -> std::io::Result<Option<Model>> {
         let (compilation, ok) = compiled(&self.path, format, false, at)?;
         Ok(compilation.over_time().filter(|_| ok))

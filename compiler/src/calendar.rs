@@ -145,6 +145,27 @@ pub fn overcommitted_from(budget: &Budget, sources: &Sources, at: Instant) -> Ve
     overcommitted(&excess)
 }
 
+/// The grant boundaries around a moment, as a live view reads them.
+#[derive(Clone, Debug)]
+pub struct Around {
+    /// The last boundary at or before the moment, with the model in force just before it.
+    pub last: Option<(Instant, Model)>,
+    /// The first boundary after the moment.
+    pub next: Option<Instant>,
+}
+
+/// The boundaries around `at`: one normalisation at most, where [`timeline`] makes one per
+/// boundary. The budget must have passed the checks.
+pub fn around(budget: &Budget, sources: &Sources, at: Instant) -> Around {
+    let moments = boundaries(budget);
+    let last = moments.iter().copied().rfind(|&t| t <= at);
+    Around {
+        // The model of the second before: no boundary falls between it and `last`.
+        last: last.map(|t| (t, normalize(budget, sources, t.saturating_sub(1)))),
+        next: moments.into_iter().find(|&t| t > at),
+    }
+}
+
 /// The model before the first boundary (from `i64::MIN`) and at each boundary, as
 /// [`Model::timeline`] holds them for replays; empty when no grant ever changes a share.
 /// The budget must have passed the checks.

@@ -54,6 +54,13 @@ impl Compilation {
         let timeline = calendar::timeline(&self.budget, &self.sources);
         self.model.map(|model| ir::Model { timeline, ..model })
     }
+
+    /// The model, and the grant boundaries around `at` ([`calendar::Around`]: the last with
+    /// the shares before it, and the next), for a live view; `None` when there are errors.
+    pub fn around(self, at: units::Instant) -> Option<(ir::Model, calendar::Around)> {
+        let around = self.model.is_some().then(|| calendar::around(&self.budget, &self.sources, at))?;
+        self.model.map(|model| (model, around))
+    }
 }
 
 /// Reads the repository from `entry` (a path the loader knows), checks it at the moment

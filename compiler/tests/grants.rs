@@ -1,7 +1,7 @@
 //! Grants across their boundaries, worked by hand: the model at several moments, the
 //! calendar, and the checks that depend on the moment.
 
-use allot_compiler::calendar::{boundaries, calendar};
+use allot_compiler::calendar::{around, boundaries, calendar};
 use allot_compiler::ir::{Model, Project};
 use allot_compiler::units::{Instant, parse_instant};
 use allot_compiler::{Code, Compilation, MemoryLoader, compile};
@@ -264,6 +264,30 @@ fn the_calendar_lists_each_boundary_with_what_starts_ends_and_moves() {
     );
     // From a later moment, only the boundaries after it.
     assert_eq!(calendar(&c.budget, &c.sources, day("2027-01-20")).len(), 1);
+}
+
+#[test]
+fn a_live_view_gets_the_last_boundary_with_the_shares_before_it_and_the_next() {
+    let c = compiled(PERCENT, "2027-01-01");
+    let gpus_of = |m: &Model| (gpus(m, "nlp", "jupiter"), gpus(m, "vision", "jupiter"));
+    // Before every boundary: no last one; the next is nlp's start.
+    let a = around(&c.budget, &c.sources, day("2027-01-01"));
+    assert!(a.last.is_none());
+    assert_eq!(a.next, Some(day("2027-01-10")));
+    // On the 15th: the last is nlp's start, with the shares of before it (30 and 60, as on
+    // the 1st); the next is vision's end.
+    let a = around(&c.budget, &c.sources, day("2027-01-15"));
+    let (last, before) = a.last.unwrap();
+    assert_eq!((last, gpus_of(&before)), (day("2027-01-10"), (30, 60)));
+    assert_eq!(a.next, Some(day("2027-01-20")));
+    // At a boundary itself, it is the last: at the 20th, the shares of before it (40 and 60).
+    let a = around(&c.budget, &c.sources, day("2027-01-20"));
+    let (last, before) = a.last.unwrap();
+    assert_eq!((last, gpus_of(&before)), (day("2027-01-20"), (40, 60)));
+    assert_eq!(a.next, Some(day("2027-02-01")));
+    // After the last: no next.
+    let a = around(&c.budget, &c.sources, day("2027-03-01"));
+    assert_eq!((a.last.map(|(t, _)| t), a.next), (Some(day("2027-02-01")), None));
 }
 
 #[test]

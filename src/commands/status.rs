@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 
+use allot_compiler::calendar::Around;
 use allot_compiler::escape::controls;
 use allot_compiler::ir::{Model, Project};
 use allot_compiler::units::format_instant;
@@ -68,8 +69,9 @@ pub fn run(args: Args, format: Format) -> Outcome {
     // One clock read: the live figures' instant, and the budgets' moment unless `--at`.
     let now = budgets::now();
     let at = args.budgets.moment.at.unwrap_or(now);
-    // With its timeline: when the shares change next, and what they were before.
-    let Some(model) = args.budgets.repository.model_over_time(format, at)? else {
+    // With the grant boundaries around: when the shares change next, and what they were
+    // before the last change.
+    let Some((model, around)) = args.budgets.repository.model_around(format, at)? else {
         return Ok(Exit::Problems);
     };
     let reading = match args.live {
@@ -77,9 +79,11 @@ pub fn run(args: Args, format: Format) -> Outcome {
             if args.context.is_some() {
                 return Err(Error::failed("--context names a kubeconfig context: it is for --live kueue"));
             }
-            read_slurm(&model, args.cluster.as_deref(), now, at)?
+            read_slurm(&model, &around, args.cluster.as_deref(), now)?
         }
-        Scheduler::Kueue => read_kueue(&model, args.cluster.as_deref(), args.context.as_deref(), now, at)?,
+        Scheduler::Kueue => {
+            read_kueue(&model, &around, args.cluster.as_deref(), args.context.as_deref(), now)?
+        }
     };
     let Reading { status, drift_line, json: extra } = reading;
     match args.format {
@@ -106,7 +110,7 @@ pub fn run(args: Args, format: Format) -> Outcome {
     Ok(Exit::Success)
 }
 
-fn read_slurm(model: &Model, cluster: Option<&str>, now: i64, at: i64) -> Result<Reading, Error> {
+fn read_slurm(model: &Model, around: &Around, cluster: Option<&str>, now: i64) -> Result<Reading, Error> {
     let cluster = slurm::live_cluster(&tree::slurm_clusters(model), cluster)?;
     let jobs = slurm::queue(&cluster)?;
     let state = Live::read(&cluster, true)?;
@@ -126,7 +130,7 @@ fn read_slurm(model: &Model, cluster: Option<&str>, now: i64, at: i64) -> Result
         )
     };
     let behind = |before: &Model| plan::plan(&tree::desired(before, &cluster), &live_tree).is_empty();
-    let (grants_line, grants_json) = grant_moments(model, at, !drift.is_empty(), behind);
+    let (grants_line, grants_json) = grant_moments(around, !drift.is_empty(), behind);
     drift_line.push_str(&grants_line);
     // The live QOS, read with the associations.
     let live_qos = live_tree.qos.as_deref().unwrap_or_default();
@@ -148,20 +152,17 @@ fn read_slurm(model: &Model, cluster: Option<&str>, now: i64, at: i64) -> Result
 
 /// What grants say of the live configuration: a line for each (empty when none applies) and
 /// their JSON fields. When the live configuration differs from the budgets (`drifted`) but
-/// is the budgets' of before the last grant boundary at or before `at` (`behind` says
-/// whether it matches a model), it is behind that boundary; the next boundary after `at`,
-/// when there is one, is when the shares change next.
+/// is the budgets' of before the last grant boundary at or before the moment read
+/// (`behind` says whether it matches a model), it is behind that boundary; the next
+/// boundary, when there is one, is when the shares change next.
 fn grant_moments(
-    model: &Model,
-    at: i64,
+    around: &Around,
     drifted: bool,
     behind: impl Fn(&Model) -> bool,
 ) -> (String, Vec<(&'static str, serde_json::Value)>) {
-    let timeline = &model.timeline;
-    let last = timeline.iter().enumerate().skip(1).rfind(|(_, (from, _))| *from <= at);
     let behind_since =
-        last.filter(|_| drifted).filter(|&(k, _)| behind(&timeline[k - 1].1)).map(|(_, (from, _))| *from);
-    let next = timeline.iter().map(|(from, _)| *from).find(|&from| from > at);
+        around.last.as_ref().filter(|_| drifted).filter(|(_, before)| behind(before)).map(|(from, _)| *from);
+    let next = around.next;
     let mut line = String::new();
     if let Some(since) = behind_since {
         line.push_str(&format!(
@@ -181,10 +182,10 @@ fn grant_moments(
 
 fn read_kueue(
     model: &Model,
+    around: &Around,
     cluster: Option<&str>,
     context: Option<&str>,
     now: i64,
-    at: i64,
 ) -> Result<Reading, Error> {
     let (cluster, binding) = kueue::live_cluster(model, cluster)?;
     let connection = kueue::Connection::open(context)?;
@@ -221,7 +222,7 @@ fn read_kueue(
         line
     };
     let behind = |before: &Model| drift::drift(&objects::objects(before, &cluster.name), written).is_empty();
-    let (grants_line, grants_json) = grant_moments(model, at, !drift.is_empty(), behind);
+    let (grants_line, grants_json) = grant_moments(around, !drift.is_empty(), behind);
     drift_line.push_str(&grants_line);
     let mut json = vec![("drift", drift::json(&drift))];
     json.extend(grants_json);
