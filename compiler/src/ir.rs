@@ -36,25 +36,20 @@ pub struct Model {
 impl Model {
     /// Every project by path, with its parent.
     pub fn projects_by_path(&self) -> BTreeMap<String, (&Project, Option<&Project>)> {
-        projects_by_path(&self.projects)
-    }
-}
-
-/// Every project of a tree (top-level `projects` and their subtrees) by path, with its parent.
-pub fn projects_by_path(projects: &[Project]) -> BTreeMap<String, (&Project, Option<&Project>)> {
-    fn go<'m>(
-        projects: &'m [Project],
-        parent: Option<&'m Project>,
-        out: &mut BTreeMap<String, (&'m Project, Option<&'m Project>)>,
-    ) {
-        for p in projects {
-            out.insert(p.path.clone(), (p, parent));
-            go(&p.children, Some(p), out);
+        fn go<'m>(
+            projects: &'m [Project],
+            parent: Option<&'m Project>,
+            out: &mut BTreeMap<String, (&'m Project, Option<&'m Project>)>,
+        ) {
+            for p in projects {
+                out.insert(p.path.clone(), (p, parent));
+                go(&p.children, Some(p), out);
+            }
         }
+        let mut out = BTreeMap::new();
+        go(&self.projects, None, &mut out);
+        out
     }
-    let mut out = BTreeMap::new();
-    go(projects, None, &mut out);
-    out
 }
 
 /// A pool of GPUs.
