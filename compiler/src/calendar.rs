@@ -28,17 +28,13 @@ pub struct Boundary {
 pub fn calendar(budget: &Budget, sources: &Sources, from: Instant) -> Vec<Boundary> {
     // Every grant, whatever the moment; at each boundary, the division alone.
     let model = normalize(budget, sources, from);
-    let grants = grants(&model);
-    let mut before = allocations(budget, sources, from);
+    let grants: Vec<(String, Grant)> = grants(&model).into_iter().map(|(p, g)| (p, g.clone())).collect();
+    let mut before = model.projects;
     let mut out = Vec::new();
     for at in boundaries(budget).into_iter().filter(|&t| t > from) {
         let after = allocations(budget, sources, at);
         let at_edge = |edge: fn(&Grant) -> Option<Instant>| -> Vec<(String, Grant)> {
-            grants
-                .iter()
-                .filter(|(_, g)| edge(g) == Some(at))
-                .map(|(p, g)| (p.clone(), (*g).clone()))
-                .collect()
+            grants.iter().filter(|(_, g)| edge(g) == Some(at)).cloned().collect()
         };
         out.push(Boundary {
             at,

@@ -58,8 +58,8 @@ impl Compilation {
     /// The model, and the grant boundaries around `at` ([`calendar::Around`]: the last with
     /// the shares before it, and the next), for a live view; `None` when there are errors.
     pub fn around(self, at: units::Instant) -> Option<(ir::Model, calendar::Around)> {
-        let around = self.model.is_some().then(|| calendar::around(&self.budget, &self.sources, at))?;
-        self.model.map(|model| (model, around))
+        let model = self.model?;
+        Some((model, calendar::around(&self.budget, &self.sources, at)))
     }
 }
 

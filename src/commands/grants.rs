@@ -79,7 +79,7 @@ fn figures(m: &ShareMove) -> (u64, u64, f64, f64) {
 /// `7 → 13 GPUs (10.789% → 21.000% of jupiter)`.
 fn moved(m: &ShareMove) -> String {
     let (gpus_before, gpus_after, before, after) = figures(m);
-    format!("{gpus_before} → {gpus_after} GPUs ({before:.3}% → {after:.3}% of {})", m.cluster)
+    format!("{gpus_before} → {gpus_after} GPUs ({before:.3}% → {after:.3}% of {})", terminal(&m.cluster))
 }
 
 fn human(at: Instant, in_force: &[(String, &Grant)], calendar: &[Boundary]) -> String {
@@ -106,9 +106,10 @@ fn human(at: Instant, in_force: &[(String, &Grant)], calendar: &[Boundary]) -> S
         if boundary.moves.is_empty() {
             out.push_str("  no guaranteed GPUs or effective shares move\n");
         }
-        let width = boundary.moves.iter().map(|m| m.project.chars().count()).max().unwrap_or(0);
-        for m in &boundary.moves {
-            out.push_str(&format!("    {:width$}  {}\n", m.project, moved(m)));
+        let projects: Vec<String> = boundary.moves.iter().map(|m| terminal(&m.project)).collect();
+        let width = projects.iter().map(|p| p.chars().count()).max().unwrap_or(0);
+        for (project, m) in projects.iter().zip(&boundary.moves) {
+            out.push_str(&format!("    {project:width$}  {}\n", moved(m)));
         }
     }
     out

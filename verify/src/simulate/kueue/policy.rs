@@ -180,10 +180,9 @@ impl EngineRules for Rules {
 
     fn schedule(&mut self, engine: &mut Engine, cluster: &mut ClusterState, now: i64) {
         // A cluster's state is made when its first job queues.
-        let Some(mut state) = self.states.remove(&cluster.name) else { return };
+        let Some(state) = self.states.get_mut(&cluster.name) else { return };
         state.follow(&self.kueue.clusters[&*cluster.name], now);
         state.schedule(engine, cluster, now);
-        self.states.insert(cluster.name.clone(), state);
     }
 
     /// The cluster's next quota change after `last` (its objects of a later grant boundary),
@@ -199,11 +198,10 @@ impl EngineRules for Rules {
 
     /// At a quota change, the cluster is scheduled with the new quotas.
     fn periodic(&mut self, engine: &mut Engine, cluster: &mut ClusterState, now: i64) {
-        let Some(mut state) = self.states.remove(&cluster.name) else { return };
+        let Some(state) = self.states.get_mut(&cluster.name) else { return };
         if state.follow(&self.kueue.clusters[&*cluster.name], now) {
             state.schedule(engine, cluster, now);
         }
-        self.states.insert(cluster.name.clone(), state);
     }
 }
 
