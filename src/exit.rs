@@ -46,7 +46,7 @@ pub enum Error {
     Io(#[from] std::io::Error),
     /// A git revision of the budgets that cannot be read.
     #[error(transparent)]
-    Git(#[from] crate::git_loader::GitError),
+    Git(#[from] crate::input::git_loader::GitError),
     /// A failure explained in words (a file that does not parse, an unknown revision...).
     #[error("{0}")]
     Failed(String),

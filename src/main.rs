@@ -2,23 +2,16 @@
 //! ([`commands`]). The commands do the I/O, the rendering and choose the exit status
 //! ([`exit`], documented in docs/cli.md); the libraries do the rest.
 
-mod apply_lock;
+mod args;
 mod budgets;
 mod commands;
 mod diagnostics;
 mod exit;
-mod fs_loader;
-mod git_loader;
 mod github;
-mod kueue;
-mod kueue_files;
+mod input;
 mod output;
-mod read;
-mod saved_plan;
 mod simulation;
-mod slurm;
-mod timeout;
-mod traces;
+mod systems;
 
 use std::io::ErrorKind;
 use std::process::ExitCode;
@@ -100,7 +93,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let format = cli.diagnostics.unwrap_or_else(diagnostics::Format::detect);
-    match timeout::set(cli.timeout.as_deref()).and_then(|()| run(cli.command, format)) {
+    match systems::timeout::set(cli.timeout.as_deref()).and_then(|()| run(cli.command, format)) {
         Ok(exit) => exit.into(),
         Err(Error::Io(e)) if e.kind() == ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {

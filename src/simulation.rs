@@ -13,22 +13,22 @@ use std::sync::Arc;
 
 use allot_compiler::escape;
 use allot_compiler::ir::{Cluster, KubernetesBinding, KubernetesScheduler, Model};
-use allot_targets::kubernetes::{self, kueue};
-use allot_verify::figures::Audit;
-use allot_verify::render::simulation::{self, Outcome};
-use allot_verify::report;
-use allot_verify::schedule::ScheduleWriter;
-use allot_verify::simulate::{
+use allot_simulate::render::{self, Outcome};
+use allot_simulate::schedule::ScheduleWriter;
+use allot_simulate::{
     ClusterObjects, Kueue, Policy, Simulation, SlurmSettings, UNBUDGETED, simulate, simulate_into,
 };
+use allot_targets::kubernetes::{self, kueue};
+use allot_verify::figures::Audit;
+use allot_verify::report;
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
 
 use crate::exit::Error;
-use crate::kueue_files::{Folder, KueueFiles, first_few};
+use crate::input::kueue_files::{Folder, KueueFiles, first_few};
+use crate::input::traces::TraceInput;
 use crate::output::{AtomicFile, plural, unreplaceable};
-use crate::traces::TraceInput;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum PolicyName {
@@ -306,17 +306,17 @@ fn outcomes<'r>(runs: &'r Runs<'_, '_>) -> Vec<Outcome<'r>> {
 
 /// The runs side by side, as text.
 pub fn side_by_side(runs: &Runs<'_, '_>) -> String {
-    simulation::text(&outcomes(runs))
+    render::text(&outcomes(runs))
 }
 
 /// The runs side by side, as Markdown with charts.
 pub fn markdown(runs: &Runs<'_, '_>) -> String {
-    simulation::markdown(&outcomes(runs))
+    render::markdown(&outcomes(runs))
 }
 
 /// Every run in full, as JSON.
 pub fn json(runs: &Runs<'_, '_>) -> Value {
-    simulation::json(&outcomes(runs))
+    render::json(&outcomes(runs))
 }
 
 /// Simulates one scenario, with a progress line; its schedule written to `schedule` (a file

@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use allot_verify::simulate::SlurmSettings;
+use allot_simulate::SlurmSettings;
 
 mod common;
 

@@ -661,7 +661,7 @@ fn apply_a_saved_plan(example: &Path, cluster: &str, work: &Path) {
 }
 
 /// A job's usage as Slurm decays it, against allot's model of the decay thread
-/// (`allot_verify::decay`): a 2-GPU job of 50 s under a one-minute half-life, its RawUsage
+/// (`allot_simulate::decay`): a 2-GPU job of 50 s under a one-minute half-life, its RawUsage
 /// read after the first pass that follows its end. Slurm's passes come every
 /// PriorityCalcPeriod (1 minute here) from when slurmctld started; the last one is in
 /// `priority_last_decay_ran` in its StateSaveLocation (a big-endian 64-bit time).
@@ -714,8 +714,8 @@ fn check_decay() {
         .and_then(|f| f[2].parse().ok())
         .unwrap_or_else(|| panic!("no usage of priya in decay:\n{text}"));
     // allot's model, with the passes every 60 s back from the last one.
-    let decay = allot_verify::decay::Decay::new(60.0, 60);
-    let mut usage = allot_verify::decay::Usage::new(1, decay);
+    let decay = allot_simulate::decay::Decay::new(60.0, 60);
+    let mut usage = allot_simulate::decay::Usage::new(1, decay);
     let origin = pass - 60 * ((pass - start) / 60 + 2);
     usage.start(0, origin, 0.0);
     usage.start(0, start, billing);

@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use allot_verify::simulate::{Policy, SlurmSettings, simulate_with_runs};
+use allot_simulate::{Policy, SlurmSettings, simulate_with_runs};
 use allot_verify::trace::Job;
 
 mod common;

@@ -7,9 +7,9 @@
 use std::sync::Arc;
 
 use allot_compiler::source::SourceFile;
+use allot_simulate::{Policy, simulate};
 use allot_targets::slurm::fair_tree::{Association, FairTree, Shares};
 use allot_verify::entitlement::{Hierarchy, Node, NodeId};
-use allot_verify::simulate::{Policy, simulate};
 use allot_verify::trace::Job;
 
 fn main() {

@@ -18,7 +18,7 @@ use similar::{ChangeTag, TextDiff};
 
 use crate::exit::{Error, Exit, Outcome};
 use crate::output::print;
-use crate::{apply_lock, saved_plan, slurm};
+use crate::systems::{apply_lock, saved_plan, slurm};
 
 #[derive(clap::Subcommand)]
 pub enum Target {

@@ -18,7 +18,7 @@ use allot_compiler::ir::Model;
 use allot_targets::{Emitted, OutputFile, registry};
 use git2::{ObjectType, Oid};
 
-use crate::budgets;
+use crate::args;
 use crate::diagnostics::Format;
 use crate::exit::{Error, Exit, Outcome};
 use crate::output::print;
@@ -33,7 +33,7 @@ const TEMPORARY: &str = ".allot-tmp-";
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    budgets: budgets::RepositoryAt,
+    budgets: args::RepositoryAt,
     /// The output folder; each target writes OUT/<target>/.
     #[arg(long)]
     out: PathBuf,

@@ -3,6 +3,7 @@
 
 use allot_compiler::{Compilation, ast};
 
+use crate::args;
 use crate::budgets;
 use crate::diagnostics::{self, Format};
 use crate::exit::{Exit, Outcome};
@@ -11,7 +12,7 @@ use crate::output::{plural, print};
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    repository: budgets::Repository,
+    repository: args::Repository,
     /// Fail on warnings too.
     #[arg(long)]
     deny_warnings: bool,

@@ -15,15 +15,16 @@ use std::path::{Path, PathBuf};
 use allot_compiler::calendar;
 use allot_compiler::ir::Model;
 
+use crate::args;
 use crate::budgets;
 use crate::diagnostics::Format;
 use crate::exit::{Exit, Outcome};
-use crate::git_loader::GitRepo;
-use crate::kueue_files::KueueFiles;
+use crate::input::git_loader::GitRepo;
+use crate::input::kueue_files::KueueFiles;
+use crate::input::traces::TraceInput;
 use crate::output::{json, print};
 use crate::simulation::{self, PolicyName, Scenario};
-use crate::traces::TraceInput;
-use allot_verify::simulate::SlurmSettings;
+use allot_simulate::SlurmSettings;
 use review::plain;
 
 #[derive(clap::Args)]
@@ -31,7 +32,7 @@ pub struct Args {
     /// The budgets, and the moment of the review (`--at`): the shares in force then, and the
     /// grant boundaries of the 30 days after it.
     #[command(flatten)]
-    budgets: budgets::RepositoryAt,
+    budgets: args::RepositoryAt,
     /// The base revision (branch, tag, commit, HEAD~1).
     #[arg(long)]
     against: String,

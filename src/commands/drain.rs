@@ -1,6 +1,6 @@
 //! `allot drain NODES [PATH] --live slurm --reason TEXT`: empties broken nodes at the
 //! contracts' boundaries. The nodes are drained in Slurm (no job starts there any more, the
-//! reason `allot drain: TEXT`), then each job on them is planned ([`allot_verify::drain`]):
+//! reason `allot drain: TEXT`), then each job on them is planned ([`allot_live::drain`]):
 //! a resumable job past its minimum runtime is requeued now, one still protected is
 //! requeued when its protection ends, a job that is not resumable runs to its end; and the
 //! nodes are empty when the last has left. Without `--wait` the plan is said with its times
@@ -15,26 +15,25 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use allot_compiler::escape::{controls, markdown};
-use allot_compiler::ir::Model;
+use allot_live::drain::{self, Kept, Leaves, Terms};
 use allot_targets::slurm::qos;
-use allot_targets::slurm::tree::{self, PREEMPTIBLE_QOS};
-use allot_verify::drain::{self, Kept, Leaves, Terms};
+use allot_targets::slurm::tree::{self};
 use allot_verify::render::time;
 use serde_json::{Value, json};
 
-use crate::budgets;
-use crate::commands::status::Scheduler;
+use crate::args::{self, Scheduler};
 use crate::diagnostics::Format;
 use crate::exit::{Error, Exit, Outcome};
 use crate::output::{self, print};
-use crate::slurm::{self, Node};
+use crate::systems::drains::{REASON, drained_by_allot, terms, unavailable};
+use crate::systems::slurm::{self, Node};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// The nodes, separated by commas (`gpu01,gpu02`).
     nodes: String,
     #[command(flatten)]
-    repository: budgets::Repository,
+    repository: args::Repository,
     /// The live scheduler: Slurm (Kubernetes nodes are not drained yet).
     #[arg(long, value_enum)]
     live: Scheduler,
@@ -61,9 +60,6 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "human")]
     format: output::Format,
 }
-
-/// How the reason of a drain allot made starts.
-pub const REASON: &str = "allot drain: ";
 
 /// The longest reason taken, in characters.
 const MAX_REASON: usize = 200;
@@ -407,32 +403,6 @@ fn reason(text: &str) -> Result<String, Error> {
     Ok(format!("{REASON}{text}"))
 }
 
-/// What each QOS lets a drain do: the budgets' contracts (and the preemptible QOS: no
-/// protection, resumable), each merged with its `live` QOS when Slurm has it (the longer
-/// protection; resumable only when the live QOS requeues too).
-fn terms(model: &Model, live: &[qos::Qos]) -> HashMap<String, Terms> {
-    let live: HashMap<&str, &qos::Qos> = live.iter().map(|q| (q.name.as_str(), q)).collect();
-    let contracts = model
-        .contracts
-        .iter()
-        .map(|c| (c.name.as_str(), c.min_runtime_seconds, c.resumable, c.max_runtime_seconds));
-    let preemptible = std::iter::once((PREEMPTIBLE_QOS, 0, true, None));
-    contracts
-        .chain(preemptible)
-        .map(|(name, protected, resumable, max_runtime)| {
-            let terms = match live.get(name) {
-                None => Terms { protected_seconds: protected, resumable, max_runtime_seconds: max_runtime },
-                Some(q) => Terms {
-                    protected_seconds: protected.max(q.preempt_exempt.unwrap_or(0)),
-                    resumable: resumable && q.preempt_mode.split(',').any(|m| m == "requeue"),
-                    max_runtime_seconds: max_runtime,
-                },
-            };
-            (name.to_string(), terms)
-        })
-        .collect()
-}
-
 /// `--resume`: the nodes allot drained return to service; any other is refused.
 fn resume(cluster: &str, nodes: &[Node]) -> Outcome {
     if let Some(other) = nodes.iter().find(|n| !drained_by_allot(n)) {
@@ -597,74 +567,4 @@ impl Report<'_> {
             "requeues_failed": self.failed,
         })
     }
-}
-
-/// A node allot drains, as `allot status` shows it.
-pub struct Draining {
-    pub node: String,
-    /// Its reason, after allot's prefix.
-    pub reason: String,
-    /// The jobs still on it.
-    pub jobs: usize,
-    /// When it will be empty (`None`: a job on it has no known end).
-    pub empty_at: Option<i64>,
-}
-
-/// The nodes of `cluster` that allot drains, each with the jobs still on it and when it
-/// will be empty at `now` under the contracts and the `live` QOS (one `squeue` a node;
-/// none when no node is allot's).
-pub fn draining(model: &Model, live: &[qos::Qos], cluster: &str, now: i64) -> Result<Vec<Draining>, Error> {
-    let ours: Vec<Node> = slurm::nodes(cluster, &[])?.into_iter().filter(drained_by_allot).collect();
-    if ours.is_empty() {
-        return Ok(Vec::new());
-    }
-    let terms = terms(model, live);
-    ours.into_iter()
-        .map(|node| {
-            let plan = drain::plan(&slurm::node_jobs(cluster, &[&node.name])?, &terms, now);
-            Ok(Draining {
-                reason: node.reason.strip_prefix(REASON).unwrap_or(&node.reason).to_string(),
-                node: node.name,
-                jobs: plan.jobs.len(),
-                empty_at: plan.empty_at,
-            })
-        })
-        .collect()
-}
-
-impl Draining {
-    /// One line: `gpu01 (disk failing): 2 jobs left, empty at 2026-12-03T11:02:10Z`.
-    pub fn said(&self, now: i64) -> String {
-        let jobs = match self.jobs {
-            0 => "empty".to_string(),
-            1 => "1 job left".to_string(),
-            n => format!("{n} jobs left"),
-        };
-        let when = match self.empty_at {
-            _ if self.jobs == 0 => String::new(),
-            Some(at) if at > now => format!(", empty at {}", time(at)),
-            Some(_) => {
-                ", empty as soon as the jobs due leave (run `allot drain` again, or with --wait)".to_string()
-            }
-            None => ", no time to be empty (a job has no known end)".to_string(),
-        };
-        format!("{} ({}): {jobs}{when}", controls(&self.node, false), controls(&self.reason, false))
-    }
-
-    pub fn json(&self) -> Value {
-        json!({ "node": self.node, "reason": self.reason, "jobs": self.jobs, "empty_at": self.empty_at })
-    }
-}
-
-/// Whether `node` cannot take jobs: drained, draining, down, failed or in maintenance.
-fn unavailable(node: &Node) -> bool {
-    node.state
-        .split('+')
-        .any(|f| matches!(f, "drain" | "drained" | "draining" | "down" | "fail" | "failing" | "maint"))
-}
-
-/// Whether allot drained `node`: draining or drained, with allot's reason.
-fn drained_by_allot(node: &Node) -> bool {
-    node.state.split('+').any(|f| matches!(f, "drain" | "drained" | "draining"))
-        && node.reason.starts_with(REASON)
 }

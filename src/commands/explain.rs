@@ -12,22 +12,21 @@ mod kueue;
 
 use std::borrow::Cow;
 
+use allot_live::explain::{self, FloorWait, Preemptible, Tier};
+use allot_live::squeue::{self, QueuedJob};
+use allot_live::standing::{self, BudgetNow};
 use allot_targets::slurm::fair_tree::{FairTree, ShareRow};
 use allot_targets::slurm::qos::{self, Qos};
 use allot_targets::slurm::tree;
-use allot_verify::explain::{self, FloorWait, Preemptible, Tier};
-use allot_verify::live::{self, BudgetNow};
 use allot_verify::render;
-use allot_verify::squeue::{self, QueuedJob};
 use serde_json::{Value, json};
 
-use crate::budgets;
-use crate::commands::status;
+use crate::args::{self, Scheduler};
 use crate::diagnostics::Format;
 use crate::exit::{Error, Exit, Outcome};
 use crate::output::print;
-use crate::saved_plan::Live;
-use crate::slurm;
+use crate::systems::saved_plan::Live;
+use crate::systems::{floors, slurm};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -35,9 +34,9 @@ pub struct Args {
     job: String,
     /// The live scheduler to read.
     #[arg(long, value_enum)]
-    live: status::Scheduler,
+    live: Scheduler,
     #[command(flatten)]
-    repository: budgets::Repository,
+    repository: args::Repository,
     /// The cluster to read, when the budgets bind several to the scheduler (Slurm: the
     /// Slurm cluster's name; Kueue: the allot cluster's).
     #[arg(long)]
@@ -63,7 +62,7 @@ pub(super) const AHEAD_SHOWN: usize = 5;
 
 pub fn run(args: Args, format: Format) -> Outcome {
     let Some(model) = args.repository.model(format)? else { return Ok(Exit::Problems) };
-    if args.live == status::Scheduler::Kueue {
+    if args.live == Scheduler::Kueue {
         return kueue::run(&model, &args.job, args.cluster.as_deref(), args.context.as_deref(), args.format);
     }
     if args.context.is_some() {
@@ -90,9 +89,10 @@ pub fn run(args: Args, format: Format) -> Outcome {
         print(&finished(&args.job, &line, args.format))?;
         return Ok(Exit::Success);
     };
-    let floors = status::floors(&model, &cluster)?;
-    let (_, path) = live::budget_of(&model, &job.job, &floors).map_err(|e| Error::failed(e.to_string()))?;
-    let status = live::status_with_floors(&model, squeue::demand(&queue), now, &floors)
+    let floors = floors::floors(&model, &cluster)?;
+    let (_, path) =
+        standing::budget_of(&model, &job.job, &floors).map_err(|e| Error::failed(e.to_string()))?;
+    let status = standing::status_with_floors(&model, squeue::demand(&queue), now, &floors)
         .map_err(|e| Error::failed(e.to_string()))?;
     let budget = status.clusters.iter().flat_map(|c| &c.budgets).find(|b| b.path == path).cloned();
     let qos =
@@ -106,7 +106,7 @@ pub fn run(args: Args, format: Format) -> Outcome {
         Cow::Owned(
             queue
                 .iter()
-                .map(|q| QueuedJob { job: live::placed(&q.job, &floors).into_owned(), ..q.clone() })
+                .map(|q| QueuedJob { job: standing::placed(&q.job, &floors).into_owned(), ..q.clone() })
                 .collect(),
         )
     };
@@ -501,11 +501,11 @@ fn budget_lines(budget: Option<&BudgetNow>) -> String {
         b.pending_gpus,
         b.entitled_gpus,
         match b.standing {
-            live::Standing::Over =>
+            standing::Standing::Over =>
                 "over its entitlement: its work beyond it is borrowed from budgets owed it",
-            live::Standing::Under => "under its entitlement: it is owed GPUs",
-            live::Standing::Within => "within its entitlement",
-            live::Standing::Idle => "idle",
+            standing::Standing::Under => "under its entitlement: it is owed GPUs",
+            standing::Standing::Within => "within its entitlement",
+            standing::Standing::Idle => "idle",
         }
     )
 }

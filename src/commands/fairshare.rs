@@ -9,9 +9,9 @@ use allot_targets::slurm::tree::{self, Tree};
 use allot_targets::slurm::usage::Usage;
 
 use crate::budgets;
-use crate::commands::plan::read_dump;
 use crate::diagnostics::Format;
 use crate::exit::{Error, Exit, Outcome};
+use crate::input::dump;
 use crate::output::print;
 
 #[derive(clap::Args)]
@@ -48,7 +48,7 @@ pub fn run(args: Args, format: Format) -> Outcome {
             budgets_tree(&model)?
         }
     };
-    let text = read_dump(&args.usage)?;
+    let text = dump::read(&args.usage)?;
     let usage = Usage::parse(&text).map_err(|e| Error::failed(format!("{} {e}", args.usage.display())))?;
     let order = match args.slurm_version {
         SlurmVersion::Slurm22 => SiblingOrder::Slurm22,
@@ -67,7 +67,7 @@ fn dump(path: &Path) -> Result<Option<String>, Error> {
     if !path.is_file() || path.extension().is_some_and(|e| e == "kdl") {
         return Ok(None);
     }
-    let text = read_dump(path)?;
+    let text = dump::read(path)?;
     Ok(text.lines().any(|l| l.trim_start().starts_with("Cluster - ")).then_some(text))
 }
 

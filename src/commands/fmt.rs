@@ -9,7 +9,7 @@ use allot_compiler::{Code, compile};
 
 use crate::diagnostics::{self, Format};
 use crate::exit::{Exit, Outcome};
-use crate::fs_loader::FsLoader;
+use crate::input::fs_loader::FsLoader;
 use crate::output::{print, unreplaceable, write_atomically};
 
 #[derive(clap::Args)]

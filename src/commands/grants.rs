@@ -10,6 +10,7 @@ use allot_compiler::ir::Grant;
 use allot_compiler::units::{Instant, format_instant};
 use serde_json::json;
 
+use crate::args;
 use crate::budgets;
 use crate::diagnostics::Format;
 use crate::exit::{Exit, Outcome};
@@ -18,7 +19,7 @@ use crate::output::{self, json, print};
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    budgets: budgets::RepositoryAt,
+    budgets: args::RepositoryAt,
     /// Print only the next moment at which a share changes (nothing when none will).
     #[arg(long)]
     next: bool,

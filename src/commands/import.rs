@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use allot_targets::slurm::{import, tree};
 
-use crate::commands::plan::read_dump;
 use crate::exit::{Error, Exit, Outcome};
+use crate::input::dump;
 use crate::output::{print, write_atomically};
 
 /// The problems said one by one; the rest are counted.
@@ -39,7 +39,7 @@ pub struct SlurmArgs {
 
 pub fn run(target: Target) -> Outcome {
     let Target::Slurm(args) = target;
-    let text = read_dump(&args.dump)?;
+    let text = dump::read(&args.dump)?;
     let live = tree::parse(&text)
         .map_err(|e| Error::failed(format!("{}: not a sacctmgr dump: {e}", args.dump.display())))?;
     let options =

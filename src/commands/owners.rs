@@ -3,15 +3,15 @@
 //! escaped as CODEOWNERS reads them, and a path or an owner that cannot be written safely
 //! stops the command (see [`allot_compiler::owners::codeowners_line`]).
 
-use crate::budgets;
+use crate::args;
 use crate::diagnostics::Format;
 use crate::exit::{Error, Exit, Outcome};
-use crate::fs_loader::FsLoader;
-use crate::git_loader::GitRepo;
+use crate::input::fs_loader::FsLoader;
+use crate::input::git_loader::GitRepo;
 use crate::output::print;
 
 /// The repository to read (`PATH`).
-pub type Args = budgets::Repository;
+pub type Args = args::Repository;
 
 pub fn run(args: Args, format: Format) -> Outcome {
     let Some(model) = args.model(format)? else { return Ok(Exit::Problems) };

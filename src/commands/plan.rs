@@ -1,18 +1,19 @@
 //! `allot plan slurm`: the changes that take a live Slurm association tree (a `sacctmgr
 //! dump`, or `sacctmgr` itself) to the budgets, Terraform-style, with drift shown apart, a
 //! guard on deletions, the ordered `sacctmgr` script on request, and the plan saved for
-//! `allot apply slurm` ([`saved_plan`](crate::saved_plan)).
+//! `allot apply slurm` ([`saved_plan`](crate::systems::saved_plan)).
 
 use std::path::{Path, PathBuf};
 
 use allot_targets::slurm::{check_tree, plan, tree};
 
-use crate::budgets;
+use crate::args;
 use crate::diagnostics::Format;
 use crate::exit::{Error, Exit, Outcome};
+use crate::input::dump;
 use crate::output::{self, json, print, write_atomically};
-use crate::saved_plan::{self, Live};
-use crate::slurm;
+use crate::systems::saved_plan::{self, Live};
+use crate::systems::slurm;
 
 #[derive(clap::Subcommand)]
 pub enum Target {
@@ -23,7 +24,7 @@ pub enum Target {
 #[derive(clap::Args)]
 pub struct SlurmArgs {
     #[command(flatten)]
-    budgets: budgets::RepositoryAt,
+    budgets: args::RepositoryAt,
     /// The live tree: a `sacctmgr dump CLUSTER file=...` output (`-`: standard input), or,
     /// given alone, read with `sacctmgr dump`, and the QOS with `sacctmgr show qos` (put
     /// PATH before it).
@@ -58,7 +59,7 @@ pub fn run(target: Target, format: Format) -> Outcome {
     };
     let clusters = tree::slurm_clusters(&model);
     let (state, read_from) = match args.live.flatten() {
-        Some(path) => (Live { dump: read_dump(&path)?, qos: None }, path.display().to_string()),
+        Some(path) => (Live { dump: dump::read(&path)?, qos: None }, path.display().to_string()),
         None => {
             let cluster = slurm::live_cluster(&clusters, args.cluster.as_deref())?;
             (Live::read(&cluster, true)?, format!("sacctmgr, cluster {cluster}"))
@@ -133,18 +134,6 @@ pub fn run(target: Target, format: Format) -> Outcome {
         eprintln!("wrote {}: apply it with `allot apply slurm {}`", path.display(), path.display());
     }
     Ok(Exit::changes(args.detailed_exitcode, !plan.is_empty()))
-}
-
-/// A `sacctmgr dump` (or a usage file) from a regular file, or from standard input for
-/// `-`, within [`tree::MAX_DUMP_BYTES`]; a file that cannot be read is an error naming it.
-pub fn read_dump(path: &Path) -> Result<String, Error> {
-    let limit = tree::MAX_DUMP_BYTES as u64;
-    let text = if path == Path::new("-") {
-        crate::read::read_stdin(limit)
-    } else {
-        crate::read::read_text(path, limit)
-    };
-    text.map_err(|e| Error::failed(format!("{}: {e}", path.display())))
 }
 
 #[cfg(unix)]

@@ -5,18 +5,19 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use allot_simulate::{Policy, SlurmSettings};
 use allot_verify::audit;
-use allot_verify::simulate::{Policy, SlurmSettings};
 use allot_verify::{expectations, render};
 
+use crate::args;
 use crate::budgets;
 use crate::diagnostics::Format;
 use crate::exit::{Error, Exit, Outcome};
-use crate::git_loader::GitRepo;
-use crate::kueue_files::{self, KueueFiles, ObjectsArg};
+use crate::input::git_loader::GitRepo;
+use crate::input::kueue_files::{self, KueueFiles, ObjectsArg};
+use crate::input::traces::TraceInput;
 use crate::output::{self, json, plural, print};
 use crate::simulation::{self, PolicyName, Scenario};
-use crate::traces::TraceInput;
 
 /// The largest `slurm.conf` read (real ones are a few kilobytes).
 const MAX_SLURM_CONF_BYTES: u64 = 1 << 20;
@@ -34,7 +35,7 @@ pub enum Command {
 #[derive(clap::Args)]
 pub struct AuditArgs {
     #[command(flatten)]
-    repository: budgets::Repository,
+    repository: args::Repository,
     #[command(flatten)]
     input: TraceInput,
     /// The window of the per-window figures [default: the policy window].
@@ -58,7 +59,7 @@ enum Align {
 #[derive(clap::Args)]
 pub struct SimulateArgs {
     #[command(flatten)]
-    repository: budgets::Repository,
+    repository: args::Repository,
     #[command(flatten)]
     input: TraceInput,
     /// The policies to run, side by side (e.g. `slurm,budget,priority`); by default `kueue`
@@ -176,7 +177,7 @@ fn simulate(args: SimulateArgs, format: Format) -> Outcome {
     let slurm = match &args.slurm_conf {
         None => SlurmSettings::default(),
         Some(path) => {
-            let text = crate::read::read_text(path, MAX_SLURM_CONF_BYTES)
+            let text = crate::input::read::read_text(path, MAX_SLURM_CONF_BYTES)
                 .map_err(|e| Error::failed(format!("--slurm-conf {}: {e}", path.display())))?;
             SlurmSettings::read(&text)
                 .map_err(|e| Error::failed(format!("--slurm-conf {}: {e}", path.display())))?

@@ -13,29 +13,28 @@ use std::collections::HashMap;
 
 use allot_compiler::calendar::Around;
 use allot_compiler::escape::controls;
-use allot_compiler::ir::{Model, Project};
+use allot_compiler::ir::Model;
 use allot_compiler::units::format_instant;
+use allot_live::kueue::Kueue;
+use allot_live::squeue;
+use allot_live::standing::{self, QueueNow, Ranking, Status, WindowUsage};
 use allot_targets::kubernetes::{drift, kueue as objects};
 use allot_targets::slurm::fair_tree::FairTree;
 use allot_targets::slurm::plan;
 use allot_targets::slurm::tree;
-use allot_verify::live::{self, FloorPartition, QueueNow, Ranking, Status, WindowUsage};
-use allot_verify::trace::Job;
-use allot_verify::workloads::{self, Kueue};
-use allot_verify::{render, squeue};
 
+use crate::args::{self, Scheduler};
 use crate::budgets;
-use crate::commands::drain;
 use crate::diagnostics::Format;
 use crate::exit::{Error, Exit, Outcome};
 use crate::output::{self, json, print};
-use crate::saved_plan::Live;
-use crate::{kueue, slurm};
+use crate::systems::saved_plan::Live;
+use crate::systems::{drains, floors, kubernetes, slurm};
 
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    budgets: budgets::RepositoryAt,
+    budgets: args::RepositoryAt,
     /// The live scheduler to read.
     #[arg(long, value_enum)]
     live: Scheduler,
@@ -48,13 +47,6 @@ pub struct Args {
     context: Option<String>,
     #[arg(long, value_enum, default_value = "human")]
     format: output::Format,
-}
-
-/// The schedulers `--live` reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Scheduler {
-    Slurm,
-    Kueue,
 }
 
 /// What was read of a live scheduler: the budgets now, a sentence on the drift (Slurm: and
@@ -87,7 +79,7 @@ pub fn run(args: Args, format: Format) -> Outcome {
     };
     let Reading { status, drift_line, json: extra } = reading;
     match args.format {
-        output::Format::Human => print(&format!("{}\n{drift_line}\n", render::live::text(&status)))?,
+        output::Format::Human => print(&format!("{}\n{drift_line}\n", allot_live::render::text(&status)))?,
         output::Format::Markdown => {
             // The drift's lines, Markdown-escaped: the objects' names come from the server.
             let lines: Vec<String> = drift_line
@@ -97,10 +89,10 @@ pub fn run(args: Args, format: Format) -> Outcome {
                     None => allot_compiler::escape::markdown(l),
                 })
                 .collect();
-            print(&format!("{}\n{}\n", render::live::markdown(&status), lines.join("\n")))?
+            print(&format!("{}\n{}\n", allot_live::render::markdown(&status), lines.join("\n")))?
         }
         output::Format::Json => {
-            let mut value = render::live::json(&status);
+            let mut value = allot_live::render::json(&status);
             for (key, extra) in extra {
                 value[key] = extra;
             }
@@ -115,8 +107,8 @@ fn read_slurm(model: &Model, around: &Around, cluster: Option<&str>, now: i64) -
     let jobs = slurm::queue(&cluster)?;
     let state = Live::read(&cluster, true)?;
     let live_tree = state.tree().map_err(|e| Error::failed(format!("the live state of {cluster}: {e}")))?;
-    let floors = floors(model, &cluster)?;
-    let mut status = live::status_with_floors(model, squeue::demand(&jobs), now, &floors)
+    let floors = floors::floors(model, &cluster)?;
+    let mut status = standing::status_with_floors(model, squeue::demand(&jobs), now, &floors)
         .map_err(|e| Error::failed(format!("the queue of Slurm cluster {cluster}: {e}")))?;
     keep_bound(&mut status, model, &cluster);
     add_fair_tree(&mut status, &slurm::fair_tree(&cluster, &live_tree)?);
@@ -134,7 +126,7 @@ fn read_slurm(model: &Model, around: &Around, cluster: Option<&str>, now: i64) -
     drift_line.push_str(&grants_line);
     // The live QOS, read with the associations.
     let live_qos = live_tree.qos.as_deref().unwrap_or_default();
-    let draining = drain::draining(model, live_qos, &cluster, now)?;
+    let draining = drains::draining(model, live_qos, &cluster, now)?;
     if !draining.is_empty() {
         drift_line.push_str("\nNodes allot drains:");
         for node in &draining {
@@ -144,7 +136,7 @@ fn read_slurm(model: &Model, around: &Around, cluster: Option<&str>, now: i64) -
     let mut json = vec![
         ("slurm_cluster", cluster.clone().into()),
         ("drift", plan::json(&drift)),
-        ("draining", draining.iter().map(drain::Draining::json).collect()),
+        ("draining", draining.iter().map(drains::Draining::json).collect()),
     ];
     json.extend(grants_json);
     Ok(Reading { status, drift_line, json })
@@ -187,12 +179,12 @@ fn read_kueue(
     context: Option<&str>,
     now: i64,
 ) -> Result<Reading, Error> {
-    let (cluster, binding) = kueue::live_cluster(model, cluster)?;
-    let connection = kueue::Connection::open(context)?;
-    let reading = kueue::Reading::read(&connection, &binding.resource, true)?;
+    let (cluster, binding) = kubernetes::live_cluster(model, cluster)?;
+    let connection = kubernetes::Connection::open(context)?;
+    let reading = kubernetes::Reading::read(&connection, &binding.resource, true)?;
     let live_kueue = &reading.kueue;
-    let jobs = kueue_demand(model, &cluster.name, live_kueue, now);
-    let mut status = live::status(model, &jobs, now)
+    let jobs = kubernetes::demand(model, &cluster.name, live_kueue, now);
+    let mut status = standing::status(model, &jobs, now)
         .map_err(|e| Error::failed(format!("Kueue's workloads of cluster {}: {e}", cluster.name)))?;
     status.clusters.retain(|c| c.name == cluster.name);
     status.ranking = Ranking::Kueue;
@@ -229,13 +221,6 @@ fn read_kueue(
     Ok(Reading { status, drift_line, json })
 }
 
-/// The workloads of a live Kueue that hold GPUs or wait for them, as jobs of allot cluster
-/// `cluster`, each in the budget its ClusterQueue stands for.
-pub fn kueue_demand(model: &Model, cluster: &str, live: &Kueue, now: i64) -> Vec<Job> {
-    let budgets: HashMap<String, String> = objects::queue_names(model, cluster).into_iter().collect();
-    workloads::demand(live, cluster, |queue| budgets.get(queue).map(String::as_str), now)
-}
-
 /// Each budget's ClusterQueue figures (an inner budget: its Cohort's weighted share).
 fn add_queues(status: &mut Status, model: &Model, live: &Kueue) {
     for cluster in &mut status.clusters {
@@ -257,44 +242,6 @@ fn add_queues(status: &mut Status, model: &Model, live: &Kueue) {
             };
         }
     }
-}
-
-/// The floors allot writes for Slurm cluster `cluster` (`allot build --target slurm`) that
-/// Slurm has (`scontrol show partition`, read only when the budgets have floors), as the live
-/// views count them: each with the allot cluster bound to the partition it lies over, and the
-/// path of its budget. Without the floor partitions, Slurm runs no floors, whatever the
-/// budgets say.
-pub fn floors(model: &Model, cluster: &str) -> Result<Vec<FloorPartition>, Error> {
-    let (found, _) = allot_targets::slurm::floors::floors(model, cluster, "");
-    if found.floors.is_empty() {
-        return Ok(Vec::new());
-    }
-    let live = slurm::partitions(cluster)?;
-    Ok(found
-        .floors
-        .into_iter()
-        .filter(|f| live.contains(&f.name))
-        .filter_map(|f| {
-            let on = |s: &allot_compiler::ir::SlurmBinding| s.cluster == cluster && s.partition == f.over;
-            let bound = model.clusters.iter().find(|c| c.bindings.slurm.as_ref().is_some_and(on))?;
-            let budget = path_of(&model.projects, &bound.name, f.accounts.first()?)?;
-            Some(FloorPartition {
-                cluster: bound.name.clone(),
-                budget,
-                partition: f.name,
-                over: f.over,
-                gpus: f.gpus,
-            })
-        })
-        .collect())
-}
-
-/// The path of the project named `name` on allot cluster `cluster` (an account's project).
-fn path_of(projects: &[Project], cluster: &str, name: &str) -> Option<String> {
-    projects
-        .iter()
-        .filter(|p| p.clusters.contains_key(cluster))
-        .find_map(|p| if p.name == name { Some(p.path.clone()) } else { path_of(&p.children, cluster, name) })
 }
 
 /// Only the allot clusters bound to Slurm cluster `cluster`: the queue is of no other.

@@ -5,13 +5,13 @@
 use allot_compiler::ir::{Model, Project, ShareSpec};
 use allot_compiler::units::{Instant, format_instant};
 
-use crate::budgets;
+use crate::args;
 use crate::diagnostics::Format;
 use crate::exit::{Exit, Outcome};
 use crate::output::print;
 
 /// The repository to read (`PATH`) and the moment (`--at`).
-pub type Args = budgets::RepositoryAt;
+pub type Args = args::RepositoryAt;
 
 pub fn run(args: Args, format: Format) -> Outcome {
     let at = args.moment.instant();

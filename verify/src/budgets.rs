@@ -29,18 +29,18 @@ pub enum JobError {
 }
 
 /// One cluster's budgets as an entitlement hierarchy.
-pub(crate) struct ClusterBudgets {
-    pub(crate) name: String,
-    pub(crate) gpus: u64,
-    pub(crate) hierarchy: Hierarchy,
+pub struct ClusterBudgets {
+    pub name: String,
+    pub gpus: u64,
+    pub hierarchy: Hierarchy,
     /// The project path of each node.
-    pub(crate) paths: Vec<String>,
+    pub paths: Vec<String>,
     /// The GPUs each node is guaranteed (the model's `guaranteed_gpus`; none for work
     /// without a budget).
-    pub(crate) guaranteed: Vec<u64>,
+    pub guaranteed: Vec<u64>,
     /// The node of the work no budget covers: a leaf with what the top-level shares leave
     /// (no share when they leave nothing).
-    pub(crate) unbudgeted: NodeId,
+    pub unbudgeted: NodeId,
     /// Whether each node is an inner project's own leaf: the jobs charged to the project
     /// itself.
     is_own: Vec<bool>,
@@ -96,12 +96,12 @@ impl ClusterBudgets {
 
     /// The node of the jobs charged to the project at `path`: the project's own leaf, or
     /// the project when it is a leaf here.
-    pub(crate) fn node_of(&self, path: &str) -> Option<NodeId> {
+    pub fn node_of(&self, path: &str) -> Option<NodeId> {
         self.jobs_node.get(path).copied().flatten()
     }
 
     /// Whether `id` holds an inner project's own jobs (listed only when it has some).
-    pub(crate) fn is_own(&self, id: NodeId) -> bool {
+    pub fn is_own(&self, id: NodeId) -> bool {
         self.is_own.get(id.0).copied().unwrap_or(false)
     }
 }
@@ -170,15 +170,15 @@ type Names<K, V> = rustc_hash::FxHashMap<K, V>;
 /// Where a job goes: its cluster (an index of [`Budgets::clusters`]) and its budget's node
 /// there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Assignment {
-    pub(crate) cluster: usize,
-    pub(crate) node: NodeId,
+pub struct Assignment {
+    pub cluster: usize,
+    pub node: NodeId,
 }
 
 /// The model's budgets, cluster by cluster, and what the names of a trace lead to.
-pub(crate) struct Budgets<'m> {
+pub struct Budgets<'m> {
     /// In the model's order of clusters.
-    pub(crate) clusters: Vec<ClusterBudgets>,
+    pub clusters: Vec<ClusterBudgets>,
     model: &'m Model,
     by_path: Names<&'m str, &'m Project>,
     by_name: Names<&'m str, Vec<&'m Project>>,
@@ -188,12 +188,12 @@ pub(crate) struct Budgets<'m> {
 
 /// The budgets over time: those in force first, and those from each later moment on (when
 /// grants start and end: the model's timeline), each of the same projects.
-pub(crate) type Periods<'m> = (Budgets<'m>, Vec<(i64, Budgets<'m>)>);
+pub type Periods<'m> = (Budgets<'m>, Vec<(i64, Budgets<'m>)>);
 
 impl<'m> Budgets<'m> {
     /// The budgets over time of a model: before its first grant boundary, then from each
     /// one on; without grants, the model's alone.
-    pub(crate) fn over_time(model: &'m Model) -> Result<Periods<'m>, EntitlementError> {
+    pub fn over_time(model: &'m Model) -> Result<Periods<'m>, EntitlementError> {
         let mut periods = model.timeline.iter().map(|(from, m)| Ok((*from, Budgets::new(m)?)));
         let first = match periods.next() {
             Some(first) => first?.1,
@@ -202,7 +202,7 @@ impl<'m> Budgets<'m> {
         Ok((first, periods.collect::<Result<_, EntitlementError>>()?))
     }
 
-    pub(crate) fn new(model: &'m Model) -> Result<Budgets<'m>, EntitlementError> {
+    pub fn new(model: &'m Model) -> Result<Budgets<'m>, EntitlementError> {
         let clusters =
             model.clusters.iter().map(|c| ClusterBudgets::new(model, c)).collect::<Result<_, _>>()?;
         let mut budgets = Budgets {
@@ -231,7 +231,7 @@ impl<'m> Budgets<'m> {
     /// The job's cluster and budget: the project it names (or its user's default; an inner
     /// project's own jobs leaf), or the cluster's unbudgeted node when no budget there
     /// covers it.
-    pub(crate) fn assign(&self, job: &Job) -> Result<Assignment, JobError> {
+    pub fn assign(&self, job: &Job) -> Result<Assignment, JobError> {
         let cluster = self.cluster(job)?;
         // `cluster` indexes the model's clusters, and there is a book for each.
         let budgets = &self.clusters[cluster];
@@ -241,7 +241,7 @@ impl<'m> Budgets<'m> {
 
     /// The contract the job runs under: the one it names, else the default contract (empty
     /// when there is none).
-    pub(crate) fn contract(&self, job: &Job) -> &'m str {
+    pub fn contract(&self, job: &Job) -> &'m str {
         let contracts = &self.model.contracts;
         match contracts.iter().find(|c| c.name == job.contract) {
             Some(named) => &named.name,

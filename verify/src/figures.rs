@@ -39,12 +39,12 @@ pub struct Waits {
 
 impl Waits {
     /// Adds one job's wait, in seconds (a negative wait counts as none).
-    pub(crate) fn push(&mut self, seconds: i64) {
+    pub fn push(&mut self, seconds: i64) {
         self.values.push(seconds.clamp(0, u32::MAX as i64) as u32);
     }
 
     /// Adds the wait of a job still waiting when the trace ends, up to its end.
-    pub(crate) fn push_censored(&mut self, seconds: i64) {
+    pub fn push_censored(&mut self, seconds: i64) {
         self.push(seconds);
         self.censored += 1;
     }

@@ -176,7 +176,7 @@ pub fn tres_gpus(tres: &str) -> Option<&str> {
         .map(|n| n.rsplit('=').next().unwrap_or(n))
 }
 
-pub(crate) fn optional_time(text: &str) -> Result<Option<i64>, RowError> {
+pub fn optional_time(text: &str) -> Result<Option<i64>, RowError> {
     match text.trim() {
         "" | "Unknown" | "None" | "null" => Ok(None),
         t => parse_time(t).map(Some),

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::moved;
 use super::table::{self, Table};
-use crate::git_loader::GitRepo;
+use crate::input::git_loader::GitRepo;
 use crate::{github, output};
 
 /// GitHub refuses comments above 65,536 characters; stay under with room for a note.

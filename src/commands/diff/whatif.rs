@@ -6,8 +6,8 @@
 use std::path::Path;
 
 use allot_compiler::units::format_duration;
+use allot_simulate::Simulation;
 use allot_verify::expectations;
-use allot_verify::simulate::Simulation;
 
 use super::table::Table;
 use crate::simulation::Runs;

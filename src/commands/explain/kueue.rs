@@ -10,18 +10,17 @@ use std::sync::Arc;
 
 use allot_compiler::escape::controls;
 use allot_compiler::ir::Model;
+use allot_live::kueue::{self, Kueue, Preemption, Workload};
+use allot_live::standing::{self, BudgetNow};
+use allot_simulate::{ClusterObjects, Policy};
 use allot_targets::kubernetes::kueue::{configuration, queue_names};
-use allot_verify::live::{self, BudgetNow};
 use allot_verify::render;
-use allot_verify::simulate::{self, ClusterObjects, Policy};
-use allot_verify::workloads::{self, Kueue, Preemption, Workload};
 use serde_json::{Value, json};
 
 use super::{AHEAD_SHOWN, ExplainFormat, budget_lines, span};
-use crate::commands::status;
 use crate::exit::{Error, Exit, Outcome};
-use crate::kueue;
 use crate::output::print;
+use crate::systems::kubernetes;
 
 pub fn run(
     model: &Model,
@@ -35,9 +34,9 @@ pub fn run(
             "{id:?} is not a Kueue workload: name it NAMESPACE/NAME (lower-case letters, digits, '-' and '.')"
         )));
     };
-    let (cluster, binding) = kueue::live_cluster(model, cluster)?;
-    let connection = kueue::Connection::open(context)?;
-    let reading = kueue::Reading::read(&connection, &binding.resource, true)?;
+    let (cluster, binding) = kubernetes::live_cluster(model, cluster)?;
+    let connection = kubernetes::Connection::open(context)?;
+    let reading = kubernetes::Reading::read(&connection, &binding.resource, true)?;
     let live_kueue = reading.kueue;
     let now = crate::budgets::now();
     let Some(workload) = live_kueue.workloads.iter().find(|w| w.namespace == namespace && w.name == name)
@@ -45,8 +44,8 @@ pub fn run(
         eprintln!("error: Kueue holds no workload {id} on cluster {}", cluster.name);
         return Ok(Exit::Problems);
     };
-    let jobs = status::kueue_demand(model, &cluster.name, &live_kueue, now);
-    let status = live::status(model, &jobs, now).map_err(|e| Error::failed(e.to_string()))?;
+    let jobs = kubernetes::demand(model, &cluster.name, &live_kueue, now);
+    let status = standing::status(model, &jobs, now).map_err(|e| Error::failed(e.to_string()))?;
     let path = workload.cluster_queue.as_ref().and_then(|q| {
         queue_names(model, &cluster.name).into_iter().find(|(n, _)| n == q).map(|(_, path)| path)
     });
@@ -71,21 +70,13 @@ pub fn run(
             let budget_of = |queue: &str| budgets.iter().find(|(n, _)| n == queue).map(|(_, p)| p.as_str());
             let simulated = reading.written.map_err(|e| e.to_string()).and_then(|objects| {
                 let policy = policy(&cluster.name, &binding.resource, &objects, &live_kueue)?;
-                workloads::simulated_start(
-                    model,
-                    &cluster.name,
-                    &live_kueue,
-                    policy,
-                    workload,
-                    budget_of,
-                    now,
-                )
-                .map_err(|e| e.to_string())
+                kueue::simulated_start(model, &cluster.name, &live_kueue, policy, workload, budget_of, now)
+                    .map_err(|e| e.to_string())
             });
             match simulated {
                 Ok(at) => Estimate::Simulated(at),
                 Err(why) => Estimate::FromLimits {
-                    at: workloads::estimated_start(&live_kueue, workload, cluster.gpus, now),
+                    at: kueue::estimated_start(&live_kueue, workload, cluster.gpus, now),
                     why,
                 },
             }
@@ -127,7 +118,7 @@ fn policy(cluster: &str, resource: &str, objects: &[Value], live: &Kueue) -> Res
         queues: &[],
         later: &[],
     };
-    let setup = simulate::Kueue::new([given]).map_err(|e| format!("Kueue's {e}"))?;
+    let setup = allot_simulate::Kueue::new([given]).map_err(|e| format!("Kueue's {e}"))?;
     Ok(Policy::Kueue(Arc::new(setup)))
 }
 
@@ -248,7 +239,7 @@ impl Facts<'_> {
             return out;
         }
         out.push_str(&format!("  waiting since {} ({})\n", time(w.created), span(self.now - w.created)));
-        out.push_str(&format!("\nWhy: {}\n", shown(&workloads::reason(self.kueue, w, self.now))));
+        out.push_str(&format!("\nWhy: {}\n", shown(&kueue::reason(self.kueue, w, self.now))));
         out.push_str(&budget_lines(self.budget));
         if let Some(q) = w.cluster_queue.as_deref().and_then(|q| self.kueue.cluster_queue(q)) {
             let borrowing = match q.borrowing_limit {
@@ -267,7 +258,7 @@ impl Facts<'_> {
                 out.push_str(&self.cohort_line(cohort));
             }
         }
-        let ahead = workloads::ahead(self.kueue, w, self.now);
+        let ahead = kueue::ahead(self.kueue, w, self.now);
         let ahead_gpus: u64 = ahead.iter().map(|a| u64::from(a.gpus)).sum();
         out.push_str(&format!(
             "\nAhead of it in ClusterQueue {queue}: {} workloads waiting for {ahead_gpus} GPUs (higher priority first, then older){}\n",
@@ -282,7 +273,7 @@ impl Facts<'_> {
                 a.priority
             ));
         }
-        let preemptible = workloads::preemptible(self.kueue, w);
+        let preemptible = kueue::preemptible(self.kueue, w);
         out.push_str(&format!("\nAdmitted workloads Kueue may preempt for it: {}\n", preemptible.len()));
         for (p, why) in preemptible.iter().take(AHEAD_SHOWN) {
             out.push_str(&format!(
@@ -337,12 +328,12 @@ impl Facts<'_> {
         let ahead: Vec<Value> = if !pending {
             Vec::new()
         } else {
-            workloads::ahead(self.kueue, w, self.now)
+            kueue::ahead(self.kueue, w, self.now)
                 .iter()
                 .map(|a| json!({ "workload": a.id(), "gpus": a.gpus, "priority": a.priority }))
                 .collect()
         };
-        let candidates = if pending { workloads::preemptible(self.kueue, w) } else { Vec::new() };
+        let candidates = if pending { kueue::preemptible(self.kueue, w) } else { Vec::new() };
         let preemptible: Vec<Value> = candidates
             .iter()
             .map(|(p, why)| {
@@ -371,7 +362,7 @@ impl Facts<'_> {
             "admitted": w.admitted_at,
             "ends": w.admitted_at.and(w.ends_at()),
             "conditions": conditions,
-            "reason_explained": pending.then(|| workloads::reason(self.kueue, w, self.now)),
+            "reason_explained": pending.then(|| kueue::reason(self.kueue, w, self.now)),
             "budget_now": self.budget.map(|b| json!({
                 "running_gpus": b.running_gpus, "pending_gpus": b.pending_gpus,
                 "entitled_gpus": b.entitled_gpus, "standing": b.standing.word(),

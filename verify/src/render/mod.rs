@@ -1,13 +1,11 @@
 //! The verifier's results as people and programs read them: an audit with the verdicts of
-//! the budgets' expectations ([`audit`]), the budgets now ([`live`]), and simulated runs
-//! side by side ([`simulation`]),
-//! each as aligned text, Markdown and JSON. Every table is built once from the figures and
-//! rendered in each of those by `table`; the charts are the [`report`](crate::report)'s.
+//! the budgets' expectations ([`audit`]) as aligned text, Markdown and JSON. Every table is
+//! built once from the figures and rendered in each of those by [`table`], which the
+//! simulator's and the live views' renderers share; the charts are the
+//! [`report`](crate::report)'s.
 
 pub mod audit;
-pub mod live;
-pub mod simulation;
-mod table;
+pub mod table;
 
 /// An instant in epoch seconds, as every output shows it: RFC 3339 in UTC.
 pub fn time(seconds: i64) -> String {

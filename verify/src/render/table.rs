@@ -32,7 +32,7 @@ struct Layout<'a> {
 
 /// One column: its alignment and what each output makes of it (`None`: left out).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Column<'a> {
+pub struct Column<'a> {
     align: Align,
     text: Option<Layout<'a>>,
     heading: Option<&'a str>,
@@ -42,39 +42,39 @@ pub(crate) struct Column<'a> {
 
 impl<'a> Column<'a> {
     /// A column of words, in no output yet.
-    pub(crate) const fn left() -> Column<'a> {
+    pub const fn left() -> Column<'a> {
         Column { align: Align::Left, text: None, heading: None, key: None }
     }
 
     /// A column of numbers, in no output yet.
-    pub(crate) const fn right() -> Column<'a> {
+    pub const fn right() -> Column<'a> {
         Column { align: Align::Right, ..Column::left() }
     }
 
     /// In text, after `lead`, padded to `width` characters, under `title` in a titled table.
-    pub(crate) const fn text(self, lead: &'a str, title: &'a str, width: usize) -> Column<'a> {
+    pub const fn text(self, lead: &'a str, title: &'a str, width: usize) -> Column<'a> {
         Column { text: Some(Layout { lead, title, width: Some(width) }), ..self }
     }
 
     /// In text, after `lead`, as wide as its widest cell or `title`.
-    pub(crate) const fn fitted(self, lead: &'a str, title: &'a str) -> Column<'a> {
+    pub const fn fitted(self, lead: &'a str, title: &'a str) -> Column<'a> {
         Column { text: Some(Layout { lead, title, width: None }), ..self }
     }
 
     /// In Markdown, under `heading`.
-    pub(crate) const fn heading(self, heading: &'a str) -> Column<'a> {
+    pub const fn heading(self, heading: &'a str) -> Column<'a> {
         Column { heading: Some(heading), ..self }
     }
 
     /// In JSON, as `key`.
-    pub(crate) const fn key(self, key: &'a str) -> Column<'a> {
+    pub const fn key(self, key: &'a str) -> Column<'a> {
         Column { key: Some(key), ..self }
     }
 }
 
 /// What a cell holds.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Cell<'a> {
+pub enum Cell<'a> {
     /// Words: a name, a label.
     Text(Cow<'a, str>),
     /// Jobs, GPUs, preemptions.
@@ -101,7 +101,7 @@ pub(crate) enum Cell<'a> {
 
 impl<'a> Cell<'a> {
     /// Words, borrowed or owned.
-    pub(crate) fn text(text: impl Into<Cow<'a, str>>) -> Cell<'a> {
+    pub fn text(text: impl Into<Cow<'a, str>>) -> Cell<'a> {
         Cell::Text(text.into())
     }
 
@@ -117,7 +117,7 @@ impl<'a> Cell<'a> {
     }
 
     /// Adds the cell to a JSON object under `key`.
-    pub(crate) fn json(&self, key: &str, object: &mut Map<String, Value>) {
+    pub fn json(&self, key: &str, object: &mut Map<String, Value>) {
         let value = match self {
             Cell::Waits(waits) => {
                 for p in [50, 90, 99] {
@@ -164,7 +164,7 @@ impl fmt::Display for Cell<'_> {
 }
 
 /// Columns and rows of cells, one cell per column.
-pub(crate) struct Table<'a> {
+pub struct Table<'a> {
     columns: Vec<Column<'a>>,
     rows: Vec<Vec<Cell<'a>>>,
     /// Text starts with a line of the columns' titles.
@@ -175,22 +175,22 @@ pub(crate) struct Table<'a> {
 }
 
 impl<'a> Table<'a> {
-    pub(crate) fn new(columns: Vec<Column<'a>>, rows: Vec<Vec<Cell<'a>>>) -> Table<'a> {
+    pub fn new(columns: Vec<Column<'a>>, rows: Vec<Vec<Cell<'a>>>) -> Table<'a> {
         Table { columns, rows, titled: false, compared: false }
     }
 
     /// The same table, its titles printed over it in text.
-    pub(crate) fn titled(self) -> Table<'a> {
+    pub fn titled(self) -> Table<'a> {
         Table { titled: true, ..self }
     }
 
     /// The same table, as a comparison of runs.
-    pub(crate) fn compared(self) -> Table<'a> {
+    pub fn compared(self) -> Table<'a> {
         Table { compared: true, ..self }
     }
 
     /// A line per row, each cell after its column's lead and padded to its width.
-    pub(crate) fn text(&self) -> String {
+    pub fn text(&self) -> String {
         let layouts: Vec<(usize, Align, Layout<'a>)> = self
             .columns
             .iter()
@@ -238,7 +238,7 @@ impl<'a> Table<'a> {
     }
 
     /// A heading line, an alignment line and a line per row.
-    pub(crate) fn markdown(&self) -> String {
+    pub fn markdown(&self) -> String {
         let shown: Vec<(usize, Align, &str)> =
             self.columns.iter().enumerate().filter_map(|(i, c)| c.heading.map(|h| (i, c.align, h))).collect();
         let mut out =
@@ -265,7 +265,7 @@ impl<'a> Table<'a> {
     }
 
     /// An object per row, with the keyed columns.
-    pub(crate) fn json(&self) -> Value {
+    pub fn json(&self) -> Value {
         let objects = self.rows.iter().map(|row| {
             let mut object = Map::new();
             for (column, cell) in self.columns.iter().zip(row) {

@@ -1,0 +1,741 @@
+//! The `kueue` policy's scheduling: each ClusterQueue's queue, Kueue's scheduling cycles and
+//! the order of a cycle's entries, admission, and the preemptions issued (their victims found
+//! by [`preemption`](super::preemption)).
+//!
+//! Kueue runs a cycle every few milliseconds while workloads wait (file:
+//! pkg/scheduler/scheduler.go, funcs: Start, schedule): the simulator runs all the cycles of
+//! an instant at that instant, one after another, until a cycle changes nothing (no head
+//! left, or each head as it was). Each cycle:
+//!
+//! - takes one head per ClusterQueue (file: pkg/cache/queue/manager.go, func: heads): its
+//!   sticky preemptor (BestEffortFIFO, see below), else its first pending workload by
+//!   priority (descending), then creation time (a preempted workload keeps its place), then
+//!   trace order (Kueue's last key is the UID; file: pkg/cache/queue/cluster_queue.go, func:
+//!   baseCompareFunc). Priorities are the engine's tiers (tier 0 the highest priority), so
+//!   each budget leaf's groups of waiting jobs (by tier and GPUs) give the head cheaply;
+//! - nominates each head against the quota as it stands (file: pkg/scheduler/scheduler.go,
+//!   func: nominate): it fits ([`QuotaTree::fit`]) and the cluster's nodes can place it;
+//!   or it may preempt and the victims are found; or it may preempt and none are (no
+//!   candidates); or it does not fit;
+//! - orders the entries: a queue's sticky preemptor first (see below); then, classical,
+//!   the height of the lowest subtree the request fits in, then priority, then creation
+//!   time, then trace order (file: pkg/scheduler/scheduler.go, func:
+//!   makeClassicalIterator); under Fair Sharing, the tournament of
+//!   [`fair_next`](State::fair_next), run again before each entry on the quota as the
+//!   cycle's admissions left it);
+//! - processes them in order (file: pkg/scheduler/scheduler.go, func: processEntry), each
+//!   checked again against the quota as the cycle's admissions left it: a fitting entry is
+//!   admitted (started on the nodes at once, its usage added); a preempting one whose
+//!   victims another entry of the cycle took, or that no longer fits once its victims are
+//!   gone, is skipped (it stays its queue's head); otherwise its victims are evicted now and
+//!   it is not admitted in this cycle (Kueue admits it in a later one, when it fits); an
+//!   entry without candidates reserves, unless its ClusterQueue reclaims `Any`, what of its
+//!   request its quota could still hold, for the rest of the cycle (func:
+//!   reserveCapacityForUnreclaimablePreempt); an entry that does not fit, or has no
+//!   candidates, is not admitted.
+//!
+//! A head not admitted (not fitting, or without candidates) leaves its queue's heads under
+//! BestEffortFIFO: it goes to the inadmissible set, and so does every waiting workload of its
+//! ClusterQueue with the same priority and GPUs (Kueue 0.18's SchedulingEquivalenceHashing,
+//! on by default: file: pkg/cache/queue/cluster_queue.go, func: handleInadmissibleHash), and
+//! those that arrive later, until quota is released in its cohort tree (a workload ends or is
+//! evicted; file: pkg/cache/queue/inadmissible_workloads.go, func:
+//! queueInadmissibleWorkloads). The simulator releases them at the first schedule of an
+//! instant where a job of the tree ended, and at once when an eviction frees quota (Kueue
+//! does so a second later, its requeue batch period). Under StrictFIFO the head stays and
+//! blocks its queue until quota is released in its tree (or a workload of higher priority,
+//! or earlier, comes before it). A preemptor is its queue's sticky head under
+//! BestEffortFIFO until admitted or found not to fit (file: pkg/cache/queue/cluster_queue.go,
+//! func: requeueIfNotPresent).
+//!
+//! Timing: victims release their quota the instant they are evicted (in Kueue, once their
+//! pods have stopped, seconds later), and the preemptor is admitted at the same instant, in
+//! a later cycle, if it still fits then. Kueue retries the preemptor at once when that quota
+//! is released, while the workloads set aside come back a second later (its requeue batch
+//! period) and the victims only once their pods have stopped; at one instant the simulator
+//! keeps that order by serving a sticky preemptor before the cycle's other entries (as
+//! Kueue's gate PrioritizePreemptorWorkloads, alpha in 0.20, does outright) and by keeping
+//! the victims out of the cycles until the round that evicted them ends (see
+//! [`State::schedule`]). Victims are found by quota, as Kueue finds them; a preemption whose
+//! victims would not free room for the preemptor on the nodes is not issued (Kueue would
+//! issue it, and the preemptor's pods would wait for kube-scheduler). The time between
+//! cycles, the backoff after cycles that admit nothing, and `waitForPodsReady` are not
+//! modelled.
+//!
+//! A guard against endless cycles: when a preemption would evict a job a second time at one
+//! instant, or after [`CYCLES_PER_JOB`] cycles per job queued or running (and
+//! [`CYCLES_AT_LEAST`]) at one instant, the rest of the instant's cycles issue no preemption
+//! (and so end), and the instant is counted in
+//! [`Simulation::stalled`](crate::Simulation); preemption resumes at the next
+//! instant the cluster is scheduled (a job ends or enters). It fires only where Kueue itself would
+//! preempt round in circles, an eviction at a time (a livelock): `borrowWithinCohort` may
+//! take a lender below its quota, which the lender reclaims before borrowing again; Fair
+//! Sharing's LessThanInitialShare may preempt a queue whose next workload then has the
+//! lower share and preempts back; under Fair Sharing with `withinClusterQueue:
+//! LowerPriority` and `reclaimWithinCohort: Any` (as `allot build` writes them), a
+//! high-priority workload larger than its queue's quota preempts its own queue's lower one
+//! to borrow, and another queue's workload within its quota reclaims it at once (Fair
+//! Sharing takes from a borrowing queue unconditionally for a preemptor within its quota),
+//! and so on while such workloads wait. Such setups replay slowly (each instant runs its
+//! circle until a job would be evicted twice) and show many preemptions, as Kueue would
+//! make. `verify/tests/simulate_kueue.rs` checks on generated setups and traces that the
+//! guard never fires under classical preemption without `borrowWithinCohort`.
+//!
+//! At a grant boundary the quotas change (the objects of that moment): see
+//! [`State::follow`]; the cluster is scheduled then while jobs wait there.
+//!
+//! No run is protected: Kueue has no minimum runtime. Budgets are not ranked by usage
+//! (`Ranking::Flat`): Kueue's order is its own.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use super::super::cluster::ClusterState;
+use super::super::engine::{Engine, Queued, Ranking, Rules as EngineRules, Start};
+use super::super::jobs::{JobId, SimJob};
+use super::quota::{NoFit, QuotaFit, QuotaTree};
+use super::setup::{Kind, Preemption, Queueing, ReclaimWithinCohort, Strategy};
+use super::{Kueue, Queues, priority, tier};
+use allot_verify::trace::Job;
+
+/// Cycles one schedule of a cluster may run with preemption, per job queued or running there
+/// (and at least [`CYCLES_AT_LEAST`]): the guard against endless cycles (see the module's
+/// documentation). Every cycle but a round's last admits, evicts or sets a head aside; without
+/// a livelock of preemptions each job is admitted, evicted and set aside a few times in an
+/// instant at most. Past the guard, preemption stops for the instant; past twice the guard
+/// (which admissions and set-asides alone cannot reach), the instant's scheduling stops.
+const CYCLES_PER_JOB: usize = 16;
+const CYCLES_AT_LEAST: usize = 64;
+
+/// The policy: the setups, and each cluster's state as it schedules.
+pub(in super::super) struct Rules {
+    kueue: Arc<Kueue>,
+    states: HashMap<Arc<str>, State>,
+}
+
+impl Rules {
+    pub(in super::super) fn new(kueue: Arc<Kueue>) -> Rules {
+        Rules { kueue, states: HashMap::new() }
+    }
+}
+
+/// Starts runs as Kueue does: none protected.
+struct Unprotected;
+
+impl EngineRules for Unprotected {
+    fn at_start(&self, _: &ClusterState, _: &SimJob, _: i64) -> Start {
+        Start { floor: None, preemptible: true, protected_for: 0 }
+    }
+
+    fn schedule(&mut self, _: &mut Engine, _: &mut ClusterState, _: i64) {}
+}
+
+impl EngineRules for Rules {
+    fn ranking(&self) -> Ranking {
+        Ranking::Flat
+    }
+
+    /// The job's ClusterQueue as its lane (the one its `queue` names, else its budget's),
+    /// and its priority (its own, else its contract's priority class on its cluster) as its
+    /// tier; none (never run) when it has no ClusterQueue, its ClusterQueue does not cover
+    /// GPUs, or it asks for more than its ClusterQueue could ever hold (Kueue's
+    /// `ExceedsMaxQuota`).
+    fn queue(
+        &mut self,
+        cluster: &ClusterState,
+        leaf: usize,
+        job: &Job,
+        contract: &str,
+        _: u32,
+    ) -> Option<Queued> {
+        let kueue = self.kueue.clone();
+        let queues = kueue.clusters.get(&*cluster.name)?;
+        let node = match job.queue.as_str() {
+            "" => *queues.by_path.get(&*cluster.paths[leaf])?,
+            named => queues.cluster_queue(named)?,
+        };
+        let Kind::ClusterQueue { preemption, .. } = &queues.setup.nodes[node].kind else {
+            return None;
+        };
+        let fair = queues.setup.fair_sharing.is_some();
+        // Never run: not even the quotas of a later grant boundary could hold it.
+        let never = |tree: &QuotaTree| {
+            matches!(
+                tree.fit(node, u64::from(job.gpus), preemption, fair),
+                QuotaFit::NoFit(NoFit::Uncovered | NoFit::ExceedsMaxQuota)
+            )
+        };
+        if queues.trees_from(job.submit).all(never) {
+            return None;
+        }
+        let state = self.states.entry(cluster.name.clone()).or_insert_with(|| State::new(queues, cluster));
+        state.take(cluster, leaf, node);
+        let priority = job.priority.unwrap_or_else(|| queues.priority(contract));
+        Some(Queued { tier: tier(priority), lane: node as u32 })
+    }
+
+    fn at_start(&self, cluster: &ClusterState, job: &SimJob, min_runtime: i64) -> Start {
+        Unprotected.at_start(cluster, job, min_runtime)
+    }
+
+    fn schedule(&mut self, engine: &mut Engine, cluster: &mut ClusterState, now: i64) {
+        // A cluster's state is made when its first job queues.
+        let Some(state) = self.states.get_mut(&cluster.name) else { return };
+        state.follow(&self.kueue.clusters[&*cluster.name], now);
+        state.schedule(engine, cluster, now);
+    }
+
+    /// The cluster's next quota change after `last` (its objects of a later grant boundary),
+    /// while jobs wait there: with none waiting, a new quota changes nothing until the next
+    /// schedule, which takes it.
+    fn next_periodic(&self, cluster: &ClusterState, last: i64) -> Option<i64> {
+        if cluster.queued == 0 {
+            return None;
+        }
+        let later = &self.kueue.clusters.get(&*cluster.name)?.later;
+        later.get(later.partition_point(|(from, _)| *from <= last)).map(|(from, _)| *from)
+    }
+
+    /// At a quota change, the cluster is scheduled with the new quotas.
+    fn periodic(&mut self, engine: &mut Engine, cluster: &mut ClusterState, now: i64) {
+        let Some(state) = self.states.get_mut(&cluster.name) else { return };
+        if state.follow(&self.kueue.clusters[&*cluster.name], now) {
+            state.schedule(engine, cluster, now);
+        }
+    }
+}
+
+/// One ClusterQueue that jobs are submitted to, as it schedules.
+pub(super) struct Queue {
+    /// Its node in the setup (and the quota tree).
+    pub(super) node: usize,
+    /// The root of its cohort tree (itself without a cohort).
+    pub(super) root: usize,
+    /// The budget leaves whose jobs it takes (those of its lane: see [`SimJob::lane`]).
+    pub(super) leaves: Vec<usize>,
+    pub(super) preemption: Preemption,
+    pub(super) queueing: Queueing,
+    /// GPUs its admitted jobs use, as last booked in the quota tree.
+    pub(super) usage: u64,
+    /// BestEffortFIFO: the (tier, GPUs) of the workloads set aside as inadmissible.
+    parked: BTreeSet<(u32, u32)>,
+    /// StrictFIFO: the head that blocks it.
+    blocked: Option<JobId>,
+    /// BestEffortFIFO: the preemptor kept at its head.
+    sticky: Option<JobId>,
+}
+
+/// One cluster as the policy schedules it.
+pub(super) struct State {
+    /// The quota tree, its usage in step with the jobs running (and, within a cycle, what
+    /// the cycle reserved).
+    pub(super) tree: QuotaTree,
+    pub(super) queues: Vec<Queue>,
+    /// Each setup node's queue, if any: a job's lane is its queue's node.
+    pub(super) of_node: Vec<Option<usize>>,
+    /// The (budget leaf, setup node) pairs taken.
+    taken: HashSet<(usize, usize)>,
+    /// For each budget leaf taken, whether its queue's running GPUs are counted job by job:
+    /// when its jobs go to several queues, or it is an inner project (whose node's running
+    /// GPUs are its subtree's); else they are the leaf's running GPUs.
+    by_job: Vec<Option<bool>>,
+    /// Fair Sharing's strategies when it is on.
+    pub(super) fair: Option<Vec<Strategy>>,
+    /// Each setup node's children (for Fair Sharing's walks).
+    pub(super) children: Vec<Vec<usize>>,
+    /// The victims evicted in this round of cycles (see [`State::schedule`]).
+    held: BTreeSet<JobId>,
+    /// The jobs evicted at this instant.
+    evicted: BTreeSet<JobId>,
+    /// The guard against endless cycles has fired at this instant: no more preemption.
+    no_preemption: bool,
+    /// How many of the setup's later quota trees ([`Queues::later`]) are in force.
+    period: usize,
+}
+
+/// What a head can do in a cycle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Mode {
+    Fit,
+    Preempt(Vec<JobId>),
+    NoCandidates,
+    NoFit,
+}
+
+/// A head nominated in a cycle.
+#[derive(Clone, Debug)]
+pub(super) struct Entry {
+    pub(super) queue: usize,
+    pub(super) id: JobId,
+    pub(super) gpus: u32,
+    pub(super) tier: u32,
+    pub(super) place: i64,
+    /// The height of the lowest subtree its request fits in (0: within its quota).
+    pub(super) borrowing: u32,
+    pub(super) mode: Mode,
+}
+
+impl State {
+    /// A cluster's state before any job queues: a queue per ClusterQueue, in the setup's
+    /// order, none taking jobs yet ([`State::take`]).
+    fn new(queues: &Queues, cluster: &ClusterState) -> State {
+        let setup = &queues.setup;
+        let count = setup.nodes.len();
+        let mut children = vec![Vec::new(); count];
+        let (mut of_node, mut state_queues) = (vec![None; count], Vec::new());
+        for (index, node) in setup.nodes.iter().enumerate() {
+            if let Some(parent) = node.parent {
+                children[parent].push(index);
+            }
+            let Kind::ClusterQueue { preemption, queueing, .. } = node.kind else { continue };
+            let mut root = index;
+            while let Some(parent) = setup.nodes[root].parent {
+                root = parent;
+            }
+            of_node[index] = Some(state_queues.len());
+            state_queues.push(Queue {
+                node: index,
+                root,
+                leaves: Vec::new(),
+                preemption,
+                queueing,
+                usage: 0,
+                parked: BTreeSet::new(),
+                blocked: None,
+                sticky: None,
+            });
+        }
+        State {
+            tree: queues.tree.clone(),
+            queues: state_queues,
+            of_node,
+            taken: HashSet::new(),
+            by_job: vec![None; cluster.paths.len()],
+            fair: setup.fair_sharing.clone(),
+            children,
+            held: BTreeSet::new(),
+            evicted: BTreeSet::new(),
+            no_preemption: false,
+            period: 0,
+        }
+    }
+
+    /// Takes the quotas in force at `now`: past a grant boundary, the quota tree is the later
+    /// objects', each queue's running GPUs booked in it again. Kueue keeps admitted workloads
+    /// admitted when a quota is lowered (preemption may reclaim them later), and a
+    /// ClusterQueue whose spec changed brings back the inadmissible workloads of its whole
+    /// cohort tree (file: pkg/cache/queue/manager.go, func: UpdateClusterQueue; file:
+    /// pkg/cache/queue/inadmissible_workloads.go, func: notifyRetryInadmissibleWithoutLock):
+    /// every queue's set-aside workloads come back. Whether a boundary passed.
+    fn follow(&mut self, queues: &Queues, now: i64) -> bool {
+        let passed = queues.later[self.period..].iter().take_while(|(from, _)| *from <= now).count();
+        let Some((_, tree)) = passed.checked_sub(1).map(|last| &queues.later[self.period + last]) else {
+            return false;
+        };
+        self.period += passed;
+        self.tree = tree.clone();
+        for queue in &mut self.queues {
+            self.tree.add(queue.node, queue.usage);
+            queue.parked.clear();
+            queue.blocked = None;
+        }
+        true
+    }
+
+    /// The ClusterQueue of setup node `node` takes jobs of budget leaf `leaf`.
+    fn take(&mut self, cluster: &ClusterState, leaf: usize, node: usize) {
+        if !self.taken.insert((leaf, node)) {
+            return;
+        }
+        let index = self.of_node[node].expect("jobs queue in ClusterQueues only");
+        self.queues[index].leaves.push(leaf);
+        let inner = !cluster.leaves.contains(&leaf);
+        self.by_job[leaf] = Some(self.by_job[leaf].is_some() || inner);
+    }
+
+    /// A job's priority.
+    pub(super) fn priority(&self, job: &SimJob) -> i32 {
+        priority(job.tier)
+    }
+
+    /// A job's queue.
+    pub(super) fn queue_of(&self, job: &SimJob) -> usize {
+        self.of_node[job.lane as usize].expect("a job of a ClusterQueue")
+    }
+
+    /// Schedules the cluster at `now`: cycle after cycle until one changes nothing.
+    ///
+    /// The cycles run in rounds: the victims evicted in a round sit out its later cycles
+    /// and come back in the next round (a round ends when a cycle changes nothing). In
+    /// Kueue a victim re-enters its queue only once its pods have stopped, while its
+    /// preemptor waits at its queue's head for the quota they release: the preemptor has
+    /// its cycle before the victim competes again.
+    fn schedule(&mut self, engine: &mut Engine, cluster: &mut ClusterState, now: i64) {
+        self.sync(engine, cluster);
+        let running: usize = cluster.started.iter().map(|s| s.len()).sum();
+        let bound = CYCLES_AT_LEAST + CYCLES_PER_JOB * (cluster.queued + running);
+        let mut cycles = 0;
+        loop {
+            loop {
+                let heads = self.heads(engine, cluster);
+                if heads.is_empty() || !self.cycle(engine, cluster, heads, now) {
+                    break;
+                }
+                cycles += 1;
+                if cycles == bound {
+                    self.stall(engine);
+                } else if cycles >= 2 * bound {
+                    break;
+                }
+            }
+            if self.held.is_empty() {
+                break;
+            }
+            self.held.clear();
+        }
+        self.held.clear();
+        self.evicted.clear();
+        self.no_preemption = false;
+    }
+
+    /// Stops preemption for the rest of the instant (once counted in `engine.stalled`).
+    fn stall(&mut self, engine: &mut Engine) {
+        if !self.no_preemption {
+            engine.stalled += 1;
+            self.no_preemption = true;
+        }
+        self.held.clear();
+    }
+
+    /// Books in the quota tree each queue's running GPUs (jobs ended since the last schedule
+    /// release theirs), and brings back the workloads set aside in each cohort tree where
+    /// quota was released.
+    fn sync(&mut self, engine: &Engine, cluster: &ClusterState) {
+        let mut released = Vec::new();
+        for index in 0..self.queues.len() {
+            let running = self.running(engine, cluster, index);
+            let queue = &mut self.queues[index];
+            if running < queue.usage {
+                self.tree.remove(queue.node, queue.usage - running);
+                released.push(queue.root);
+            } else if running > queue.usage {
+                self.tree.add(queue.node, running - queue.usage);
+            }
+            queue.usage = running;
+        }
+        // Once per tree, however many of its queues released quota.
+        released.sort_unstable();
+        released.dedup();
+        for root in released {
+            self.release(root);
+        }
+    }
+
+    /// GPUs running in queue `index`: its leaves', counted job by job where
+    /// [`State::by_job`] says so.
+    fn running(&self, engine: &Engine, cluster: &ClusterState, index: usize) -> u64 {
+        let queue = &self.queues[index];
+        let lane = queue.node as u32;
+        let mut running = 0.0;
+        for &leaf in &queue.leaves {
+            running += match self.by_job[leaf] {
+                Some(false) => cluster.running[leaf],
+                _ => cluster.started[leaf]
+                    .iter()
+                    .map(|&(_, id)| &engine.jobs[id])
+                    .filter(|job| job.lane == lane)
+                    .map(|job| f64::from(job.gpus))
+                    .sum(),
+            };
+        }
+        running.round() as u64
+    }
+
+    /// Quota was released in the cohort tree of `root`: its inadmissible workloads come back.
+    fn release(&mut self, root: usize) {
+        for queue in self.queues.iter_mut().filter(|q| q.root == root) {
+            queue.parked.clear();
+            queue.blocked = None;
+        }
+    }
+
+    /// Each queue's head, if it has one now.
+    fn heads(&mut self, engine: &Engine, cluster: &ClusterState) -> Vec<(usize, JobId)> {
+        let mut heads = Vec::new();
+        for (index, queue) in self.queues.iter_mut().enumerate() {
+            if let Some(sticky) = queue.sticky {
+                if engine.jobs.get(sticky).is_some_and(|job| job.started.is_none()) {
+                    heads.push((index, sticky));
+                    continue;
+                }
+                queue.sticky = None;
+            }
+            let strict = queue.queueing == Queueing::StrictFifo;
+            let (held, lane) = (&self.held, queue.node as u32);
+            let first = queue
+                .leaves
+                .iter()
+                .flat_map(|&leaf| &cluster.by_size[leaf])
+                .filter(|group| group.lane == lane)
+                .filter(|group| strict || !queue.parked.contains(&(group.tier, group.gpus)))
+                .filter_map(|group| {
+                    let first = match held.is_empty() {
+                        true => Some(group.first),
+                        false => group.jobs.iter().find(|(_, id)| !held.contains(id)).copied(),
+                    };
+                    first.map(|first| (group.tier, first))
+                })
+                .min();
+            if let Some((_, (_, id))) = first
+                && queue.blocked != Some(id)
+            {
+                heads.push((index, id));
+            }
+        }
+        heads
+    }
+
+    /// One cycle over `heads`: whether it changed anything.
+    fn cycle(
+        &mut self,
+        engine: &mut Engine,
+        cluster: &mut ClusterState,
+        heads: Vec<(usize, JobId)>,
+        now: i64,
+    ) -> bool {
+        let mut entries: Vec<Entry> =
+            heads.into_iter().map(|(queue, id)| self.nominate(engine, cluster, queue, id)).collect();
+        let classical = self.fair.is_none();
+        let sticky = |state: &State, e: &Entry| state.queues[e.queue].sticky == Some(e.id);
+        if classical {
+            // Served from the end.
+            entries
+                .sort_by_key(|e| std::cmp::Reverse((!sticky(self, e), e.borrowing, e.tier, e.place, e.id)));
+        }
+        let mut changed = false;
+        let mut chosen: BTreeSet<JobId> = BTreeSet::new();
+        let mut reserved: Vec<(usize, u64)> = Vec::new();
+        while !entries.is_empty() {
+            let entry = match classical {
+                true => entries.pop().expect("not empty"),
+                false => {
+                    let next = match entries.iter().position(|e| sticky(self, e)) {
+                        Some(preemptor) => preemptor,
+                        None => self.fair_next(&entries),
+                    };
+                    entries.remove(next)
+                }
+            };
+            let queue = &self.queues[entry.queue];
+            let (node, gpus) = (queue.node, u64::from(entry.gpus));
+            let (root, strict) = (queue.root, queue.queueing == Queueing::StrictFifo);
+            let reclaims_any = queue.preemption.reclaim_within_cohort == ReclaimWithinCohort::Any;
+            match &entry.mode {
+                Mode::NoFit => changed |= self.set_aside(&entry),
+                Mode::NoCandidates => {
+                    if !reclaims_any {
+                        let reserve = self.to_reserve(node, gpus);
+                        if reserve > 0 {
+                            self.tree.add(node, reserve);
+                            reserved.push((node, reserve));
+                        }
+                    }
+                    changed |= self.set_aside(&entry);
+                }
+                Mode::Fit => {
+                    let fits = matches!(self.fit(entry.queue, gpus), QuotaFit::Fit { .. });
+                    let Some(placement) = fits.then(|| cluster.pool.place(entry.gpus)).flatten() else {
+                        // Skipped: it stays its queue's head.
+                        continue;
+                    };
+                    engine.start(&Unprotected, cluster, entry.id, placement, now);
+                    self.tree.add(node, gpus);
+                    let queue = &mut self.queues[entry.queue];
+                    queue.usage += gpus;
+                    if queue.sticky == Some(entry.id) {
+                        queue.sticky = None;
+                    }
+                    changed = true;
+                }
+                Mode::Preempt(targets) => {
+                    if targets.iter().any(|t| chosen.contains(t)) {
+                        continue;
+                    }
+                    if targets.iter().any(|t| self.evicted.contains(t)) {
+                        // A job evicted twice at one instant: preemption goes round in
+                        // circles. It stops for the instant.
+                        self.stall(engine);
+                        continue;
+                    }
+                    let freed: Vec<(usize, u64)> = targets
+                        .iter()
+                        .map(|&t| {
+                            let job = &engine.jobs[t];
+                            (self.queue_of(job), u64::from(job.gpus))
+                        })
+                        .collect();
+                    for &(q, g) in &freed {
+                        self.tree.remove(self.queues[q].node, g);
+                    }
+                    if gpus > self.tree.cq_available(node) as u64 {
+                        for &(q, g) in &freed {
+                            self.tree.add(self.queues[q].node, g);
+                        }
+                        continue;
+                    }
+                    for &(q, g) in &freed {
+                        self.queues[q].usage -= g;
+                    }
+                    chosen.extend(targets.iter().copied());
+                    self.held.extend(targets.iter().copied());
+                    self.evicted.extend(targets.iter().copied());
+                    engine.evict(cluster, entry.id, targets, now);
+                    // The preemptor's usage holds its place for the rest of the cycle.
+                    self.tree.add(node, gpus);
+                    reserved.push((node, gpus));
+                    if !strict {
+                        self.queues[entry.queue].sticky = Some(entry.id);
+                    }
+                    self.release(root);
+                    changed = true;
+                }
+            }
+        }
+        for (node, gpus) in reserved {
+            self.tree.remove(node, gpus);
+        }
+        changed
+    }
+
+    /// Kueue's quota decision for `gpus` in queue `queue` now.
+    pub(super) fn fit(&self, queue: usize, gpus: u64) -> QuotaFit {
+        let queue = &self.queues[queue];
+        self.tree.fit(queue.node, gpus, &queue.preemption, self.fair.is_some())
+    }
+
+    /// A head as this cycle nominates it.
+    fn nominate(&mut self, engine: &Engine, cluster: &ClusterState, queue: usize, id: JobId) -> Entry {
+        let job = &engine.jobs[id];
+        let gpus = u64::from(job.gpus);
+        let node = self.queues[queue].node;
+        let (borrowing, _) = self.tree.lowest_subtree_that_fits(node, gpus);
+        let mode = match self.fit(queue, gpus) {
+            QuotaFit::Fit { .. } if cluster.pool.fits(job.gpus) => Mode::Fit,
+            QuotaFit::Fit { .. } | QuotaFit::NoFit(_) => Mode::NoFit,
+            QuotaFit::MayPreempt if self.no_preemption => Mode::NoCandidates,
+            QuotaFit::MayPreempt => {
+                let targets = match self.fair.is_some() {
+                    false => self.classical_targets(engine, cluster, queue, id),
+                    true => self.fair_targets(engine, cluster, queue, id),
+                };
+                // Victims that would not free room on the nodes are not taken: Kueue, which
+                // sees only quota, would evict them, and the preemptor's pods would wait.
+                let mut room = cluster.pool.room_for(job.gpus);
+                let placed = targets.iter().fold(cluster.pool.fits(job.gpus), |placed, &t| {
+                    room.give_back(&engine.jobs[t].placement) || placed
+                });
+                if targets.is_empty() || !placed { Mode::NoCandidates } else { Mode::Preempt(targets) }
+            }
+        };
+        Entry { queue, id, gpus: job.gpus, tier: job.tier, place: job.place, borrowing, mode }
+    }
+
+    /// What a head without preemption candidates holds of the quota for the rest of the
+    /// cycle (file: pkg/scheduler/scheduler.go, func: quotaResourcesToReserve): when it
+    /// would borrow, what its quota and borrowing limit still allow (all of the request
+    /// without a limit); else what is left of its nominal quota.
+    fn to_reserve(&self, node: usize, gpus: u64) -> u64 {
+        let value = gpus as i64;
+        let usage = self.tree.usage(node);
+        let nominal = self.tree.nominal(node);
+        let reserve = if self.tree.borrowing_with(node, gpus) {
+            match self.tree.borrowing_limit(node) {
+                Some(limit) => value.min(nominal + limit - usage),
+                None => value,
+            }
+        } else {
+            value.min(nominal - usage)
+        };
+        reserve.max(0) as u64
+    }
+
+    /// A head not admitted: set aside (BestEffortFIFO, with every workload of its priority
+    /// and GPUs) or blocking its queue (StrictFIFO). Whether that changed anything.
+    fn set_aside(&mut self, entry: &Entry) -> bool {
+        let queue = &mut self.queues[entry.queue];
+        match queue.queueing {
+            Queueing::BestEffortFifo => {
+                let unstuck = queue.sticky == Some(entry.id);
+                if unstuck {
+                    queue.sticky = None;
+                }
+                queue.parked.insert((entry.tier, entry.gpus)) | unstuck
+            }
+            Queueing::StrictFifo => queue.blocked.replace(entry.id) != Some(entry.id),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::setup::{Node, Preemption};
+    use super::*;
+
+    /// A state of the quota tree `nodes` alone (no queue takes jobs).
+    fn state(nodes: &[Node]) -> State {
+        State {
+            tree: QuotaTree::new(nodes),
+            queues: Vec::new(),
+            of_node: vec![None; nodes.len()],
+            taken: HashSet::new(),
+            by_job: Vec::new(),
+            fair: None,
+            children: vec![Vec::new(); nodes.len()],
+            held: BTreeSet::new(),
+            evicted: BTreeSet::new(),
+            no_preemption: false,
+            period: 0,
+        }
+    }
+
+    fn node(name: &str, parent: Option<usize>, nominal: u64, limit: Option<u64>, queue: bool) -> Node {
+        let kind = match queue {
+            true => Kind::ClusterQueue {
+                preemption: Preemption::default(),
+                queueing: Queueing::BestEffortFifo,
+                afs: false,
+            },
+            false => Kind::Cohort,
+        };
+        Node {
+            name: name.into(),
+            kind,
+            parent,
+            nominal,
+            borrowing_limit: limit,
+            lending_limit: None,
+            weight: 1.0,
+            covers: true,
+        }
+    }
+
+    #[test]
+    fn what_a_head_without_candidates_reserves() {
+        // A cohort of 4 over a (nominal 4, borrowing limit 2) and b (nominal 2, no limit).
+        let mut s = state(&[
+            node("pool", None, 4, None, false),
+            node("a", Some(0), 4, Some(2), true),
+            node("b", Some(0), 2, None, true),
+        ]);
+        s.tree.add(1, 3);
+        // a asks 1: within its quota (3 + 1 ≤ 4): what is left of it, min(1, 4 − 3) = 1.
+        assert_eq!(s.to_reserve(1, 1), 1);
+        // a asks 3: it would borrow: min(3, 4 + 2 − 3) = 3; asks 5: capped at 3.
+        assert_eq!((s.to_reserve(1, 3), s.to_reserve(1, 5)), (3, 3));
+        // b asks 5: it would borrow, and has no limit: all 5.
+        assert_eq!(s.to_reserve(2, 5), 5);
+        // a over its quota and limit (7 > 4 + 2): nothing, not a negative reserve.
+        s.tree.add(1, 4);
+        assert_eq!(s.to_reserve(1, 2), 0);
+    }
+}
