@@ -6,6 +6,7 @@
 
 use std::io::{IsTerminal, Write};
 
+use allot_compiler::escape;
 use allot_compiler::escape::{controls, is_hidden};
 use allot_compiler::source::{SourceFile, Sources, Span};
 use allot_compiler::{Diagnostic, Severity};
@@ -98,7 +99,7 @@ fn visible_text(text: &str) -> (String, Vec<(usize, usize)>) {
     let mut chars = text.char_indices().peekable();
     while let Some((offset, c)) = chars.next() {
         if escaped_in_source(c, chars.peek().map(|&(_, n)| n)) {
-            let escape = controls(c.encode_utf8(&mut [0; 4]), false).into_owned();
+            let escape = escape::line(c.encode_utf8(&mut [0; 4]));
             out.push_str(&escape);
             let before = grown.last().map_or(0, |&(_, g)| g);
             grown.push((offset, before + escape.len() - c.len_utf8()));
@@ -123,7 +124,7 @@ fn visible(diagnostics: &[Diagnostic], sources: &Sources) -> (Vec<Diagnostic>, S
     let mut growth = Vec::new();
     for (_, file) in sources.files() {
         let (text, grown) = visible_text(&file.text);
-        shown.add(SourceFile::new(file.path.clone(), controls(&file.name, false).into_owned(), text.into()));
+        shown.add(SourceFile::new(file.path.clone(), escape::line(&file.name), text.into()));
         growth.push(grown);
     }
     let span = |span: Span| match growth.get(span.file.0 as usize) {
@@ -137,12 +138,12 @@ fn visible(diagnostics: &[Diagnostic], sources: &Sources) -> (Vec<Diagnostic>, S
         .iter()
         .map(|d| {
             let mut d = d.clone();
-            d.message = controls(&d.message, false).into_owned();
+            d.message = escape::line(&d.message);
             d.help = d.help.map(|h| controls(&h, true).into_owned());
-            d.file_name = d.file_name.map(|f| controls(&f, false).into_owned());
+            d.file_name = d.file_name.map(|f| escape::line(&f));
             for label in &mut d.labels {
                 label.span = span(label.span);
-                label.text = controls(&label.text, false).into_owned();
+                label.text = escape::line(&label.text);
             }
             d
         })

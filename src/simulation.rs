@@ -129,14 +129,12 @@ fn kueue_policy(model: &Model, files: &KueueFiles) -> Result<Kueue, Error> {
                 let Some(binding) = bound_to_kueue(cluster) else {
                     return Err(Error::failed(format!(
                         "--policy kueue simulates the Kueue objects allot writes, and cluster {} is not bound to Kueue (its kubernetes binding does not name kueue; or give its own objects with --kueue-objects {}=DIR)",
-                        escape::controls(&cluster.name, false),
-                        escape::controls(&cluster.name, false)
+                        escape::line(&cluster.name),
+                        escape::line(&cluster.name)
                     )));
                 };
-                let label = format!(
-                    "the Kueue objects allot writes for cluster {}",
-                    escape::controls(&cluster.name, false)
-                );
+                let label =
+                    format!("the Kueue objects allot writes for cluster {}", escape::line(&cluster.name));
                 over_time = later.iter().map(|(from, m)| (*from, kueue::objects(m, &cluster.name))).collect();
                 (binding.resource.as_str(), Cow::Owned(kueue::objects(first, &cluster.name)), label)
             }
@@ -207,20 +205,20 @@ fn note_missing(
     let missing: Vec<String> = leaves
         .iter()
         .filter(|(name, _)| !folder.cluster_queues.contains(name))
-        .map(|(name, _)| escape::controls(name, false).into_owned())
+        .map(|(name, _)| escape::line(name))
         .collect();
     let placed = kept.iter().any(|(name, _)| folder.cluster_queues.contains(name));
     let note = if !placed {
         format!(
             "no ClusterQueue there is named as allot names the budgets of cluster {} ({}): jobs find their ClusterQueue only through the trace's `queue` column",
-            escape::controls(cluster, false),
+            escape::line(cluster),
             first_few(&missing)
         )
     } else if !missing.is_empty() {
         format!(
             "no ClusterQueue there for {} of cluster {} ({}): their jobs find their ClusterQueue only through the trace's `queue` column, or are counted unplaceable",
             plural(missing.len(), "budget"),
-            escape::controls(cluster, false),
+            escape::line(cluster),
             first_few(&missing)
         )
     } else {

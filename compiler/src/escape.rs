@@ -42,6 +42,13 @@ pub fn controls(text: &str, keep_newlines: bool) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `text` as one line for a terminal, a log or an annotation: every hidden character, line
+/// feeds included, as a visible escape. The one way untrusted text (names, messages from a
+/// live system or a file) is shown on a line of its own or inside one.
+pub fn line(text: &str) -> String {
+    controls(text, false).into_owned()
+}
+
 /// `text` as inline Markdown that GitHub shows as it is, on one line: hidden characters as
 /// visible escapes (so a table cell keeps its row), `&` `<` `>` `"` as HTML entities (no
 /// tag, no entity), the punctuation Markdown reads (`\` `` ` `` `*` `_` `[` `]` `|` `#`

@@ -12,8 +12,9 @@
 
 use std::collections::HashMap;
 
-use crate::squeue::{MAX_JOBS, duration};
 use allot_verify::trace::{RowError, optional_time};
+
+use crate::squeue::{MAX_JOBS, duration};
 
 /// The `squeue -O` fields read of the jobs on the nodes, in order (times as epoch seconds,
 /// `SLURM_TIME_FORMAT=%s`).

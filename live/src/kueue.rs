@@ -13,12 +13,11 @@ use std::collections::HashMap;
 
 use allot_compiler::ir::Model;
 use allot_compiler::units::whole_quantity;
-use serde_json::Value;
-
 use allot_simulate::kueue::objects::ObjectError;
 use allot_simulate::{Policy, simulate_from};
 use allot_verify::audit::AuditError;
 use allot_verify::trace::Job;
+use serde_json::Value;
 
 /// The most objects of one kind read.
 pub const MAX_OBJECTS: usize = 200_000;

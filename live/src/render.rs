@@ -2,10 +2,10 @@
 //! its running GPUs against its entitlement, as Markdown, or as JSON. On a cluster with
 //! floors (Slurm), each budget's floor GPUs in use and its GPUs beyond them too.
 
+use allot_verify::render::table::{Cell, Column, Table};
 use serde_json::{Value, json};
 
 use crate::standing::{BudgetNow, ClusterNow, Ranking, Standing, Status};
-use allot_verify::render::table::{Cell, Column, Table};
 
 /// The columns of every scheduler's budgets.
 const BUDGETS: [Column<'static>; 12] = [

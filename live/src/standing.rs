@@ -10,7 +10,6 @@
 use std::borrow::Cow;
 
 use allot_compiler::ir::Model;
-
 use allot_verify::budgets::{Budgets, JobError};
 use allot_verify::entitlement::{EntitlementError, NodeId};
 use allot_verify::trace::Job;

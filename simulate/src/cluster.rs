@@ -4,13 +4,12 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::engine::Ranking;
-use super::jobs::{JobId, SimJob, Slots};
-use super::pool::Pool;
-use super::queue::Group;
-use crate::decay::Usage;
 use allot_verify::budgets::ClusterBudgets;
 use allot_verify::entitlement::{Division, NodeId};
+
+use super::jobs::{JobId, SimJob, Slots};
+use super::pool::Pool;
+use crate::decay::Usage;
 
 /// Each node's floor: its guaranteed GPUs that none of its children is guaranteed.
 fn floors(budgets: &ClusterBudgets) -> Vec<u64> {
@@ -418,5 +417,32 @@ impl<'b> ClusterState<'b> {
                 self.fair_tree(&self.siblings[id.0], tied, ranked);
             }
         }
+    }
+}
+
+/// How budgets are ranked in a cluster's queue (see [`ClusterState::rank`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ranking {
+    /// By Fair Tree; computed again when a run stops (its usage is then booked) when
+    /// `at_stops`, else only at the decay's passes (as Slurm does).
+    FairTree { at_stops: bool },
+    /// All alike.
+    Flat,
+}
+
+/// The waiting jobs of one budget, tier and lane that ask for the same GPUs, by (time
+/// entered, job), and the first of them (read at every pass).
+pub(super) struct Group {
+    pub(super) tier: u32,
+    pub(super) lane: u32,
+    pub(super) gpus: u32,
+    pub(super) first: (i64, JobId),
+    pub(super) jobs: BTreeSet<(i64, JobId)>,
+}
+
+impl Group {
+    /// Its key among its budget's groups (their order): (tier, lane, GPUs).
+    pub(super) fn key(&self) -> (u32, u32, u32) {
+        (self.tier, self.lane, self.gpus)
     }
 }

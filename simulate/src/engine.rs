@@ -8,14 +8,14 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use allot_compiler::units::DECAY_PERIOD;
+use allot_verify::figures::Waits;
+use allot_verify::trace::Job;
 
 use super::EndedBy;
-use super::cluster::ClusterState;
+use super::cluster::{ClusterState, Ranking};
 use super::jobs::{Detail, Due, END, ENTER, Ended, JobId, PROTECTED_UNTIL, SimJob, Slots, Terms};
 use super::pool::Pool;
 use super::queue::Head;
-use allot_verify::figures::Waits;
-use allot_verify::trace::Job;
 
 /// What a policy decides; the engine does the rest. A policy is one module implementing
 /// this trait; adding one touches no other policy, and the engine only where it lacks a
@@ -100,16 +100,6 @@ pub(super) trait Rules {
     fn periodic(&mut self, engine: &mut Engine, cluster: &mut ClusterState, now: i64) {
         let _ = (engine, cluster, now);
     }
-}
-
-/// How budgets are ranked in a cluster's queue (see [`ClusterState::rank`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Ranking {
-    /// By Fair Tree; computed again when a run stops (its usage is then booked) when
-    /// `at_stops`, else only at the decay's passes (as Slurm does).
-    FairTree { at_stops: bool },
-    /// All alike.
-    Flat,
 }
 
 /// A job as a policy takes it in.

@@ -4,8 +4,9 @@
 use std::ops::{Index, IndexMut};
 use std::sync::Arc;
 
-use super::EndedBy;
 use allot_verify::trace::CompactString;
+
+use super::EndedBy;
 
 /// A contract's terms, as the simulator applies them.
 pub(super) struct Terms {

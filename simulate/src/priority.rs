@@ -6,7 +6,8 @@
 //! its contract's minimum runtime.
 
 use super::cluster::ClusterState;
-use super::engine::{Engine, Ranking, Rules, Start};
+use super::cluster::Ranking;
+use super::engine::{Engine, Rules, Start};
 use super::jobs::{JobId, SimJob};
 use super::passes::{self, Passes};
 

@@ -2,7 +2,7 @@
 //! merged across budgets by rank.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::BinaryHeap;
 use std::ops::Bound;
 
 use super::cluster::ClusterState;
@@ -56,22 +56,5 @@ impl<'h> Cursor<'h> {
         if let Some(&(entered, id)) = group.jobs.range(after).next() {
             self.heads.push(Reverse(Head(tier, rank, entered, id, leaf, gpus, lane)));
         }
-    }
-}
-
-/// The waiting jobs of one budget, tier and lane that ask for the same GPUs, by (time
-/// entered, job), and the first of them (read at every pass).
-pub(super) struct Group {
-    pub(super) tier: u32,
-    pub(super) lane: u32,
-    pub(super) gpus: u32,
-    pub(super) first: (i64, JobId),
-    pub(super) jobs: BTreeSet<(i64, JobId)>,
-}
-
-impl Group {
-    /// Its key among its budget's groups (their order): (tier, lane, GPUs).
-    pub(super) fn key(&self) -> (u32, u32, u32) {
-        (self.tier, self.lane, self.gpus)
     }
 }

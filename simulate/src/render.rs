@@ -4,14 +4,14 @@
 //! as [`audit::json`] gives it.
 
 use allot_compiler::ir::Model;
-use serde_json::{Map, Value, json};
-
-use crate::{Policy, SHORT_JOB, Simulation};
 use allot_verify::expectations;
 use allot_verify::figures::{Audit, Waits};
 use allot_verify::render::audit;
 use allot_verify::render::table::{Cell, Column, Table};
 use allot_verify::report;
+use serde_json::{Map, Value, json};
+
+use crate::{Policy, SHORT_JOB, Simulation};
 
 /// One simulated run, as the outputs show it.
 pub struct Outcome<'a> {

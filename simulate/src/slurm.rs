@@ -14,17 +14,19 @@
 //! only QOS [`PREEMPTIBLE_QOS`] is preempted, by any other job, which it follows in the
 //! queue. What is not modelled is in docs/verifier.md.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use allot_compiler::names::PREEMPTIBLE_QOS;
+use allot_verify::trace::Job;
 
 use super::cluster::ClusterState;
-use super::engine::{Admission, Engine, Ranking, Requeue, Rules, Start};
+use super::cluster::Ranking;
+use super::engine::{Admission, Engine, Requeue, Rules, Start};
 use super::jobs::{JobId, SimJob, Slots};
 use super::pool::Pool;
 use super::queue::{Cursor, Head};
 use super::{EndedBy, SlurmSettings};
-use allot_verify::trace::Job;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// The policy: a Slurm's scheduler settings, and its backfill plan (kept from run to run
 /// for its buffers).

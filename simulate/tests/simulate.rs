@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 
 use allot_compiler::ir::Model;
+use allot_simulate::{Policy, Run, Simulation, SlurmSettings, simulate, simulate_with_runs};
 use allot_verify::audit::AuditError;
 use allot_verify::entitlement::{Hierarchy, Node, NodeId};
-use allot_simulate::{Policy, Run, Simulation, SlurmSettings, simulate, simulate_with_runs};
 use allot_verify::trace::Job;
 use proptest::prelude::*;
 

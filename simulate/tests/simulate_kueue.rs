@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use allot_compiler::ir::Model;
 use allot_compiler::test_support::model;
-use allot_verify::audit::AuditError;
 use allot_simulate::{
     ClusterObjects, EndedBy, Kueue, Policy, Run, Simulation, UNBUDGETED, simulate_with_runs,
 };
+use allot_verify::audit::AuditError;
 use allot_verify::trace::Job;
 use proptest::prelude::*;
 use serde_json::{Value, json};

@@ -13,6 +13,7 @@ mod whatif;
 use std::path::{Path, PathBuf};
 
 use allot_compiler::calendar;
+use allot_compiler::escape;
 use allot_compiler::ir::Model;
 
 use crate::args;
@@ -25,7 +26,6 @@ use crate::input::traces::TraceInput;
 use crate::output::{json, print};
 use crate::simulation::{self, PolicyName, Scenario};
 use allot_simulate::SlurmSettings;
-use review::plain;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -105,10 +105,10 @@ pub fn run(args: Args, format: Format) -> Outcome {
     let text = match args.format {
         review::DiffFormat::Human => {
             let table = table();
-            let replay = replay(&table, plain, "->", &|trace, runs| {
-                format!("{}:\n{}", plain(&replayed(trace)), simulation::side_by_side(runs))
+            let replay = replay(&table, escape::line, "->", &|trace, runs| {
+                format!("{}:\n{}", escape::line(&replayed(trace)), simulation::side_by_side(runs))
             });
-            let later = later::human(&later, &args.against, head, plain);
+            let later = later::human(&later, &args.against, head, escape::line);
             review::human(&diff, &table, &later, &natives, &git, replay.as_ref())
         }
         review::DiffFormat::Markdown => {

@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
-use allot_compiler::escape::{controls, markdown};
+use allot_compiler::escape::{self, markdown};
 use allot_live::drain::{self, Kept, Leaves, Terms};
 use allot_targets::slurm::qos;
 use allot_targets::slurm::tree::{self};
@@ -264,7 +264,7 @@ fn wait(
             match next.jobs.iter().find(|(j, _)| j.id == job.id) {
                 None if requeued.contains(&job.id) => {}
                 None => {
-                    eprintln!("{}  job {} left the nodes", time(now), controls(&job.id, false));
+                    eprintln!("{}  job {} left the nodes", time(now), escape::line(&job.id));
                     waited.left.push((job.id.clone(), now));
                 }
                 Some((again, now_leaves))
@@ -274,8 +274,8 @@ fn wait(
                     eprintln!(
                         "{}  job {} changed ({}): left to its new course",
                         time(now),
-                        controls(&job.id, false),
-                        controls(&what, false)
+                        escape::line(&job.id),
+                        escape::line(&what)
                     );
                     waited.changed.push((job.id.clone(), what));
                 }
@@ -284,12 +284,12 @@ fn wait(
         }
         let (done, failed) = requeue_due(cluster, &next, &requeued);
         for id in done {
-            eprintln!("{}  job {} requeued: its protection ended", time(now), controls(&id, false));
+            eprintln!("{}  job {} requeued: its protection ended", time(now), escape::line(&id));
             waited.requeued.push((id.clone(), now));
             requeued.insert(id);
         }
         for failure in failed {
-            eprintln!("{}  error: the requeue failed: {}", time(now), controls(&failure, false));
+            eprintln!("{}  error: the requeue failed: {}", time(now), escape::line(&failure));
             if !waited.failed.contains(&failure) {
                 waited.failed.push(failure);
             }
@@ -320,7 +320,7 @@ fn progress(plan: &drain::Plan, now: i64, requeued: &HashSet<String>) -> String 
     };
     let next = plan.jobs.iter().find_map(|(job, leaves)| match leaves {
         Leaves::RequeueAt(at) => {
-            Some(format!("; next, job {} requeued at {}", controls(&job.id, false), time(*at)))
+            Some(format!("; next, job {} requeued at {}", escape::line(&job.id), time(*at)))
         }
         _ => None,
     });
@@ -349,10 +349,8 @@ impl Waited {
             lines.push(format!("Changed while waiting, left to their new course: {}.", ids.join(", ")));
         }
         lines.extend(self.failed.iter().map(|f| format!("error: the requeue failed: {f}")));
-        let shown: Vec<String> = lines
-            .iter()
-            .map(|l| if as_markdown { markdown(l) } else { controls(l, false).into_owned() })
-            .collect();
+        let shown: Vec<String> =
+            lines.iter().map(|l| if as_markdown { markdown(l) } else { escape::line(l) }).collect();
         format!("{}\n", shown.join(if as_markdown { "\n\n" } else { "\n" }))
     }
 
@@ -385,7 +383,7 @@ fn node_names(list: &str) -> Result<Vec<&str>, Error> {
         if !plain {
             return Err(Error::failed(format!(
                 "{:?} is not a node name (letters, digits, `-`, `_` and `.`, at most 64; ranges like gpu[01-04] are not taken): nothing was done",
-                controls(name, false)
+                escape::line(name)
             )));
         }
     }
@@ -409,8 +407,8 @@ fn resume(cluster: &str, nodes: &[Node]) -> Outcome {
         return Err(Error::failed(format!(
             "node {} was not drained by allot (state {}, reason {:?}): allot returns to service only the nodes it drained; nothing was done",
             other.name,
-            controls(&other.state, false),
-            controls(&other.reason, false)
+            escape::line(&other.state),
+            escape::line(&other.reason)
         )));
     }
     let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
@@ -444,7 +442,7 @@ impl Report<'_> {
     /// The report for a terminal, or as Markdown (each sentence a paragraph, the jobs a
     /// list).
     fn text(&self, as_markdown: bool) -> String {
-        let shown = |s: &str| if as_markdown { markdown(s) } else { controls(s, false).into_owned() };
+        let shown = |s: &str| if as_markdown { markdown(s) } else { escape::line(s) };
         let would = if self.dry_run { "would be " } else { "" };
         let mut before = Vec::new();
         if self.dry_run {

@@ -5,7 +5,7 @@
 
 use allot_compiler::calendar::{self, Boundary};
 use allot_compiler::diff::{ShareMove, Standing};
-use allot_compiler::escape::{controls, markdown};
+use allot_compiler::escape::{self, markdown};
 use allot_compiler::ir::Grant;
 use allot_compiler::units::{Instant, format_instant};
 use serde_json::json;
@@ -65,10 +65,6 @@ fn grant_line(path: &str, grant: &Grant, safe: fn(&str) -> String) -> String {
     format!("{line}: {}", safe(&grant.reason))
 }
 
-fn terminal(text: &str) -> String {
-    controls(text, false).into_owned()
-}
-
 /// A move's guaranteed GPUs and effective share (in percent), before and after; none on a
 /// side where the budget is not.
 fn figures(m: &ShareMove) -> (u64, u64, f64, f64) {
@@ -80,7 +76,7 @@ fn figures(m: &ShareMove) -> (u64, u64, f64, f64) {
 /// `7 → 13 GPUs (10.789% → 21.000% of jupiter)`.
 fn moved(m: &ShareMove) -> String {
     let (gpus_before, gpus_after, before, after) = figures(m);
-    format!("{gpus_before} → {gpus_after} GPUs ({before:.3}% → {after:.3}% of {})", terminal(&m.cluster))
+    format!("{gpus_before} → {gpus_after} GPUs ({before:.3}% → {after:.3}% of {})", escape::line(&m.cluster))
 }
 
 fn human(at: Instant, in_force: &[(String, &Grant)], calendar: &[Boundary]) -> String {
@@ -90,7 +86,7 @@ fn human(at: Instant, in_force: &[(String, &Grant)], calendar: &[Boundary]) -> S
     } else {
         out.push('\n');
         for (path, grant) in in_force {
-            out.push_str(&format!("  {}\n", grant_line(path, grant, terminal)));
+            out.push_str(&format!("  {}\n", grant_line(path, grant, escape::line)));
         }
     }
     if calendar.is_empty() {
@@ -99,15 +95,15 @@ fn human(at: Instant, in_force: &[(String, &Grant)], calendar: &[Boundary]) -> S
     for boundary in calendar {
         out.push_str(&format!("\n{}\n", format_instant(boundary.at)));
         for (path, grant) in &boundary.starting {
-            out.push_str(&format!("  starts: {}\n", grant_line(path, grant, terminal)));
+            out.push_str(&format!("  starts: {}\n", grant_line(path, grant, escape::line)));
         }
         for (path, grant) in &boundary.ending {
-            out.push_str(&format!("  ends:   {}\n", grant_line(path, grant, terminal)));
+            out.push_str(&format!("  ends:   {}\n", grant_line(path, grant, escape::line)));
         }
         if boundary.moves.is_empty() {
             out.push_str("  no guaranteed GPUs or effective shares move\n");
         }
-        let projects: Vec<String> = boundary.moves.iter().map(|m| terminal(&m.project)).collect();
+        let projects: Vec<String> = boundary.moves.iter().map(|m| escape::line(&m.project)).collect();
         let width = projects.iter().map(|p| p.chars().count()).max().unwrap_or(0);
         for (project, m) in projects.iter().zip(&boundary.moves) {
             out.push_str(&format!("    {project:width$}  {}\n", moved(m)));

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use allot_compiler::calendar::Around;
-use allot_compiler::escape::controls;
+use allot_compiler::escape;
 use allot_compiler::ir::Model;
 use allot_compiler::units::format_instant;
 use allot_live::kueue::Kueue;
@@ -209,7 +209,7 @@ fn read_kueue(
         );
         for d in &drift {
             // Names read from the server are shown on their line, their controls visible.
-            line.push_str(&format!("\n  {}", controls(&format!("{}: {}", d.object(), d.change()), false)));
+            line.push_str(&format!("\n  {}", escape::line(&format!("{}: {}", d.object(), d.change()))));
         }
         line
     };

@@ -22,7 +22,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use allot_compiler::escape::controls;
+use allot_compiler::escape;
 use allot_compiler::ir::Model;
 use serde_json::Value;
 use serde_saphyr::budget::BudgetBreach;
@@ -124,15 +124,15 @@ impl KueueFiles {
     pub fn read(given: &[ObjectsArg], config: Option<&Path>, model: &Model) -> Result<KueueFiles, Error> {
         let mut files = KueueFiles::default();
         let clusters: Vec<&str> = model.clusters.iter().map(|c| c.name.as_str()).collect();
-        let listed = || clusters.iter().map(|c| controls(c, false)).collect::<Vec<_>>().join(", ");
+        let listed = || clusters.iter().map(|c| escape::line(c)).collect::<Vec<_>>().join(", ");
         for arg in given {
-            let label = format!("--kueue-objects {}", controls(&arg.given, false));
+            let label = format!("--kueue-objects {}", escape::line(&arg.given));
             let cluster = match (&arg.cluster, clusters.as_slice()) {
                 (Some(name), _) => {
                     if !clusters.contains(&name.as_str()) {
                         return Err(Error::failed(format!(
                             "{label}: the budgets have no cluster {} (their clusters: {})",
-                            controls(name, false),
+                            escape::line(name),
                             listed()
                         )));
                     }
@@ -143,14 +143,14 @@ impl KueueFiles {
                     return Err(Error::failed(format!(
                         "{label}: the budgets have several clusters ({}): say which one the objects are for, as CLUSTER={}",
                         listed(),
-                        controls(&arg.given, false)
+                        escape::line(&arg.given)
                     )));
                 }
             };
             if files.objects.contains_key(&cluster) {
                 return Err(Error::failed(format!(
                     "{label}: cluster {} is given objects twice",
-                    controls(&cluster, false)
+                    escape::line(&cluster)
                 )));
             }
             let (folder, notes) =
@@ -161,7 +161,7 @@ impl KueueFiles {
             files.objects.insert(cluster, folder);
         }
         if let Some(path) = config {
-            let label = format!("--kueue-config {}", controls(&path.display().to_string(), false));
+            let label = format!("--kueue-config {}", escape::line(&path.display().to_string()));
             let configuration =
                 read_configuration(path).map_err(|e| Error::failed(format!("{label}: {e}")))?;
             files.configuration = Some((label, configuration));
@@ -186,7 +186,7 @@ fn read_folder(dir: &Path, label: String) -> Result<(Folder, Vec<String>), Strin
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     let (mut files, mut folders, mut others) = (Vec::new(), Vec::new(), Vec::new());
     for (name, kind) in entries {
-        let shown = controls(&name.to_string_lossy(), false).into_owned();
+        let shown = escape::line(&name.to_string_lossy());
         let path = dir.join(&name);
         let wanted = path
             .extension()
@@ -419,7 +419,7 @@ fn parse(text: &str, max_nodes: usize) -> Result<Vec<Spanned<Value>>, String> {
             serde_saphyr::Error::Budget { breach: BudgetBreach::Nodes { .. }, .. } => {
                 format!("more than {MAX_NODES} YAML nodes in all; allot reads at most that many")
             }
-            e => controls(&UserMessageFormatter.format_message(e), false).into_owned(),
+            e => escape::line(&UserMessageFormatter.format_message(e)),
         };
         match e.location() {
             Some(at) => format!("line {}, column {}: {message}", at.line(), at.column()),
@@ -450,10 +450,10 @@ fn nodes(value: &Value) -> usize {
 /// A name from the files, as messages show it: control characters visible, at most 80
 /// characters.
 fn shown(text: &str) -> String {
-    let visible = controls(text, false);
+    let visible = escape::line(text);
     match visible.char_indices().nth(80) {
         Some((cut, _)) => format!("{}...", &visible[..cut]),
-        None => visible.into_owned(),
+        None => visible,
     }
 }
 

@@ -84,7 +84,7 @@ impl Lock {
         Ok(locks()?
             .into_iter()
             .find(|(n, _)| *n != self.name)
-            .map(|(_, holder)| allot_compiler::escape::controls(&holder, false).into_owned()))
+            .map(|(_, holder)| allot_compiler::escape::line(&holder)))
     }
 }
 
@@ -100,7 +100,7 @@ fn locks() -> Result<Vec<(String, String)>, Error> {
 /// lock of allot's when `break_lock`.
 fn clear_the_way(break_lock: bool) -> Result<(), Error> {
     for (name, holder) in locks()? {
-        let shown = allot_compiler::escape::controls(&holder, false).into_owned();
+        let shown = allot_compiler::escape::line(&holder);
         if !holder.starts_with(PREFIX) {
             return Err(Error::failed(format!(
                 "Slurm has a QOS {name} that allot did not make (its description: {shown}): allot uses that name for the lock of its applies; nothing was applied"

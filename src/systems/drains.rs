@@ -5,11 +5,11 @@
 
 use std::collections::HashMap;
 
-use allot_compiler::escape::controls;
+use allot_compiler::escape;
 use allot_compiler::ir::Model;
+use allot_compiler::names::PREEMPTIBLE_QOS;
 use allot_live::drain::{self, Terms};
 use allot_targets::slurm::qos;
-use allot_targets::slurm::tree::PREEMPTIBLE_QOS;
 use allot_verify::render::time;
 use serde_json::{Value, json};
 
@@ -94,7 +94,7 @@ impl Draining {
             }
             None => ", no time to be empty (a job has no known end)".to_string(),
         };
-        format!("{} ({}): {jobs}{when}", controls(&self.node, false), controls(&self.reason, false))
+        format!("{} ({}): {jobs}{when}", escape::line(&self.node), escape::line(&self.reason))
     }
 
     pub fn json(&self) -> Value {

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use allot_compiler::escape::controls;
+use allot_compiler::escape;
 use allot_compiler::ir::{Cluster, KubernetesBinding, KubernetesScheduler, Model};
 use allot_live::kueue::{self, Kueue, MAX_OBJECTS, Workload};
 use allot_targets::kubernetes;
@@ -72,11 +72,6 @@ pub struct Connection {
     server: String,
 }
 
-/// Text from a kubeconfig or the server, shown on one line with its controls visible.
-fn shown(text: &str) -> String {
-    controls(text, false).into_owned()
-}
-
 /// Where the kubeconfig is read from: `KUBECONFIG`, or `~/.kube/config` when it exists.
 fn kubeconfig_place() -> Option<String> {
     match std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
@@ -95,7 +90,7 @@ async fn config(context: Option<&str>) -> Result<kube::Config, String> {
         if let Some(context) = context {
             return Err(format!(
                 "--context {}: there is no kubeconfig (KUBECONFIG is unset, and there is no ~/.kube/config)",
-                shown(context)
+                escape::line(context)
             ));
         }
         return kube::Config::incluster().map_err(|e| {
@@ -104,15 +99,15 @@ async fn config(context: Option<&str>) -> Result<kube::Config, String> {
             )
         });
     };
-    let place = shown(&place);
+    let place = escape::line(&place);
     let kubeconfig = Kubeconfig::read().map_err(|e| format!("cannot read the kubeconfig ({place}): {e}"))?;
-    let contexts: Vec<String> = kubeconfig.contexts.iter().map(|c| shown(&c.name)).collect();
+    let contexts: Vec<String> = kubeconfig.contexts.iter().map(|c| escape::line(&c.name)).collect();
     let has = if contexts.is_empty() { "none".to_string() } else { contexts.join(", ") };
     match context {
         Some(context) if !kubeconfig.contexts.iter().any(|c| c.name == context) => {
             return Err(format!(
                 "the kubeconfig ({place}) has no context `{}` (it has: {has})",
-                shown(context)
+                escape::line(context)
             ));
         }
         None if kubeconfig.current_context.is_none() => {
@@ -140,7 +135,7 @@ impl Connection {
         // safety net behind it.
         config.connect_timeout = Some(timeout::read() * 2);
         config.read_timeout = Some(timeout::read() * 2);
-        let server = shown(&config.cluster_url.to_string());
+        let server = escape::line(&config.cluster_url.to_string());
         let client = {
             let _entered = runtime.enter();
             kube::Client::try_from(config)
@@ -231,7 +226,7 @@ impl Connection {
         let server = &self.server;
         Error::failed(match &error {
             kube::Error::Api(status) => {
-                let said = shown(&status.message);
+                let said = escape::line(&status.message);
                 match status.code {
                     404 => format!(
                         "the API server at {server} serves no {what}: is Kueue (with its v1beta2 API) installed there?"
@@ -248,17 +243,20 @@ impl Connection {
             kube::Error::HyperError(_) | kube::Error::Service(_) => {
                 format!(
                     "cannot reach the API server at {server} to list {what}: {}",
-                    shown(&error.to_string())
+                    escape::line(&error.to_string())
                 )
             }
             kube::Error::Auth(_) => {
-                format!("cannot authenticate to the API server at {server}: {}", shown(&error.to_string()))
+                format!(
+                    "cannot authenticate to the API server at {server}: {}",
+                    escape::line(&error.to_string())
+                )
             }
             kube::Error::SerdeError(_) => format!(
                 "the API server at {server} answered the list of {what} with something else: {}",
-                shown(&error.to_string())
+                escape::line(&error.to_string())
             ),
-            _ => format!("listing {what} at {server} failed: {}", shown(&error.to_string())),
+            _ => format!("listing {what} at {server} failed: {}", escape::line(&error.to_string())),
         })
     }
 }
@@ -280,14 +278,14 @@ impl Reading {
         let mut parsed: Vec<Workload> = Vec::new();
         connection.list(WORKLOADS, |o| {
             let workload = Workload::read(&o, resource)
-                .map_err(|e| Error::failed(format!("Kueue's {}", shown(&e.to_string()))))?;
+                .map_err(|e| Error::failed(format!("Kueue's {}", escape::line(&e.to_string()))))?;
             parsed.push(workload);
             Ok(())
         })?;
         let lists =
             kueue::Lists { cluster_queues: &cluster_queues, cohorts: &cohorts, local_queues: &local_queues };
         let kueue = Kueue::read(&lists, parsed, resource)
-            .map_err(|e| Error::failed(format!("Kueue's {}", shown(&e.to_string()))))?;
+            .map_err(|e| Error::failed(format!("Kueue's {}", escape::line(&e.to_string()))))?;
         let written = if written {
             (|| {
                 let mut out = connection.all(RESOURCE_FLAVORS)?;

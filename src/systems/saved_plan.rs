@@ -174,7 +174,7 @@ pub fn from_json(value: &Value) -> Result<SavedPlan, String> {
     }
     if let Some(wanted) = desired_qos {
         let wanted = qos::parse(&wanted).map_err(|e| edited(&format!("its desired QOS: {e}")))?;
-        if let Some(problem) = qos::unwanted(&wanted, &desired) {
+        if let Some(problem) = tree::unwanted_qos(&wanted, &desired) {
             return Err(edited(&format!("its desired QOS: {problem}")));
         }
         desired.qos = Some(wanted);

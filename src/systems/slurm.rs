@@ -142,7 +142,7 @@ pub fn nodes(cluster: &str, names: &[&str]) -> Result<Vec<Node>, Error> {
         let (Some(name), Some(state), Some(reason)) = (fields.next(), fields.next(), fields.next()) else {
             return Err(Error::failed(format!(
                 "sinfo: a line not of 3 fields: {:?}",
-                allot_compiler::escape::controls(line, false)
+                allot_compiler::escape::line(line)
             )));
         };
         let name = name.trim();

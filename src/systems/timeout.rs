@@ -24,7 +24,7 @@ pub fn set(text: Option<&str>) -> Result<(), Error> {
     let seconds = parse_duration(text).filter(|&s| s > 0).ok_or_else(|| {
         Error::failed(format!(
             "--timeout {}: not a duration of a second or more (write it as 30s, 2m or 1h)",
-            allot_compiler::escape::controls(text, false)
+            allot_compiler::escape::line(text)
         ))
     })?;
     let _ = READ.set(Duration::from_secs(seconds));

@@ -166,8 +166,8 @@ impl Report {
 
 /// A report's text is Markdown the targets write (code spans, emphasis), with names the
 /// checks keep to `[a-z0-9-]`; as a second guard, nothing in it may end its line early.
-fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
-    allot_compiler::escape::controls(text, false)
+fn one_line(text: &str) -> String {
+    allot_compiler::escape::line(text)
 }
 
 /// A table; no cell can end its row or add a column (`|` escaped, line breaks visible).

@@ -23,7 +23,7 @@ pub fn shell_word(word: &str) -> String {
 /// control characters, line breaks first, written as escapes (`\n`, `\u{1b}`), so that no
 /// text can end the comment's line and start a line of its own.
 pub fn comment(text: &str) -> String {
-    escape::controls(text, false).into_owned()
+    escape::line(text)
 }
 
 /// Why `text` cannot be written on one line of a native file, if it cannot.

@@ -16,7 +16,7 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
                         Code::OwnerInvalid,
                         format!(
                             "the owner `{}` of `{}` {reason}",
-                            escape::controls(&owner.value, false),
+                            escape::line(&owner.value),
                             project.name.value
                         ),
                     )

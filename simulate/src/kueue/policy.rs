@@ -90,13 +90,15 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
+use allot_verify::trace::Job;
+
 use super::super::cluster::ClusterState;
-use super::super::engine::{Engine, Queued, Ranking, Rules as EngineRules, Start};
+use super::super::cluster::Ranking;
+use super::super::engine::{Engine, Queued, Rules as EngineRules, Start};
 use super::super::jobs::{JobId, SimJob};
 use super::quota::{NoFit, QuotaFit, QuotaTree};
 use super::setup::{Kind, Preemption, Queueing, ReclaimWithinCohort, Strategy};
 use super::{Kueue, Queues, priority, tier};
-use allot_verify::trace::Job;
 
 /// Cycles one schedule of a cluster may run with preemption, per job queued or running there
 /// (and at least [`CYCLES_AT_LEAST`]): the guard against endless cycles (see the module's

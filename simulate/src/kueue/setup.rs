@@ -21,7 +21,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use allot_compiler::escape::controls;
+use allot_compiler::escape;
 use allot_compiler::units::parse_quantity;
 use serde_json::Value;
 
@@ -338,8 +338,8 @@ impl<'r> Reader<'r> {
         }
         let known = ["ClusterQueue", "Cohort", "ResourceFlavor", "LocalQueue", "WorkloadPriorityClass"];
         let Some(&kind) = known.iter().find(|&&k| k == kind).filter(|_| group == "kueue.x-k8s.io") else {
-            let named = Subject(format!("{} {}", controls(kind, false), described_name(o)));
-            let problem = format!("the kueue policy cannot simulate a {}", controls(kind, false));
+            let named = Subject(format!("{} {}", escape::line(kind), described_name(o)));
+            let problem = format!("the kueue policy cannot simulate a {}", escape::line(kind));
             return Err(named.fail(if kind == "Workload" && group == "kueue.x-k8s.io" {
                 format!("{problem}: the jobs come from the trace")
             } else {
@@ -810,8 +810,8 @@ fn read_configuration(c: &Value, resource: &str, setup: &mut Setup) -> Result<()
     if kind != "Configuration" || ![CONFIG_V1BETA2, CONFIG_V1BETA1].contains(&api) {
         return Err(subject.fail(format!(
             "{} {}: not a Kueue Configuration ({CONFIG_V1BETA2} or {CONFIG_V1BETA1})",
-            controls(api, false),
-            controls(kind, false)
+            escape::line(api),
+            escape::line(kind)
         )));
     }
     let fair = &c["fairSharing"];
@@ -922,7 +922,7 @@ fn shown(v: &Value) -> String {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text,
     };
-    controls(&cut, false).into_owned()
+    escape::line(&cut)
 }
 
 /// The most characters of a value an error shows.

@@ -4,7 +4,6 @@
 
 use allot_compiler::escape;
 
-use super::review::plain;
 use super::table::{Cell, MAX_ROWS, Row, Table};
 
 /// The folded rows of a comment stop here, with a count of the rest (never a cut table).
@@ -70,10 +69,16 @@ pub fn headline(table: &Table, others: &[&str], name: fn(&str) -> String) -> Vec
 fn text_rows(table: &Table, rows: &[Row], paths: bool) -> Vec<Vec<String>> {
     rows.iter()
         .map(|r| {
-            let name =
-                if paths { plain(&r.path) } else { format!("{}{}", "  ".repeat(r.depth()), plain(r.name())) };
-            let mut cols =
-                vec![r.kind.map_or("", |k| k.symbol()).to_string(), name, plain(&r.share.join(" -> "))];
+            let name = if paths {
+                escape::line(&r.path)
+            } else {
+                format!("{}{}", "  ".repeat(r.depth()), escape::line(r.name()))
+            };
+            let mut cols = vec![
+                r.kind.map_or("", |k| k.symbol()).to_string(),
+                name,
+                escape::line(&r.share.join(" -> ")),
+            ];
             if r.context() {
                 cols.extend(table.clusters.iter().map(|_| String::new()));
             } else {
@@ -106,7 +111,7 @@ fn aligned(header: Vec<String>, rows: Vec<Vec<String>>) -> String {
 
 fn text_header(table: &Table) -> Vec<String> {
     let mut header = vec![String::new(), "budget".into(), "share".into()];
-    header.extend(table.clusters.iter().map(|c| plain(c)));
+    header.extend(table.clusters.iter().map(|c| escape::line(c)));
     header
 }
 

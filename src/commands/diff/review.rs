@@ -104,11 +104,6 @@ fn detail_text(change: &Change, escape: fn(&str) -> String) -> Vec<String> {
     change.details.iter().map(one).collect()
 }
 
-/// For a terminal, a log or an annotation: control characters made visible.
-pub(super) fn plain(text: &str) -> String {
-    controls(text, false).into_owned()
-}
-
 /// The subjects of the changes other than to projects: contracts, clusters, policy, expectations.
 fn other_changes(diff: &Diff) -> Vec<&str> {
     diff.changes.iter().filter(|c| table::project_of(c).is_none()).map(|c| c.subject.as_str()).collect()
@@ -138,7 +133,7 @@ pub fn human(
             None => format!("{}\n", diff.summary()),
         };
     }
-    let mut lines = moved::headline(table, &other_changes(diff), plain);
+    let mut lines = moved::headline(table, &other_changes(diff), escape::line);
     lines.extend(replay.map(|r| r.line.clone()));
     let mut out = lines.join("\n");
     out.push('\n');
@@ -151,11 +146,11 @@ pub fn human(
         out.push_str(&format!(
             "{} {:<44} {:<24} approve: {}\n",
             coloured(change.kind),
-            plain(&change.subject),
-            plain(&location(change, git)),
-            approvers(change, plain)
+            escape::line(&change.subject),
+            escape::line(&location(change, git)),
+            approvers(change, escape::line)
         ));
-        for line in detail_text(change, plain) {
+        for line in detail_text(change, escape::line) {
             out.push_str(&format!("    {line}\n"));
         }
     }
@@ -349,10 +344,10 @@ pub fn github(diff: &Diff, git: &GitRepo) -> String {
         properties.push(("title", "allot diff".to_string()));
         let message = format!(
             "{} {}: {} (approve: {})",
-            plain(&c.subject),
+            escape::line(&c.subject),
             c.kind.word(),
-            detail_text(c, plain).join("; "),
-            approvers(c, plain)
+            detail_text(c, escape::line).join("; "),
+            approvers(c, escape::line)
         );
         out.push_str(&github::annotation("notice", &properties, &message));
         out.push('\n');

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use allot_compiler::escape::controls;
+use allot_compiler::escape;
 use allot_compiler::ir::Model;
 use allot_live::kueue::{self, Kueue, Preemption, Workload};
 use allot_live::standing::{self, BudgetNow};
@@ -99,11 +99,6 @@ pub fn run(
     Ok(Exit::Success)
 }
 
-/// What the API server says, shown on its line with its control characters visible.
-fn shown(text: &str) -> String {
-    controls(text, false).into_owned()
-}
-
 /// The `kueue` simulation policy of the live objects: Fair Sharing on (with the strategies
 /// allot writes) when Kueue reports a weighted share for a ClusterQueue, else Kueue's
 /// defaults (Kueue's own `Configuration` is not read from the cluster).
@@ -143,7 +138,7 @@ impl Estimate {
             Estimate::Simulated(_) => "Kueue's admission and preemption simulated from now on its objects: admitted workloads run to their maximum execution time, else their contract's max-runtime; nothing new arrives".to_string(),
             Estimate::FromLimits { why, .. } => format!(
                 "every admitted workload runs to its maximum execution time, the workloads ahead of it in its ClusterQueue go first, no preemption; Kueue's objects could not be simulated: {}",
-                shown(why)
+                escape::line(why)
             ),
         };
         match (self.at(), self) {
@@ -200,11 +195,12 @@ impl Facts<'_> {
     fn text(&self) -> String {
         let w = self.workload;
         let time = render::time;
-        let contract = if w.priority_class.is_empty() { "-".to_string() } else { shown(&w.priority_class) };
-        let queue = shown(w.cluster_queue.as_deref().unwrap_or("-"));
+        let contract =
+            if w.priority_class.is_empty() { "-".to_string() } else { escape::line(&w.priority_class) };
+        let queue = escape::line(w.cluster_queue.as_deref().unwrap_or("-"));
         let mut out = format!(
             "Workload {} on cluster {} (Kueue): {} GPUs for budget {} (ClusterQueue {queue}) under contract {contract}, {}\n",
-            shown(&w.id()),
+            escape::line(&w.id()),
             self.cluster,
             w.gpus,
             self.path.unwrap_or("none"),
@@ -216,7 +212,7 @@ impl Facts<'_> {
                 "  submitted {}, finished {} ({})\n",
                 time(w.created),
                 finished.and_then(|c| c.at).map_or("-".to_string(), time),
-                finished.map_or("-".to_string(), |c| shown(&c.reason))
+                finished.map_or("-".to_string(), |c| escape::line(&c.reason))
             ));
             return out;
         }
@@ -239,7 +235,7 @@ impl Facts<'_> {
             return out;
         }
         out.push_str(&format!("  waiting since {} ({})\n", time(w.created), span(self.now - w.created)));
-        out.push_str(&format!("\nWhy: {}\n", shown(&kueue::reason(self.kueue, w, self.now))));
+        out.push_str(&format!("\nWhy: {}\n", escape::line(&kueue::reason(self.kueue, w, self.now))));
         out.push_str(&budget_lines(self.budget));
         if let Some(q) = w.cluster_queue.as_deref().and_then(|q| self.kueue.cluster_queue(q)) {
             let borrowing = match q.borrowing_limit {
@@ -248,7 +244,7 @@ impl Facts<'_> {
             };
             out.push_str(&format!(
                 "Its ClusterQueue {}: quota {} GPUs ({borrowing}), {} reserved now, {} of them borrowed; weighted share {}.\n",
-                shown(&q.name),
+                escape::line(&q.name),
                 q.nominal_gpus,
                 q.reserved_gpus,
                 q.borrowed_gpus,
@@ -268,7 +264,7 @@ impl Facts<'_> {
         for a in ahead.iter().take(AHEAD_SHOWN) {
             out.push_str(&format!(
                 "  workload {} ({} GPUs, priority {})\n",
-                shown(&a.id()),
+                escape::line(&a.id()),
                 a.gpus,
                 a.priority
             ));
@@ -278,8 +274,8 @@ impl Facts<'_> {
         for (p, why) in preemptible.iter().take(AHEAD_SHOWN) {
             out.push_str(&format!(
                 "  workload {} ({}, {} GPUs, priority {}): {}\n",
-                shown(&p.id()),
-                shown(p.cluster_queue.as_deref().unwrap_or("-")),
+                escape::line(&p.id()),
+                escape::line(p.cluster_queue.as_deref().unwrap_or("-")),
                 p.gpus,
                 p.priority,
                 match why {
@@ -312,12 +308,12 @@ impl Facts<'_> {
             .members(cohort)
             .iter()
             .map(|(name, share)| {
-                format!("{} {}", shown(name), share.map_or("-".to_string(), |s| s.to_string()))
+                format!("{} {}", escape::line(name), share.map_or("-".to_string(), |s| s.to_string()))
             })
             .collect();
         format!(
             "In cohort {}, by weighted share: {}. Kueue admits from the lowest first, and reclaims from the highest.\n",
-            shown(cohort),
+            escape::line(cohort),
             members.join(", ")
         )
     }

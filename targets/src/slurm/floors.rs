@@ -8,9 +8,8 @@
 //! bound partition. docs/slurm.md says how the pieces are loaded and in what order.
 
 use allot_compiler::ir::{Location, Model, Project};
-use allot_compiler::names;
+use allot_compiler::names::{self, PREEMPTIBLE_QOS};
 
-use super::tree::PREEMPTIBLE_QOS;
 use crate::Violation;
 use crate::text::{Named, Rule, refused};
 
@@ -125,11 +124,11 @@ pub fn floors(model: &Model, cluster: &str, path: &str) -> (Floors, Vec<Violatio
     // every line whole meanwhile.
     let writable = |floor: &Floor| {
         names::bad_slurm_partition(&floor.name).is_none()
-            && floor.accounts.iter().all(|a| super::tree::slurm_name_problem(a).is_none())
+            && floor.accounts.iter().all(|a| super::slurm_name_problem(a).is_none())
     };
     let dropped: Vec<String> = out.floors.iter().filter(|f| !writable(f)).map(|f| f.name.clone()).collect();
     out.floors.retain(writable);
-    out.routes.retain(|r| super::tree::slurm_name_problem(&r.account).is_none());
+    out.routes.retain(|r| super::slurm_name_problem(&r.account).is_none());
     for route in &mut out.routes {
         route.partitions.retain(|p| !dropped.contains(p));
     }

@@ -19,7 +19,10 @@ use allot_compiler::syntax::MAX_FILE_BYTES;
 use allot_compiler::{MemoryLoader, compile};
 use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
 
-use super::tree::{Account, PARENT_FAIRSHARE, PREEMPTIBLE_QOS, Tree, User, desired, slurm_name_problem};
+use allot_compiler::names::PREEMPTIBLE_QOS;
+
+use super::slurm_name_problem;
+use super::tree::{Account, PARENT_FAIRSHARE, Tree, User, desired};
 
 pub struct Options {
     pub gpus: u64,

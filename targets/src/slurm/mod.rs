@@ -20,11 +20,9 @@ use std::collections::BTreeMap;
 use allot_compiler::ir::Model;
 use allot_compiler::units::{DECAY_PERIOD, decay_half_life, format_duration};
 
-use allot_compiler::names;
+use allot_compiler::names::{self, PREEMPTIBLE_QOS};
 
-use self::tree::{
-    PREEMPTIBLE_QOS, Tree, desired, desired_with_loss, flat_file, flat_file_problem, slurm_clusters,
-};
+use self::tree::{Tree, desired, desired_with_loss, flat_file, flat_file_problem, slurm_clusters};
 use crate::fidelity::{Note, RATIO_TOLERANCE, Report, Row, percent_error};
 use crate::text::{Named, Rule, comment, refused, shell_word};
 use crate::{Emitted, Target, Violation};
@@ -355,6 +353,13 @@ fn fidelity(model: &Model) -> Report {
             Note::table(&["contract", "QOS settings"], qos),
         ],
     }
+}
+
+/// Why `name` (lower-cased as the dump is read) cannot name a cluster, account, user or QOS
+/// in Slurm's files and commands: blanks, the separators of the flat file and of
+/// `sacctmgr`'s lists (`:`, `,`, `=`, quotes), `#` and `\`.
+pub fn slurm_name_problem(name: &str) -> Option<&'static str> {
+    allot_compiler::names::unusable_account_member(name)
 }
 
 #[cfg(test)]

@@ -9,10 +9,8 @@ use allot_compiler::ir::Location;
 use serde_json::{Value, json};
 
 use super::qos::Qos;
-use super::tree::{
-    Account, MAX_DUMP_DEPTH, PARENT_FAIRSHARE, Tree, User, account_line, quoted, slurm_name_problem,
-    user_line,
-};
+use super::slurm_name_problem;
+use super::tree::{Account, MAX_DUMP_DEPTH, PARENT_FAIRSHARE, Tree, User, account_line, quoted, user_line};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Action {

@@ -8,9 +8,10 @@
 //! want is left as it is: allot never deletes one.
 
 use allot_compiler::ir::{Contract, Location, Model};
+use allot_compiler::names::PREEMPTIBLE_QOS;
 
 use super::slurm_duration;
-use super::tree::{PREEMPTIBLE_QOS, slurm_name_problem};
+use super::slurm_name_problem;
 
 /// The fields `sacctmgr -n -P show qos format=...` is asked for, in the order of its columns.
 pub const SHOW_FORMAT: &str =
@@ -77,47 +78,6 @@ impl Qos {
 pub fn wanted(model: &Model) -> Vec<Qos> {
     let preemptible = Qos { name: PREEMPTIBLE_QOS.into(), preempt_mode: "requeue".into(), ..Qos::default() };
     std::iter::once(preemptible).chain(model.contracts.iter().map(of_contract)).collect()
-}
-
-/// Why `qos` is not a list [`wanted`] could give for the associations of `tree`, if it is
-/// not (a saved plan's wanted QOS are read back, and must not reach a QOS allot does not
-/// manage, or set what allot never sets): [`PREEMPTIBLE_QOS`] as `wanted` makes it, QOS
-/// named by the tree's accounts, of priority 0, cancelled or requeued, that may preempt
-/// [`PREEMPTIBLE_QOS`] alone, and floors as [`of_floor`] makes them, each named
-/// `<partition>-floor-<account>` for an account of the tree.
-pub fn unwanted(qos: &[Qos], tree: &super::tree::Tree) -> Option<String> {
-    let named: std::collections::HashSet<&str> =
-        tree.accounts.iter().flat_map(|a| a.qos.iter().map(String::as_str)).collect();
-    let preemptible = Qos { name: PREEMPTIBLE_QOS.into(), preempt_mode: "requeue".into(), ..Qos::default() };
-    if !qos.iter().any(|q| q.name == PREEMPTIBLE_QOS) {
-        return Some(format!("it lacks QOS {PREEMPTIBLE_QOS}"));
-    }
-    let floor_of_account = |name: &str| {
-        tree.accounts.iter().any(|a| {
-            name.strip_suffix(a.name.as_str())
-                .and_then(|rest| rest.strip_suffix("-floor-"))
-                .is_some_and(|partition| allot_compiler::names::bad_slurm_partition(partition).is_none())
-        })
-    };
-    qos.iter().find_map(|q| {
-        let fine = if q.name == PREEMPTIBLE_QOS {
-            q.fields() == preemptible.fields()
-        } else if let Some(gpus) = q.grp_gpus {
-            let floor = Qos {
-                name: q.name.clone(),
-                preempt_mode: "cluster".into(),
-                grp_gpus: Some(gpus),
-                ..Qos::default()
-            };
-            floor_of_account(&q.name) && q.fields() == floor.fields()
-        } else {
-            named.contains(q.name.as_str())
-                && q.priority == 0
-                && matches!(q.preempt_mode.as_str(), "requeue" | "cancel")
-                && q.preempt == [PREEMPTIBLE_QOS]
-        };
-        (!fine).then(|| format!("QOS {} is not one the budgets could want", q.name))
-    })
 }
 
 /// A budget's floor as its partition QOS: its cap, and nothing else of its own (a partition

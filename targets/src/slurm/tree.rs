@@ -8,7 +8,10 @@ use allot_compiler::ir::{Allocation, Location, Model, Project, ShareSpec, WorkRu
 
 /// `Fairshare=parent` as the dump writes it.
 pub const PARENT_FAIRSHARE: u64 = 2_147_483_647;
-pub use allot_compiler::names::PREEMPTIBLE_QOS;
+use allot_compiler::names::PREEMPTIBLE_QOS;
+
+use super::qos::{self, Qos};
+use super::{floors, slurm_name_problem};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tree {
@@ -20,7 +23,7 @@ pub struct Tree {
     pub users: Vec<User>,
     /// The QOS, when known: the ones the budgets want, or the live ones `sacctmgr show qos`
     /// lists (a dump holds none).
-    pub qos: Option<Vec<super::qos::Qos>>,
+    pub qos: Option<Vec<qos::Qos>>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -119,13 +122,54 @@ pub fn desired_with_loss(model: &Model, cluster: &str) -> (Tree, f64) {
 }
 
 /// The QOS the budgets want on Slurm cluster `cluster`: the contracts' and
-/// [`PREEMPTIBLE_QOS`] ([`super::qos::wanted`]), then the floors' ([`super::qos::of_floor`];
+/// [`PREEMPTIBLE_QOS`] ([`qos::wanted`]), then the floors' ([`qos::of_floor`];
 /// a floor Slurm could not take is the build's violation, and left out).
-pub fn wanted_qos(model: &Model, cluster: &str) -> Vec<super::qos::Qos> {
-    let mut qos = super::qos::wanted(model);
-    let (floors, _) = super::floors::floors(model, cluster, "");
-    qos.extend(floors.floors.iter().map(super::qos::of_floor));
+pub fn wanted_qos(model: &Model, cluster: &str) -> Vec<qos::Qos> {
+    let mut qos = qos::wanted(model);
+    let (floors, _) = floors::floors(model, cluster, "");
+    qos.extend(floors.floors.iter().map(qos::of_floor));
     qos
+}
+
+/// Why `qos` is not a list [`qos::wanted`] could give for the associations of `tree`, if it is
+/// not (a saved plan's wanted QOS are read back, and must not reach a QOS allot does not
+/// manage, or set what allot never sets): [`PREEMPTIBLE_QOS`] as `wanted` makes it, QOS
+/// named by the tree's accounts, of priority 0, cancelled or requeued, that may preempt
+/// [`PREEMPTIBLE_QOS`] alone, and floors as [`qos::of_floor`] makes them, each named
+/// `<partition>-floor-<account>` for an account of the tree.
+pub fn unwanted_qos(qos: &[Qos], tree: &Tree) -> Option<String> {
+    let named: std::collections::HashSet<&str> =
+        tree.accounts.iter().flat_map(|a| a.qos.iter().map(String::as_str)).collect();
+    let preemptible = Qos { name: PREEMPTIBLE_QOS.into(), preempt_mode: "requeue".into(), ..Qos::default() };
+    if !qos.iter().any(|q| q.name == PREEMPTIBLE_QOS) {
+        return Some(format!("it lacks QOS {PREEMPTIBLE_QOS}"));
+    }
+    let floor_of_account = |name: &str| {
+        tree.accounts.iter().any(|a| {
+            name.strip_suffix(a.name.as_str())
+                .and_then(|rest| rest.strip_suffix("-floor-"))
+                .is_some_and(|partition| allot_compiler::names::bad_slurm_partition(partition).is_none())
+        })
+    };
+    qos.iter().find_map(|q| {
+        let fine = if q.name == PREEMPTIBLE_QOS {
+            q.fields() == preemptible.fields()
+        } else if let Some(gpus) = q.grp_gpus {
+            let floor = Qos {
+                name: q.name.clone(),
+                preempt_mode: "cluster".into(),
+                grp_gpus: Some(gpus),
+                ..Qos::default()
+            };
+            floor_of_account(&q.name) && q.fields() == floor.fields()
+        } else {
+            named.contains(q.name.as_str())
+                && q.priority == 0
+                && matches!(q.preempt_mode.as_str(), "requeue" | "cancel")
+                && q.preempt == [PREEMPTIBLE_QOS]
+        };
+        (!fine).then(|| format!("QOS {} is not one the budgets could want", q.name))
+    })
 }
 
 /// What every level of [`add`] shares.
@@ -424,13 +468,6 @@ pub enum DumpProblem {
     CutOff,
     #[error("no `Cluster - 'name'` line: not a sacctmgr dump")]
     NoCluster,
-}
-
-/// Why `name` (lower-cased as the dump is read) cannot name a cluster, account, user or QOS
-/// in Slurm's files and commands: blanks, the separators of the flat file and of
-/// `sacctmgr`'s lists (`:`, `,`, `=`, quotes), `#` and `\`.
-pub fn slurm_name_problem(name: &str) -> Option<&'static str> {
-    allot_compiler::names::unusable_account_member(name)
 }
 
 /// Characters no dump holds and no terminal or review should be shown: controls (but tab),
