@@ -10,7 +10,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::root;
+use common::Allot;
 
 /// The stand-in: `dump CLUSTER file=/dev/stdout` prints the state's dump.cfg, `-n -P show
 /// qos format=...` its qos.txt; the apply locks (QOS `allot-apply-lock...`) are the files of
@@ -79,28 +79,15 @@ impl Fake {
         self.dir.path().join(name)
     }
 
-    /// Runs allot with the stand-in first on PATH: (status, stdout, stderr).
-    fn allot(&self, args: &[&str], fail: Option<&str>) -> (i32, String, String) {
-        let path = std::env::join_paths(
-            std::iter::once(self.path("bin"))
-                .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-        )
-        .unwrap();
-        let mut command = assert_cmd::Command::cargo_bin("allot").unwrap();
-        command
-            .current_dir(root())
-            .args(args)
-            .env("PATH", path)
-            .env("NO_COLOR", "1")
-            .env("FAKE_SACCTMGR_STATE", self.dir.path())
-            .env_remove("CI")
-            .write_stdin("");
-        if let Some(fail) = fail {
-            command.env("FAKE_SACCTMGR_FAIL", fail);
+    /// Runs allot with the stand-in first on PATH, `fail` telling it what to fail: (status,
+    /// stdout, stderr).
+    fn run(&self, args: &[&str], fail: Option<&str>) -> (i32, String, String) {
+        let allot =
+            Allot::new(args).path_first(&self.path("bin")).env("FAKE_SACCTMGR_STATE", self.dir.path());
+        match fail {
+            Some(fail) => allot.env("FAKE_SACCTMGR_FAIL", fail).run(),
+            None => allot.run(),
         }
-        let output = command.output().unwrap();
-        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
     }
 
     /// The apply locks the stand-in holds: (name, description).
@@ -133,13 +120,13 @@ impl Fake {
 
     /// Applies the saved plan without asking, one command at a time (the log is in order).
     fn apply(&self, plan: &Path, fail: Option<&str>) -> (i32, String, String) {
-        self.allot(&["apply", "slurm", plan.to_str().unwrap(), "--auto-approve", "--parallel", "1"], fail)
+        self.run(&["apply", "slurm", plan.to_str().unwrap(), "--auto-approve", "--parallel", "1"], fail)
     }
 
     fn plan(&self, plan: &Path) -> Value {
         let out = plan.to_str().unwrap();
         let (status, stdout, stderr) =
-            self.allot(&["plan", "slurm", "examples/university-hpc", "--live", "--out", out], None);
+            self.run(&["plan", "slurm", "examples/university-hpc", "--live", "--out", out], None);
         assert_eq!(status, 0, "{stdout}\n{stderr}");
         assert!(stdout.contains("- account old"), "{stdout}");
         serde_json::from_str(&std::fs::read_to_string(plan).unwrap()).unwrap()
@@ -250,7 +237,7 @@ fn a_saved_plan_holds_what_it_was_made_against() {
     assert!(fake.log().is_empty(), "planning runs no command");
 
     // The budgets bind two Slurm clusters: which one to read must be said.
-    let (status, _, stderr) = fake.allot(&["plan", "slurm", "examples/published-case", "--live"], None);
+    let (status, _, stderr) = fake.run(&["plan", "slurm", "examples/published-case", "--live"], None);
     assert_eq!(status, 1);
     assert!(stderr.contains("several Slurm clusters (jupiter, ceres): name one with --cluster"), "{stderr}");
 }
@@ -261,7 +248,7 @@ fn apply_runs_the_plan_in_order_then_checks_that_nothing_is_left() {
     let file = fake.path("plan.json");
     let plan = fake.plan(&file);
     let out = fake.path("out");
-    let (status, _, stderr) = fake.allot(
+    let (status, _, stderr) = fake.run(
         &["build", "examples/university-hpc", "--out", out.to_str().unwrap(), "--target", "slurm"],
         None,
     );
@@ -306,14 +293,14 @@ fn a_second_apply_is_refused_while_another_holds_the_lock() {
     assert_eq!(fake.locks(), [(theirs.to_string(), holder.to_string())], "the other's lock is left alone");
     // With --break-lock it is taken over, and released at the end.
     let (_, _, stderr) =
-        fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve", "--break-lock"], None);
+        fake.run(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve", "--break-lock"], None);
     assert!(stderr.contains(&format!("allot: taking over the apply lock left by {holder}")), "{stderr}");
     assert!(!fake.log().is_empty(), "the plan ran");
     assert_eq!(fake.locks(), [], "released");
     // A QOS of a lock's name that allot did not make is never deleted.
     fake.lock("allot-apply-lock", "the site's own");
     let (status, _, stderr) =
-        fake.allot(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve", "--break-lock"], None);
+        fake.run(&["apply", "slurm", file.to_str().unwrap(), "--auto-approve", "--break-lock"], None);
     assert_eq!(status, 1);
     assert!(stderr.contains("Slurm has a QOS allot-apply-lock that allot did not make"), "{stderr}");
     assert_eq!(fake.locks(), [("allot-apply-lock".to_string(), "the site's own".to_string())]);
@@ -479,7 +466,7 @@ fn apply_asks_on_a_terminal_and_refuses_without_one() {
     let fake = Fake::new();
     let file = fake.path("plan.json");
     fake.plan(&file);
-    let (status, _, stderr) = fake.allot(&["apply", "slurm", file.to_str().unwrap()], None);
+    let (status, _, stderr) = fake.run(&["apply", "slurm", file.to_str().unwrap()], None);
     assert_eq!(status, 1);
     assert!(stderr.contains("no terminal to ask on, and nothing was applied"), "{stderr}");
     assert!(fake.log().is_empty());
@@ -491,7 +478,7 @@ fn settings_of_existing_associations_go_together_and_a_failure_among_them_is_nam
     let file = fake.path("plan.json");
     let first = fake.plan(&file);
     let out = fake.path("out");
-    let (status, _, stderr) = fake.allot(
+    let (status, _, stderr) = fake.run(
         &["build", "examples/university-hpc", "--out", out.to_str().unwrap(), "--target", "slurm"],
         None,
     );
@@ -504,7 +491,7 @@ fn settings_of_existing_associations_go_together_and_a_failure_among_them_is_nam
         .unwrap();
     let out = file.to_str().unwrap();
     let (status, stdout, stderr) =
-        fake.allot(&["plan", "slurm", "examples/university-hpc", "--live", "--out", out], None);
+        fake.run(&["plan", "slurm", "examples/university-hpc", "--live", "--out", out], None);
     assert_eq!(status, 0, "{stdout}\n{stderr}");
     let plan: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     let steps = steps(&plan);

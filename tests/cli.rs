@@ -1,11 +1,10 @@
 //! End-to-end tests of the command line on the shipped examples.
 
-use assert_cmd::Command;
 use serde_json::Value;
 
 mod common;
 
-use common::{allot, root, snapshots};
+use common::{Allot, allot, root, snapshots};
 
 const EXAMPLES: &[&str] = &[
     "published-case",
@@ -158,13 +157,7 @@ fn github_annotations_point_at_the_line() {
 
 #[test]
 fn ci_gets_plain_diagnostics() {
-    let output = Command::cargo_bin("allot")
-        .unwrap()
-        .current_dir(root())
-        .args(["check", "tests/bad/share-mixed"])
-        .env("CI", "true")
-        .output()
-        .unwrap();
+    let output = Allot::new(["check", "tests/bad/share-mixed"]).env("CI", "true").output();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("allot::share::mixed") && !stderr.contains('\u{1b}'), "{stderr}");
 }

@@ -11,35 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 mod common;
 
 use common::SlurmStandIns;
-
-const SINFO: &str = "#!/bin/sh\ncat \"$FAKE_SLURM_STATE/sinfo.txt\"\n";
-const SQUEUE: &str = "#!/bin/sh\ncat \"$FAKE_SLURM_STATE/squeue.txt\"\n";
-const SCONTROL: &str = "#!/bin/sh\nprintf '%s\\n' \"$*\" >> \"$FAKE_SLURM_STATE/scontrol.log\"\n";
-/// `scontrol` as Slurm would act for `--wait`: a drained node shows allot's reason, and a
-/// requeued job leaves the node.
-const SCONTROL_ACTING: &str = r#"#!/bin/sh
-printf '%s\n' "$*" >> "$FAKE_SLURM_STATE/scontrol.log"
-case "$*" in
-*State=DRAIN*) printf 'CLUSTER: s\nn1|mixed+drain|%s\n' "${6#Reason=}" > "$FAKE_SLURM_STATE/sinfo.txt" ;;
-*" requeue "*) grep -v "^$4|" "$FAKE_SLURM_STATE/squeue.txt" > "$FAKE_SLURM_STATE/squeue.new"
-    mv "$FAKE_SLURM_STATE/squeue.new" "$FAKE_SLURM_STATE/squeue.txt" ;;
-esac
-"#;
-/// `squeue` that fails once when the test leaves a `squeue.fail` file, as a restarting
-/// slurmctld makes it.
-const SQUEUE_FAILING_ONCE: &str = r#"#!/bin/sh
-if [ -e "$FAKE_SLURM_STATE/squeue.fail" ]; then
-    rm "$FAKE_SLURM_STATE/squeue.fail"
-    echo "squeue: error: Unable to contact slurm controller (connect failure)" >&2
-    exit 1
-fi
-cat "$FAKE_SLURM_STATE/squeue.txt"
-"#;
-const SACCTMGR: &str = r#"#!/bin/sh
-if [ "$1 $2 $3 $4" = "-n -P show qos" ]; then cat "$FAKE_SLURM_STATE/qos.txt"; exit 0; fi
-echo "sacctmgr stand-in: $*" >&2
-exit 1
-"#;
+use common::scripts::{SACCTMGR, SCONTROL_ACTING, SCONTROL_LOGGED, SINFO, SQUEUE, SQUEUE_FAILING_ONCE};
 
 /// batch protects an hour and is resumable; interactive protects ten minutes, is not
 /// resumable and runs two hours at most.
@@ -68,7 +40,8 @@ fn now() -> i64 {
 /// The stand-ins, with the nodes as `sinfo -O NodeList:|,StateComplete:|,Reason:` prints
 /// them and the jobs on them as `squeue -O` does.
 fn stand_ins(sinfo: &str, squeue: &str) -> SlurmStandIns {
-    let programs = [("sinfo", SINFO), ("squeue", SQUEUE), ("scontrol", SCONTROL), ("sacctmgr", SACCTMGR)];
+    let programs =
+        [("sinfo", SINFO), ("squeue", SQUEUE), ("scontrol", SCONTROL_LOGGED), ("sacctmgr", SACCTMGR)];
     let state = [("sinfo.txt", sinfo), ("squeue.txt", squeue), ("qos.txt", QOS)];
     SlurmStandIns::new(&programs, &state, BUDGETS)
 }
@@ -116,7 +89,7 @@ fn a_drain_requeues_what_it_may_now_and_says_when_the_rest_leaves() {
     assert_eq!(plan["empty_at"], now + 3_000);
     assert_eq!((plan["dry_run"].as_bool(), plan["drained"][0].as_str()), (Some(true), Some("n1")));
 
-    let (code, stdout, stderr) = fake.allot(&["drain", "n1", "--live", "slurm", "--reason", "disk failing"]);
+    let (code, stdout, stderr) = fake.run(&["drain", "n1", "--live", "slurm", "--reason", "disk failing"]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert_eq!(
         calls(&fake),
@@ -147,7 +120,7 @@ fn a_job_without_an_end_leaves_the_nodes_without_a_time_to_be_empty() {
     assert_eq!((last["job"].as_str(), last["action"].as_str()), (Some("104"), Some("runs_to_end")), "{plan}");
     assert_eq!(last["kept_because"], "it was submitted with --no-requeue");
     assert!(last["at"].is_null() && plan["empty_at"].is_null(), "{plan}");
-    let (_, stdout, _) = fake.allot(&["drain", "n1", "--live", "slurm", "--reason", "fan", "--dry-run"]);
+    let (_, stdout, _) = fake.run(&["drain", "n1", "--live", "slurm", "--reason", "fan", "--dry-run"]);
     assert!(
         stdout.starts_with("Dry run: nothing was changed.\nNodes would be drained on Slurm cluster s: n1\n"),
         "{stdout}"
@@ -165,7 +138,7 @@ fn nodes_drained_by_someone_else_are_left_alone_and_allots_own_are_not_drained_t
     let sinfo = "CLUSTER: s\nn1|mixed+drain|allot drain: disk failing\nn1|mixed+drain|allot drain: disk failing\n\
                  n2|idle+drain|bad DIMM\nn3|down+not_responding|Not responding\n";
     let fake = stand_ins(sinfo, &jobs(now, false));
-    let (code, stdout, stderr) = fake.allot(&["drain", "n1,n2,n3", "--live", "slurm", "--reason", "again"]);
+    let (code, stdout, stderr) = fake.run(&["drain", "n1,n2,n3", "--live", "slurm", "--reason", "again"]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     // n1 is allot's already: its jobs are planned again, nothing is drained anew.
     assert_eq!(calls(&fake), ["--quiet --clusters=s requeue 101"]);
@@ -177,17 +150,17 @@ fn nodes_drained_by_someone_else_are_left_alone_and_allots_own_are_not_drained_t
     );
 
     // With every node left alone, nothing is planned.
-    let (_, stdout, _) = fake.allot(&["drain", "n2,n3", "--live", "slurm", "--reason", "x", "--dry-run"]);
+    let (_, stdout, _) = fake.run(&["drain", "n2,n3", "--live", "slurm", "--reason", "x", "--dry-run"]);
     assert!(stdout.ends_with("No node is drained by allot: nothing more to do.\n"), "{stdout}");
     // Only allot's nodes return to service.
-    let (code, _, stderr) = fake.allot(&["drain", "n1,n2", "--live", "slurm", "--resume"]);
+    let (code, _, stderr) = fake.run(&["drain", "n1,n2", "--live", "slurm", "--resume"]);
     assert_eq!(code, 1);
     assert!(
         stderr.contains("node n2 was not drained by allot (state idle+drain, reason \"bad DIMM\")"),
         "{stderr}"
     );
     assert_eq!(calls(&fake).len(), 1, "nothing was done");
-    let (code, stdout, stderr) = fake.allot(&["drain", "n1", "--live", "slurm", "--resume"]);
+    let (code, stdout, stderr) = fake.run(&["drain", "n1", "--live", "slurm", "--resume"]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(calls(&fake)[1], "--quiet --clusters=s update NodeName=n1 State=RESUME");
     assert!(stdout.contains("Returned to service on Slurm cluster s: n1"), "{stdout}");
@@ -209,13 +182,13 @@ fn bad_nodes_and_reasons_are_refused_before_anything_is_done() {
         (vec!["drain", "n1", "--live", "slurm", "--reason", "two\nlines"], "--reason must be one line"),
         (vec!["drain", "n1", "--live", "kueue", "--reason", "x"], "allot drain drives Slurm only"),
     ] {
-        let (code, _, stderr) = fake.allot(&args);
+        let (code, _, stderr) = fake.run(&args);
         assert_eq!(code, 1, "{args:?}: {stderr}");
         assert!(stderr.contains(said), "{args:?}: {stderr}");
     }
     assert!(calls(&fake).is_empty(), "{:?}", calls(&fake));
     // No job on the node: it is empty now.
-    let (code, stdout, _) = fake.allot(&["drain", "n1", "--live", "slurm", "--reason", "x"]);
+    let (code, stdout, _) = fake.run(&["drain", "n1", "--live", "slurm", "--reason", "x"]);
     assert_eq!(code, 0);
     assert!(stdout.contains("No job runs on them.\nThe nodes are empty now."), "{stdout}");
 }
@@ -226,10 +199,10 @@ fn names_from_slurm_are_shown_escaped() {
     let squeue = format!("101|al\x1b[2Jma|batch|RUNNING|{}|1:00:00|1|\n", now - 7_200);
     let sinfo = "n1|mixed|none\nn2|idle+drain|evil \x1b]0;title\x07 reason\n";
     let fake = stand_ins(sinfo, &squeue);
-    let (_, stdout, _) = fake.allot(&["drain", "n1,n2", "--live", "slurm", "--reason", "x", "--dry-run"]);
+    let (_, stdout, _) = fake.run(&["drain", "n1,n2", "--live", "slurm", "--reason", "x", "--dry-run"]);
     assert!(!stdout.contains('\x1b') && !stdout.contains('\x07'), "{stdout:?}");
     assert!(stdout.contains("job 101 (al\\u{1b}[2Jma, batch)"), "{stdout}");
-    let (_, markdown, _) = fake.allot(&[
+    let (_, markdown, _) = fake.run(&[
         "drain",
         "n1,n2",
         "--live",
@@ -267,7 +240,8 @@ fn drain_waiting(
     mut on_line: impl FnMut(&str, &std::path::Path),
 ) -> (i32, String, String) {
     let mut child = fake
-        .command(&WAITING)
+        .runner(&WAITING)
+        .command()
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -358,7 +332,8 @@ fn a_waiting_drain_stopped_and_run_again_goes_on_from_what_slurm_holds() {
     let squeue = format!("CLUSTER: s\n102|bert|batch|RUNNING|{}|UNLIMITED|1|\n", now - 3_600 + 4);
     let fake = acting_stand_ins(&squeue);
     let mut first = fake
-        .command(&WAITING)
+        .runner(&WAITING)
+        .command()
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -10,16 +10,14 @@ use std::time::Duration;
 
 mod common;
 
-use common::git;
+use common::{Allot, git};
 
 const BASE: &str =
     "cluster main gpus=8 gpu-type=h100 gpus-per-node=8\ncontract batch min-runtime=\"1h\" default=#true\n";
 const SECRET: &str = "SECRET-TOKEN-d41d8cd98f00b204";
 
-/// Runs `allot` in `dir`, stopped (and failed) after a minute: nothing here may hang.
-fn allot(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    common::allot_within(dir, args, Duration::from_secs(60))
-}
+/// Nothing here may hang: each run is stopped (and failed) after a minute.
+const LIMIT: Duration = Duration::from_secs(60);
 
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -42,7 +40,8 @@ fn including(target: &str) -> tempfile::TempDir {
 }
 
 fn check(dir: &Path) -> (i32, String) {
-    let (status, _, stderr) = allot(dir, &["check", ".", "--diagnostics", "plain"]);
+    let (status, _, stderr) =
+        Allot::new(&["check", ".", "--diagnostics", "plain"]).dir(dir).within(LIMIT).run();
     (status, stderr)
 }
 
@@ -136,10 +135,11 @@ fn links_and_submodules_in_a_git_revision_are_named() {
     symlink("../outside.kdl", dir.path().join("budgets/x.kdl")).unwrap();
     git(dir.path(), &["add", "-A"]);
     git(dir.path(), &["commit", "-q", "-m", "a link"]);
-    let (status, _, stderr) = allot(
-        dir.path(),
-        &["diff", "budgets", "--against", "HEAD", "--head", "HEAD", "--diagnostics", "plain"],
-    );
+    let (status, _, stderr) =
+        Allot::new(&["diff", "budgets", "--against", "HEAD", "--head", "HEAD", "--diagnostics", "plain"])
+            .dir(dir.path())
+            .within(LIMIT)
+            .run();
     assert_eq!(status, 1, "{stderr}");
     assert!(stderr.contains("HEAD:budgets/x.kdl") && stderr.contains("is a symbolic link"), "{stderr}");
     assert!(!stderr.contains("outside.kdl` is not"), "the link's text was parsed:\n{stderr}");
@@ -162,10 +162,11 @@ fn links_and_submodules_in_a_git_revision_are_named() {
         &["update-index", "--add", "--cacheinfo", &format!("160000,{},budgets/teams", head.trim())],
     );
     git(dir.path(), &["commit", "-q", "-m", "a submodule"]);
-    let (status, _, stderr) = allot(
-        dir.path(),
-        &["diff", "budgets", "--against", "HEAD", "--head", "HEAD", "--diagnostics", "plain"],
-    );
+    let (status, _, stderr) =
+        Allot::new(&["diff", "budgets", "--against", "HEAD", "--head", "HEAD", "--diagnostics", "plain"])
+            .dir(dir.path())
+            .within(LIMIT)
+            .run();
     assert_eq!(status, 1, "{stderr}");
     assert!(stderr.contains("its folder budgets/teams is a git") && stderr.contains("submodule"), "{stderr}");
 }
@@ -183,7 +184,7 @@ fn traced(trace: &str) -> tempfile::TempDir {
 fn audit(dir: &Path, trace: &str, extra: &[&str]) -> (i32, String, String) {
     let mut args = vec!["replay", "audit", ".", "--trace", trace, "--format", "json"];
     args.extend_from_slice(extra);
-    allot(dir, &args)
+    Allot::new(&args).dir(dir).within(LIMIT).run()
 }
 
 #[test]
@@ -241,20 +242,23 @@ fn trace_memory_is_bounded_by_the_trace_content() {
 fn dumps_and_usage_files_must_be_regular_files_within_the_limit() {
     let dir = tempfile::tempdir().unwrap();
     mkfifo(&dir.path().join("dump.cfg"));
-    let (status, _, stderr) = allot(dir.path(), &["import", "slurm", "dump.cfg", "--gpus", "8"]);
+    let (status, _, stderr) =
+        Allot::new(&["import", "slurm", "dump.cfg", "--gpus", "8"]).dir(dir.path()).within(LIMIT).run();
     assert_eq!(status, 1);
     assert!(stderr.contains("dump.cfg: is a named pipe (FIFO), not a regular file"), "{stderr}");
 
     symlink("/dev/zero", dir.path().join("usage.csv")).unwrap();
     let slurm = TRACE_BUDGETS.replace("gpus-per-node=10\n", "gpus-per-node=10 {\n    slurm cluster=lab\n}\n");
     write(&dir.path().join("budgets/allot.kdl"), &slurm);
-    let (status, _, stderr) = allot(dir.path(), &["fairshare", "budgets", "--usage", "usage.csv"]);
+    let (status, _, stderr) =
+        Allot::new(&["fairshare", "budgets", "--usage", "usage.csv"]).dir(dir.path()).within(LIMIT).run();
     assert_eq!(status, 1);
     assert!(stderr.contains("usage.csv: is a character device"), "{stderr}");
 
     let big = dir.path().join("big.cfg");
     std::fs::File::create(&big).unwrap().set_len(65 << 20).unwrap();
-    let (status, _, stderr) = allot(dir.path(), &["import", "slurm", "big.cfg", "--gpus", "8"]);
+    let (status, _, stderr) =
+        Allot::new(&["import", "slurm", "big.cfg", "--gpus", "8"]).dir(dir.path()).within(LIMIT).run();
     assert_eq!(status, 1);
     assert!(stderr.contains("big.cfg: has 68157440 bytes; allot reads at most 64 MiB"), "{stderr}");
 }
@@ -265,7 +269,8 @@ fn a_storm_of_diagnostics_is_counted_not_rendered() {
     // with its source took minutes and gigabytes at 100,000).
     let dir = tempfile::tempdir().unwrap();
     write(&dir.path().join("allot.kdl"), &format!("{BASE}{}", "a;".repeat(20_000)));
-    let (status, _, stderr) = allot(dir.path(), &["check", "--diagnostics", "plain"]);
+    let (status, _, stderr) =
+        Allot::new(&["check", "--diagnostics", "plain"]).dir(dir.path()).within(LIMIT).run();
     assert_eq!(status, 1);
     assert_eq!(
         stderr.matches("help: known here").count(),
@@ -275,6 +280,6 @@ fn a_storm_of_diagnostics_is_counted_not_rendered() {
     );
     assert!(stderr.contains("19800 diagnostics not shown (`--diagnostics json` lists them all)"), "{stderr}");
     assert!(stderr.contains("allot.kdl: 20000 errors, 0 warnings"), "{stderr}");
-    let (_, _, json) = allot(dir.path(), &["check", "--diagnostics", "json"]);
+    let (_, _, json) = Allot::new(&["check", "--diagnostics", "json"]).dir(dir.path()).within(LIMIT).run();
     assert_eq!(json.lines().filter(|l| l.starts_with('{')).count(), 20_000);
 }

@@ -8,27 +8,7 @@
 mod common;
 
 use common::SlurmStandIns;
-
-/// The stand-ins: each prints its file of the state (`sacctmgr`: the dump, or the QOS for
-/// `-n -P show qos`; `squeue --nodelist`: the jobs on the node allot drains); `sacct` knows
-/// no job.
-const SQUEUE: &str = r#"#!/bin/sh
-case "$*" in *--nodelist=n1*) cat "$FAKE_SLURM_STATE/nodejobs.txt" ;; *) cat "$FAKE_SLURM_STATE/squeue.txt" ;; esac
-"#;
-const SINFO: &str = "#!/bin/sh\ncat \"$FAKE_SLURM_STATE/sinfo.txt\"\n";
-const SCONTROL: &str = r#"#!/bin/sh
-if [ "$2 $3 $4" = "--oneliner show partition" ]; then cat "$FAKE_SLURM_STATE/partitions.txt"; exit 0; fi
-echo "scontrol stand-in: $*" >&2
-exit 1
-"#;
-const SSHARE: &str = "#!/bin/sh\ncat \"$FAKE_SLURM_STATE/sshare.txt\"\n";
-const SACCT: &str = "#!/bin/sh\nexit 0\n";
-const SACCTMGR: &str = r#"#!/bin/sh
-if [ "$1" = dump ]; then cat "$FAKE_SLURM_STATE/dump.cfg"; exit 0; fi
-if [ "$1 $2 $3 $4" = "-n -P show qos" ]; then cat "$FAKE_SLURM_STATE/qos.txt"; exit 0; fi
-echo "sacctmgr stand-in: $*" >&2
-exit 1
-"#;
+use common::scripts::{SACCT, SACCTMGR, SCONTROL_PARTITIONS, SINFO, SQUEUE, SSHARE};
 
 /// 8 GPUs bound to partition gpu of Slurm cluster s; a and b guarantee 4 each: a floor of 4
 /// each (`gpu-floor-a`, `gpu-floor-b`). Jobs under batch are protected for an hour.
@@ -115,7 +95,7 @@ fn stand_ins_for(budgets: &str) -> SlurmStandIns {
     let programs = [
         ("squeue", SQUEUE),
         ("sinfo", SINFO),
-        ("scontrol", SCONTROL),
+        ("scontrol", SCONTROL_PARTITIONS),
         ("sshare", SSHARE),
         ("sacct", SACCT),
         ("sacctmgr", SACCTMGR),
@@ -161,7 +141,7 @@ fn status_says_when_shares_change_next_and_when_the_live_configuration_is_behind
     let (drift, behind, next) = status("2099-02-05");
     assert!(drift > 0);
     assert_eq!((behind, next), ("2099-02-01".into(), serde_json::Value::Null));
-    let (code, text, stderr) = fake.allot(&["status", "--live", "slurm", "--at", "2099-02-05"]);
+    let (code, text, stderr) = fake.run(&["status", "--live", "slurm", "--at", "2099-02-05"]);
     assert_eq!(code, 0, "{stderr}");
     contains(
         &text,
@@ -169,7 +149,7 @@ fn status_says_when_shares_change_next_and_when_the_live_configuration_is_behind
             "It is the budgets' configuration of before 2099-02-01, when grants changed the shares: it is behind them",
         ],
     );
-    let (_, text, _) = fake.allot(&["status", "--live", "slurm", "--at", "2099-01-15"]);
+    let (_, text, _) = fake.run(&["status", "--live", "slurm", "--at", "2099-01-15"]);
     contains(&text, &["match the budgets.\nShares change next on 2099-02-01 (`allot grants`).\n"]);
 }
 
@@ -180,7 +160,7 @@ fn a_slurm_command_that_does_not_answer_is_stopped_at_the_bound() {
     let fake = stand_ins();
     common::stand_ins(fake.dir.path(), &[("squeue", "#!/bin/sh\nexec sleep 60\n")]);
     let started = std::time::Instant::now();
-    let (code, stdout, stderr) = fake.allot(&["status", "--live", "slurm", "--timeout", "1s"]);
+    let (code, stdout, stderr) = fake.run(&["status", "--live", "slurm", "--timeout", "1s"]);
     let took = started.elapsed();
     assert_eq!(code, 1, "{stdout}\n{stderr}");
     contains(
@@ -189,7 +169,7 @@ fn a_slurm_command_that_does_not_answer_is_stopped_at_the_bound() {
     );
     assert!(took < std::time::Duration::from_secs(20), "took {took:?}");
     // A bound that is no duration is refused before anything runs.
-    let (code, _, stderr) = fake.allot(&["status", "--live", "slurm", "--timeout", "soon"]);
+    let (code, _, stderr) = fake.run(&["status", "--live", "slurm", "--timeout", "soon"]);
     assert_eq!(code, 1);
     contains(&stderr, &["--timeout soon: not a duration of a second or more"]);
 }
@@ -203,7 +183,7 @@ fn contains(text: &str, wanted: &[&str]) {
 #[test]
 fn status_shows_each_budgets_floor_in_use_and_its_gpus_beyond_it() {
     let fake = stand_ins();
-    let (code, text, stderr) = fake.allot(&["status", "--live", "slurm"]);
+    let (code, text, stderr) = fake.run(&["status", "--live", "slurm"]);
     assert_eq!(code, 0, "{text}\n{stderr}");
     // b: 4 of its floor's 4 GPUs in use (jobs 1 and 2), 2 beyond it in gpu (job 3); a: none
     // of its 4 in use, 4 pending (job 4; Slurm's higher-tier reason counts as waiting for
@@ -240,7 +220,7 @@ fn status_shows_each_budgets_floor_in_use_and_its_gpus_beyond_it() {
         (row("b")["protected_gpus"].as_u64(), row("b")["protected_until"].as_i64()),
         (Some(2), Some(LATE + 3_600))
     );
-    let (code, markdown, _) = fake.allot(&["status", "--live", "slurm", "--format", "markdown"]);
+    let (code, markdown, _) = fake.run(&["status", "--live", "slurm", "--format", "markdown"]);
     assert_eq!(code, 0);
     contains(
         &markdown,
@@ -252,12 +232,12 @@ fn status_shows_each_budgets_floor_in_use_and_its_gpus_beyond_it() {
 fn explain_says_which_tier_a_job_runs_in_and_whether_a_floor_has_room() {
     let fake = stand_ins();
     // Job 1 runs in b's floor: never preempted.
-    let (code, text, stderr) = fake.allot(&["explain", "1", "--live", "slurm"]);
+    let (code, text, stderr) = fake.run(&["explain", "1", "--live", "slurm"]);
     assert_eq!(code, 0, "{text}\n{stderr}");
     contains(&text, &["  runs in the floor gpu-floor-b of budget b (4 GPUs): never preempted\n"]);
     assert!(!text.contains("QOS"), "{text}");
     // Job 3 runs in gpu: preemptible once its hour of protection has passed.
-    let (_, text, _) = fake.allot(&["explain", "3", "--live", "slurm"]);
+    let (_, text, _) = fake.run(&["explain", "3", "--live", "slurm"]);
     contains(
         &text,
         &[
@@ -273,7 +253,7 @@ fn explain_says_which_tier_a_job_runs_in_and_whether_a_floor_has_room() {
     // Job 4 of a: its floor has room (0 of 4 in use); 2 of its 4 GPUs are free, the other 2
     // are job 3's, protected until 2100-01-01T00:00:00Z: it preempts job 3 then, in place of
     // Slurm's reason and its estimate a year away.
-    let (_, text, _) = fake.allot(&["explain", "4", "--live", "slurm"]);
+    let (_, text, _) = fake.run(&["explain", "4", "--live", "slurm"]);
     contains(
         &text,
         &[
@@ -302,7 +282,7 @@ fn explain_says_which_tier_a_job_runs_in_and_whether_a_floor_has_room() {
 
     // Job 5 of b: its floor is full (4 of 4): it waits in gpu, behind job 4, and preempts
     // nothing.
-    let (_, text, _) = fake.allot(&["explain", "5", "--live", "slurm"]);
+    let (_, text, _) = fake.run(&["explain", "5", "--live", "slurm"]);
     contains(
         &text,
         &[
@@ -324,12 +304,12 @@ fn without_the_floor_partitions_slurm_runs_no_floors() {
         .replace("gpu-floor-b,gpu", "gpu")
         .replace("gpu-floor-b", "gpu");
     std::fs::write(fake.path("squeue.txt"), plain).unwrap();
-    let (code, text, stderr) = fake.allot(&["status", "--live", "slurm"]);
+    let (code, text, stderr) = fake.run(&["status", "--live", "slurm"]);
     assert_eq!(code, 0, "{text}\n{stderr}");
     assert!(!text.contains("FLOOR") && !text.contains("BEYOND"), "{text}");
     let status = fake.json(&["status", "--live", "slurm"]);
     assert!(status["clusters"][0]["budgets"][0].get("floor_gpus").is_none(), "{status}");
-    let (_, text, _) = fake.allot(&["explain", "3", "--live", "slurm"]);
+    let (_, text, _) = fake.run(&["explain", "3", "--live", "slurm"]);
     contains(&text, &["  no QOS may preempt it (its QOS is in no QOS's Preempt list)\n"]);
     let pending = fake.json(&["explain", "4", "--live", "slurm"]);
     assert!(pending["floor"].is_null() && pending["tier"].is_null(), "{pending}");

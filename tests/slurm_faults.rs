@@ -17,14 +17,15 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 mod common;
 
-use common::slurm::{Slurm, allot, ok, run};
+use common::Allot;
+use common::slurm::{Slurm, ok, run};
 
 /// What the budgets say first.
 const FIRST: &str = r#"
@@ -135,7 +136,7 @@ fn said(output: &Output) -> String {
 
 /// `allot plan slurm BUDGETS --live` as JSON: each change's record and the values it sets.
 fn planned(budgets: &str) -> BTreeMap<String, Value> {
-    let output = allot(&["plan", "slurm", budgets, "--live", "--format", "json"]);
+    let output = Allot::new(&["plan", "slurm", budgets, "--live", "--format", "json"]).output();
     assert!(output.status.success(), "{}", said(&output));
     let plan: Value = serde_json::from_slice(&output.stdout).unwrap();
     plan["changes"]
@@ -156,13 +157,13 @@ fn planned(budgets: &str) -> BTreeMap<String, Value> {
 fn save_plan(budgets: &str, name: &str) -> String {
     let saved = Path::new(budgets).parent().unwrap().join(name);
     let saved = saved.to_str().unwrap().to_string();
-    let output = allot(&["plan", "slurm", budgets, "--live", "--out", &saved]);
+    let output = Allot::new(&["plan", "slurm", budgets, "--live", "--out", &saved]).output();
     assert!(output.status.success(), "{}", said(&output));
     saved
 }
 
 fn apply(saved: &str) -> Output {
-    allot(&["apply", "slurm", saved, "--auto-approve", "--timeout", BOUND])
+    Allot::new(&["apply", "slurm", saved, "--auto-approve", "--timeout", BOUND]).output()
 }
 
 /// Plans and applies `budgets` until the plan is empty: one apply must do.
@@ -225,7 +226,7 @@ fn controller_stopped(budgets: &str) {
         vec!["explain", "1", "--live", "slurm", budgets, "--timeout", BOUND],
     ] {
         let started = Instant::now();
-        let output = allot(&args);
+        let output = Allot::new(&args).output();
         let took = started.elapsed();
         let text = said(&output);
         assert_eq!(output.status.code(), Some(1), "{text}");
@@ -265,11 +266,9 @@ fn database_stopped_before_an_apply(second: &str) {
 /// temporary files (the load file of sacctmgr, which a killed apply cannot remove) go
 /// beside `saved`, in the test's own folder.
 fn apply_watched(saved: &str, mut on_line: impl FnMut(&str, &mut Child)) -> (ExitStatus, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_allot"))
-        .args(["apply", "slurm", saved, "--auto-approve", "--timeout", BOUND])
-        .env("NO_COLOR", "1")
+    let mut child = Allot::new(["apply", "slurm", saved, "--auto-approve", "--timeout", BOUND])
         .env("TMPDIR", Path::new(saved).parent().unwrap())
-        .stdin(Stdio::null())
+        .command()
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -420,10 +419,8 @@ fn two_applies_at_once(first: &str, second: &str) {
         let before = planned(to);
         let saved = save_plan(to, "both.plan");
         let spawn = || {
-            Command::new(env!("CARGO_BIN_EXE_allot"))
-                .args(["apply", "slurm", &saved, "--auto-approve", "--timeout", BOUND])
-                .env("NO_COLOR", "1")
-                .stdin(Stdio::null())
+            Allot::new(["apply", "slurm", &saved, "--auto-approve", "--timeout", BOUND])
+                .command()
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()

@@ -22,7 +22,8 @@ use allot_simulate::SlurmSettings;
 
 mod common;
 
-use common::slurm::{Floors, Slurm, allot, apply_budgets, borrowed, budgets_in, ok, run, sbatch};
+use common::Allot;
+use common::slurm::{Floors, Slurm, apply_budgets, borrowed, budgets_in, ok, run, sbatch};
 
 /// a and b guarantee 4 GPUs each (50% of 8, scaled by 100/101 under overcommit: 3.96,
 /// rounded); c guarantees none (1%: 0.08 GPUs). allot refuses a share of 0%.
@@ -175,7 +176,8 @@ fn floors_on_a_real_slurm() {
     let work = tempfile::tempdir().unwrap();
     let budgets = budgets_in(work.path(), BUDGETS);
     let out = work.path().join("out");
-    let built = allot(&["build", budgets.as_str(), "--out", out.to_str().unwrap(), "--target", "slurm"]);
+    let built = Allot::new(&["build", budgets.as_str(), "--out", out.to_str().unwrap(), "--target", "slurm"])
+        .output();
     assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
     let floors = Floors::from_build(&out, "floors", SCHEDULING);
     // What allot emitted: a floor of 4 GPUs for a and for b, none for c.
@@ -520,7 +522,9 @@ fn what_floors_cost_slurmctld() {
         }
         let budgets = budgets_in(work.path(), &text);
         let out = work.path().join("out");
-        let built = allot(&["build", budgets.as_str(), "--out", out.to_str().unwrap(), "--target", "slurm"]);
+        let built =
+            Allot::new(&["build", budgets.as_str(), "--out", out.to_str().unwrap(), "--target", "slurm"])
+                .output();
         assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
         let floors = Floors::from_build(&out, "cost", "");
         assert_eq!(floors.partitions.lines().count(), n, "a floor per project");

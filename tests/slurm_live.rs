@@ -10,14 +10,13 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-use serde_json::Value;
 
 mod common;
 
-use common::slurm::{Slurm, allot, apply_budgets, budgets_in, ok, run, sbatch};
+use common::Allot;
+use common::slurm::{Slurm, apply_budgets, budgets_in, ok, run, sbatch};
 
 const BUDGETS: &str = r#"
 cluster live gpus=8 gpu-type=h100 gpus-per-node=8 {
@@ -72,12 +71,6 @@ fn wait_for(what: &str, done: impl Fn(&BTreeMap<String, (String, String, String,
     }
 }
 
-fn json_of(args: &[&str]) -> Value {
-    let output = allot(args);
-    assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
-    serde_json::from_slice(&output.stdout).unwrap()
-}
-
 fn now() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64
 }
@@ -117,8 +110,11 @@ fn check_status_and_explain(budgets: &str) {
     });
 
     // status agrees with squeue, budget by budget.
-    let status = json_of(&["status", budgets, "--live", "slurm", "--format", "json"]);
-    eprintln!("{}", String::from_utf8_lossy(&allot(&["status", budgets, "--live", "slurm"]).stdout));
+    let status = Allot::new(&["status", budgets, "--live", "slurm", "--format", "json"]).json();
+    eprintln!(
+        "{}",
+        String::from_utf8_lossy(&Allot::new(&["status", budgets, "--live", "slurm"]).output().stdout)
+    );
     let squeue = queue();
     // Pending jobs count while they wait for GPUs: the wide job, held by its contract's
     // limit, asks for none.
@@ -156,7 +152,7 @@ fn check_status_and_explain(budgets: &str) {
 
     // explain names Slurm's reason, in budget language.
     for id in &pending {
-        let explained = json_of(&["explain", id, "--live", "slurm", budgets, "--format", "json"]);
+        let explained = Allot::new(&["explain", id, "--live", "slurm", budgets, "--format", "json"]).json();
         assert_eq!(explained["reason"], squeue[id].1, "{explained}");
         assert!(
             explained["reason_explained"].as_str().unwrap().contains(&format!("(Slurm: `{}`)", squeue[id].1))
@@ -180,28 +176,33 @@ fn check_status_and_explain(budgets: &str) {
         let estimate = explained["estimated_start"].as_i64().unwrap();
         assert!(estimate > now() + 500 && estimate <= now() + 601, "{explained}");
     }
-    let explained = json_of(&["explain", &wide, "--live", "slurm", budgets, "--format", "json"]);
+    let explained = Allot::new(&["explain", &wide, "--live", "slurm", budgets, "--format", "json"]).json();
     eprintln!("wide job: {explained}");
     assert_eq!(explained["reason"], "QOSMaxGRESPerJob", "{explained}");
     assert!(explained["reason_explained"].as_str().unwrap().contains("contract allows"));
     assert!(explained["estimated_start"].is_null(), "it will not start as it is: {explained}");
-    let text = String::from_utf8_lossy(&allot(&["explain", &pending[0], "--live", "slurm", budgets]).stdout)
-        .into_owned();
+    let text = String::from_utf8_lossy(
+        &Allot::new(&["explain", &pending[0], "--live", "slurm", budgets]).output().stdout,
+    )
+    .into_owned();
     eprintln!("{text}");
     assert!(text.contains("Why: ") && text.contains("Ahead of it in partition gpu"), "{text}");
     assert!(text.contains("Its account alpha in the Fair Tree: LevelFS inf (no usage)"), "{text}");
-    let text = String::from_utf8_lossy(&allot(&["explain", &running[0], "--live", "slurm", budgets]).stdout)
-        .into_owned();
+    let text = String::from_utf8_lossy(
+        &Allot::new(&["explain", &running[0], "--live", "slurm", budgets]).output().stdout,
+    )
+    .into_owned();
     // Beta's batch jobs: batch's Preempt list names only `preemptible`, and no QOS names batch.
     assert!(text.contains("running since") && text.contains("no QOS may preempt it"), "{text}");
     // A job that left the queue gets a short account from sacct.
     ok("scancel", &[&wide]);
     wait_for("the wide job to leave", |q| !q.contains_key(&wide));
     let text =
-        String::from_utf8_lossy(&allot(&["explain", &wide, "--live", "slurm", budgets]).stdout).into_owned();
+        String::from_utf8_lossy(&Allot::new(&["explain", &wide, "--live", "slurm", budgets]).output().stdout)
+            .into_owned();
     assert!(text.contains("no longer in the queue: CANCELLED"), "{text}");
     // A job Slurm never had is an error.
-    let nowhere = allot(&["explain", "999999", "--live", "slurm", budgets]);
+    let nowhere = Allot::new(&["explain", "999999", "--live", "slurm", budgets]).output();
     assert_eq!(nowhere.status.code(), Some(1), "{}", String::from_utf8_lossy(&nowhere.stdout));
     assert!(String::from_utf8_lossy(&nowhere.stderr).contains("is not in the queue or the accounting"));
 }
@@ -229,7 +230,8 @@ fn measure_estimates(budgets: &str) {
         }
         assert!(started.elapsed() < Duration::from_secs(300), "the jobs took five minutes to start");
         for id in pending {
-            let explained = json_of(&["explain", id, "--live", "slurm", budgets, "--format", "json"]);
+            let explained =
+                Allot::new(&["explain", id, "--live", "slurm", budgets, "--format", "json"]).json();
             if explained["start"].is_null() {
                 let (ours, slurms) =
                     (explained["estimated_start"].as_i64(), explained["slurm_expected_start"].as_i64());
@@ -289,7 +291,8 @@ fn measure_estimates(budgets: &str) {
 /// `replay audit --live slurm` reads the same jobs as `sacct` lists.
 fn check_audit(budgets: &str) {
     let audit =
-        json_of(&["replay", "audit", budgets, "--live", "slurm", "--since", "1h", "--format", "json"]);
+        Allot::new(&["replay", "audit", budgets, "--live", "slurm", "--since", "1h", "--format", "json"])
+            .json();
     let listed =
         ok("sacct", &["-a", "-X", "-D", "-n", "-P", "-S", "now-3600seconds", "-E", "now", "-o", "JobID"]);
     let rows = listed.lines().filter(|l| !l.trim().is_empty()).count();
@@ -319,25 +322,23 @@ fn check_drain(budgets: &str) {
     wait_for("the three jobs to run", |q| jobs.iter().all(|id| q.get(*id).is_some_and(|j| j.0 == "RUNNING")));
     let (protection_end, kept_start) = (started(&protected) + 60, started(&kept));
 
-    let mut drain = Command::new(env!("CARGO_BIN_EXE_allot"))
-        .args([
-            "drain",
-            &node,
-            budgets,
-            "--live",
-            "slurm",
-            "--reason",
-            "test drain",
-            "--wait",
-            "--poll",
-            "2s",
-        ])
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut drain = Allot::new([
+        "drain",
+        &node,
+        budgets,
+        "--live",
+        "slurm",
+        "--reason",
+        "test drain",
+        "--wait",
+        "--poll",
+        "2s",
+    ])
+    .command()
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     // Each line of progress, with when it was said.
     let stderr = drain.stderr.take().unwrap();
     let progress = std::thread::spawn(move || {
@@ -348,13 +349,13 @@ fn check_drain(budgets: &str) {
     });
 
     // A second drain meanwhile: the node is allot's already, nothing more is requeued.
-    let again = allot(&["drain", &node, budgets, "--live", "slurm", "--reason", "again"]);
+    let again = Allot::new(&["drain", &node, budgets, "--live", "slurm", "--reason", "again"]).output();
     let said = String::from_utf8_lossy(&again.stdout).into_owned();
     assert_eq!(again.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&again.stderr));
     assert!(said.contains(&format!("({node} drained by allot before)")), "{said}");
     assert!(said.contains(&format!("job {protected} (priya, quick): to requeue at ")), "{said}");
     // status lists the node, with the jobs left on it.
-    let status = json_of(&["status", budgets, "--live", "slurm", "--format", "json"]);
+    let status = Allot::new(&["status", budgets, "--live", "slurm", "--format", "json"]).json();
     let draining = &status["draining"][0];
     assert_eq!(
         (draining["node"].as_str(), draining["reason"].as_str()),
@@ -408,7 +409,7 @@ fn check_drain(budgets: &str) {
     );
 
     // --resume returns the node; the requeued jobs wait to run again.
-    let resumed = allot(&["drain", &node, budgets, "--live", "slurm", "--resume"]);
+    let resumed = Allot::new(&["drain", &node, budgets, "--live", "slurm", "--resume"]).output();
     assert_eq!(resumed.status.code(), Some(0), "{}", String::from_utf8_lossy(&resumed.stderr));
     let state = ok("sinfo", &["-h", "-N", "-n", &node, "-o", "%T"]);
     assert!(!state.contains("drain"), "{state}");

@@ -16,8 +16,9 @@ use allot_targets::slurm::tree;
 
 mod common;
 
+use common::Allot;
 use common::root;
-use common::slurm::{Floors, Slurm, allot, borrowed, ok, run, sbatch};
+use common::slurm::{Floors, Slurm, borrowed, ok, run, sbatch};
 
 /// One `sacctmgr show assoc wopl` row: parent, share, grptres, qos, defaultqos.
 type Association = (String, String, String, Vec<String>, String);
@@ -39,8 +40,15 @@ fn associations(cluster: &str) -> BTreeMap<(String, String), Association> {
 
 /// `allot build --target slurm` of `example` into `out`.
 fn build(example: &Path, out: &Path) {
-    let build =
-        allot(&["build", example.to_str().unwrap(), "--out", out.to_str().unwrap(), "--target", "slurm"]);
+    let build = Allot::new(&[
+        "build",
+        example.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--target",
+        "slurm",
+    ])
+    .output();
     assert!(build.status.success(), "{}", String::from_utf8_lossy(&build.stderr));
 }
 
@@ -127,7 +135,7 @@ fn plan(example: &Path, dump: &Path, extra: &[&str]) -> Output {
         "--detailed-exitcode",
     ];
     args.extend_from_slice(extra);
-    allot(&args)
+    Allot::new(&args).output()
 }
 
 fn edit(text: &str, from: &str, to: &str) -> String {
@@ -223,7 +231,8 @@ fn compare_with_allot_fairshare(cluster: &str) {
         .collect();
     let usage_file = work.path().join("usage.csv");
     std::fs::write(&usage_file, usage.join("\n")).unwrap();
-    let output = allot(&["fairshare", live.to_str().unwrap(), "--usage", usage_file.to_str().unwrap()]);
+    let output =
+        Allot::new(&["fairshare", live.to_str().unwrap(), "--usage", usage_file.to_str().unwrap()]).output();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let ours = sshare_rows(&String::from_utf8_lossy(&output.stdout));
     assert_eq!(ours.len(), rows.len(), "allot and Slurm list the same associations:\n{slurm}");
@@ -343,7 +352,7 @@ fn check_grant_boundaries(repo: &Path, cluster: &str, work: &Path) {
     let bring = |at: &[&str]| -> String {
         let plan = |extra: &[&str]| {
             let base = ["plan", "slurm", repo, "--live", "--cluster", cluster, "--detailed-exitcode"];
-            allot(&[&base[..], at, extra].concat())
+            Allot::new(&[&base[..], at, extra].concat()).output()
         };
         let planned = plan(&["--out", saved]);
         let shown = String::from_utf8_lossy(&planned.stdout).into_owned();
@@ -352,7 +361,7 @@ fn check_grant_boundaries(repo: &Path, cluster: &str, work: &Path) {
             Some(2) => {}
             _ => panic!("{shown}\n{}", String::from_utf8_lossy(&planned.stderr)),
         }
-        let applied = allot(&["apply", "slurm", saved, "--auto-approve"]);
+        let applied = Allot::new(&["apply", "slurm", saved, "--auto-approve"]).output();
         assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
         let after = plan(&[]);
         assert_eq!(
@@ -427,7 +436,7 @@ fn apply_against_a_command_per_change(work: &Path) {
     let plan_live = |extra: &[&str]| {
         let mut args = vec!["plan", "slurm", budgets.to_str().unwrap(), "--live", "--allow-deletes"];
         args.extend_from_slice(extra);
-        let output = allot(&args);
+        let output = Allot::new(&args).output();
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     };
     let (script, saved) = (work.join("speed.sh"), work.join("speed.plan"));
@@ -436,7 +445,7 @@ fn apply_against_a_command_per_change(work: &Path) {
         ok("sh", &[script]);
     };
     let by_apply = || {
-        let applied = allot(&["apply", "slurm", saved, "--auto-approve"]);
+        let applied = Allot::new(&["apply", "slurm", saved, "--auto-approve"]).output();
         assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
     };
     // One command per change (the plan's script), then a saved plan applied, each from a
@@ -503,11 +512,11 @@ fn apply_from_scratch(example: &Path, cluster: &str, out: &Path) {
             "--detailed-exitcode",
         ];
         args.extend_from_slice(extra);
-        allot(&args)
+        Allot::new(&args).output()
     };
     let planned = plan_live(&["--out", saved.to_str().unwrap()]);
     assert_eq!(planned.status.code(), Some(2), "{}", String::from_utf8_lossy(&planned.stderr));
-    let applied = allot(&["apply", "slurm", saved.to_str().unwrap(), "--auto-approve"]);
+    let applied = Allot::new(&["apply", "slurm", saved.to_str().unwrap(), "--auto-approve"]).output();
     assert_applied(&applied, &plan_live(&[]));
     ok("sh", &[out.join(format!("slurm/{cluster}-qos.sh")).to_str().unwrap()]);
     let again = plan_live(&[]);
@@ -533,11 +542,11 @@ fn apply_a_saved_plan(example: &Path, cluster: &str, work: &Path) {
         if let Some(out) = out {
             args.extend(["--out", out.to_str().unwrap()]);
         }
-        allot(&args)
+        Allot::new(&args).output()
     };
     let planned = plan_live(Some(&saved));
     assert_eq!(planned.status.code(), Some(2), "{}", String::from_utf8_lossy(&planned.stderr));
-    let apply = || allot(&["apply", "slurm", saved.to_str().unwrap(), "--auto-approve"]);
+    let apply = || Allot::new(&["apply", "slurm", saved.to_str().unwrap(), "--auto-approve"]).output();
 
     // Behind allot's back.
     ok(
@@ -615,7 +624,7 @@ fn apply_a_saved_plan(example: &Path, cluster: &str, work: &Path) {
     std::fs::write(&file, edit(&text, "contract short ", &format!("{urgent}contract short "))).unwrap();
     let live = work.join("apply-live.cfg");
     dump(cluster, &live);
-    let planned = allot(&[
+    let planned = Allot::new(&[
         "plan",
         "slurm",
         repo.to_str().unwrap(),
@@ -623,7 +632,8 @@ fn apply_a_saved_plan(example: &Path, cluster: &str, work: &Path) {
         live.to_str().unwrap(),
         "--out",
         saved.to_str().unwrap(),
-    ]);
+    ])
+    .output();
     let shown = String::from_utf8_lossy(&planned.stdout);
     assert!(planned.status.success() && shown.contains("QOS not compared"), "{shown}");
     let failed = apply();
@@ -654,7 +664,8 @@ fn apply_a_saved_plan(example: &Path, cluster: &str, work: &Path) {
     assert!(said.contains("more than --max-deletes 10") && !saved.exists(), "{said}");
     let out = saved.to_str().unwrap();
     let planned =
-        allot(&["plan", "slurm", repo.to_str().unwrap(), "--live", "--allow-deletes", "--out", out]);
+        Allot::new(&["plan", "slurm", repo.to_str().unwrap(), "--live", "--allow-deletes", "--out", out])
+            .output();
     assert!(planned.status.success(), "{}", String::from_utf8_lossy(&planned.stderr));
     assert_applied(&apply(), &plan_live(None));
     eprintln!("{cluster}: a plan over the deletion guard was refused and saved nothing; allowed, it applied");

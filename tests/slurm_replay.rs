@@ -27,7 +27,8 @@ use allot_verify::trace::Job;
 
 mod common;
 
-use common::slurm::{Floors, Slurm, allot, apply_budgets, borrowed, budgets_in, ok, run, sbatch};
+use common::Allot;
+use common::slurm::{Floors, Slurm, apply_budgets, borrowed, budgets_in, ok, run, sbatch};
 
 const BUDGETS: &str = r#"
 cluster replay gpus=8 gpu-type=h100 gpus-per-node=8 {
@@ -319,7 +320,8 @@ fn a_trace_replayed_through_slurm_and_through_allot() {
     let work = tempfile::tempdir().unwrap();
     let budgets = budgets_in(work.path(), BUDGETS);
     let out = work.path().join("out");
-    let built = allot(&["build", budgets.as_str(), "--out", out.to_str().unwrap(), "--target", "slurm"]);
+    let built = Allot::new(&["build", budgets.as_str(), "--out", out.to_str().unwrap(), "--target", "slurm"])
+        .output();
     assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
     let floors = Floors::from_build(&out, "replay", SCHEDULING);
     let Replayed { runs: real, started } = match std::env::var_os("ALLOT_REPLAY_FROM") {

@@ -4,9 +4,12 @@
 #![allow(dead_code)] // each test file uses its own part
 
 pub mod kube;
+pub mod scripts;
 pub mod slurm;
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
 use std::time::Duration;
 
 /// The repository's root (the `allot` package).
@@ -31,31 +34,106 @@ pub fn stand_ins(dir: &Path, programs: &[(&str, &str)]) -> PathBuf {
     bin
 }
 
+/// How every test runs allot: the binary this build made, in the repository's root, without
+/// colours, outside CI, with nothing on standard input, stopped (and failed) after ten
+/// minutes; each of those can be changed before it runs. [`allot`] and [`allot_in`] are
+/// its shorthands for the plain cases.
+pub struct Allot {
+    command: std::process::Command,
+    stdin: Vec<u8>,
+    limit: Duration,
+}
+
+impl Allot {
+    pub fn new<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> Allot {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_allot"));
+        command.current_dir(root()).args(args).env("NO_COLOR", "1").env_remove("CI");
+        Allot { command, stdin: Vec::new(), limit: Duration::from_secs(600) }
+    }
+
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Allot {
+        self.command.arg(arg);
+        self
+    }
+
+    /// Runs it in `dir` instead of the repository's root.
+    pub fn dir(mut self, dir: impl AsRef<Path>) -> Allot {
+        self.command.current_dir(dir);
+        self
+    }
+
+    pub fn env(mut self, name: &str, value: impl AsRef<OsStr>) -> Allot {
+        self.command.env(name, value);
+        self
+    }
+
+    /// Puts `bin` (stand-ins for a scheduler's commands) first on PATH.
+    pub fn path_first(self, bin: &Path) -> Allot {
+        let path = std::env::join_paths(
+            std::iter::once(bin.to_path_buf())
+                .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+        )
+        .unwrap();
+        self.env("PATH", path)
+    }
+
+    pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Allot {
+        self.stdin = bytes.into();
+        self
+    }
+
+    /// Stops it (and fails) after `limit`: for inputs that must not hang.
+    pub fn within(mut self, limit: Duration) -> Allot {
+        self.limit = limit;
+        self
+    }
+
+    /// Its output, once it ended within its limit.
+    pub fn output(self) -> Output {
+        assert_cmd::Command::from_std(self.command)
+            .write_stdin(self.stdin)
+            .timeout(self.limit)
+            .output()
+            .unwrap()
+    }
+
+    /// (status, stdout, stderr); a run killed (a hang or a crash) fails the test.
+    pub fn run(self) -> (i32, String, String) {
+        let args: Vec<_> = self.command.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        let output = self.output();
+        let status = output.status.code().unwrap_or(-1);
+        assert_ne!(status, -1, "allot {args:?} was killed (a hang or a crash):\n{}", text(&output.stderr));
+        (status, text(&output.stdout), text(&output.stderr))
+    }
+
+    /// Its standard output as JSON, when it succeeds (the test fails otherwise).
+    pub fn json(self) -> serde_json::Value {
+        let (status, stdout, stderr) = self.run();
+        assert_eq!(status, 0, "allot failed:\n{stdout}\n{stderr}");
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}:\n{stdout}"))
+    }
+
+    /// The command itself, for a test that runs it as a process of its own (standard input
+    /// closed, the other streams as the test sets them).
+    pub fn command(mut self) -> std::process::Command {
+        self.command.stdin(Stdio::null());
+        self.command
+    }
+}
+
+/// Output bytes as text.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
 /// Runs `allot` in the repository's root: (status, stdout, stderr).
 pub fn allot(args: &[&str]) -> (i32, String, String) {
-    allot_in(&root(), args)
+    Allot::new(args).run()
 }
 
-/// Runs `allot` in `dir`, without colours and outside CI: (status, stdout, stderr).
+/// Runs `allot` in `dir`: (status, stdout, stderr).
 pub fn allot_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    allot_within(dir, args, Duration::from_secs(600))
-}
-
-/// [`allot_in`], stopped (and failed) after `limit`: for inputs that must not hang.
-pub fn allot_within(dir: &Path, args: &[&str], limit: Duration) -> (i32, String, String) {
-    let output = assert_cmd::Command::cargo_bin("allot")
-        .unwrap()
-        .current_dir(dir)
-        .args(args)
-        .env("NO_COLOR", "1")
-        .env_remove("CI")
-        .timeout(limit)
-        .output()
-        .unwrap();
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    let status = output.status.code().unwrap_or(-1);
-    assert_ne!(status, -1, "allot {args:?} was killed (a hang or a crash):\n{}", text(&output.stderr));
-    (status, text(&output.stdout), text(&output.stderr))
+    Allot::new(args).dir(dir).run()
 }
 
 /// Stand-ins for Slurm's client commands (scripts first on PATH, made by [`stand_ins`]) in a
@@ -81,41 +159,24 @@ impl SlurmStandIns {
         self.dir.path().join(name)
     }
 
-    /// allot with the stand-ins first on PATH, without colours, outside CI, the budgets
+    /// allot with the stand-ins first on PATH and their state, in their folder, the budgets
     /// last.
-    pub fn command(&self, args: &[&str]) -> std::process::Command {
-        let path = std::env::join_paths(
-            std::iter::once(self.path("bin"))
-                .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-        )
-        .unwrap();
-        let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("allot"));
-        command
-            .current_dir(self.dir.path())
-            .args(args)
+    pub fn runner(&self, args: &[&str]) -> Allot {
+        Allot::new(args)
+            .dir(self.dir.path())
             .arg(self.path("budgets"))
-            .env("PATH", path)
-            .env("NO_COLOR", "1")
+            .path_first(&self.path("bin"))
             .env("FAKE_SLURM_STATE", self.dir.path())
-            .env_remove("CI");
-        command
     }
 
-    /// Runs [`command`](SlurmStandIns::command), nothing on standard input: (status,
-    /// stdout, stderr).
-    pub fn allot(&self, args: &[&str]) -> (i32, String, String) {
-        let output = assert_cmd::Command::from_std(self.command(args)).write_stdin("").output().unwrap();
-        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
+    /// [`runner`](SlurmStandIns::runner), run: (status, stdout, stderr).
+    pub fn run(&self, args: &[&str]) -> (i32, String, String) {
+        self.runner(args).run()
     }
 
-    /// [`allot`](SlurmStandIns::allot) with `--format json`, which must succeed: its output.
+    /// [`runner`](SlurmStandIns::runner) with `--format json`, which must succeed: its output.
     pub fn json(&self, args: &[&str]) -> serde_json::Value {
-        let mut all = args.to_vec();
-        all.extend(["--format", "json"]);
-        let (code, stdout, stderr) = self.allot(&all);
-        assert_eq!(code, 0, "allot {args:?}: {stdout}\n{stderr}");
-        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+        self.runner(args).arg("--format").arg("json").json()
     }
 }
 

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use super::root;
+use super::{Allot, root};
 
 pub fn run(program: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(program)
@@ -26,10 +26,6 @@ pub fn ok(program: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-pub fn allot(args: &[&str]) -> Output {
-    run(env!("CARGO_BIN_EXE_allot"), args, &[("NO_COLOR", "1")])
-}
-
 /// Writes `text` as the budget repository `budgets/` in `work`: its path.
 pub fn budgets_in(work: &Path, text: &str) -> String {
     let budgets = work.join("budgets");
@@ -43,9 +39,9 @@ pub fn budgets_in(work: &Path, text: &str) -> String {
 pub fn apply_budgets(work: &Path, budgets: &str) {
     let saved = work.join("budgets.plan");
     let saved = saved.to_str().unwrap();
-    let planned = allot(&["plan", "slurm", budgets, "--live", "--out", saved]);
+    let planned = Allot::new(["plan", "slurm", budgets, "--live", "--out", saved]).output();
     assert!(planned.status.success(), "{}", String::from_utf8_lossy(&planned.stderr));
-    let applied = allot(&["apply", "slurm", saved, "--auto-approve"]);
+    let applied = Allot::new(["apply", "slurm", saved, "--auto-approve"]).output();
     assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
 }
 
