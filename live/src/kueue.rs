@@ -13,11 +13,14 @@ use std::collections::HashMap;
 
 use allot_compiler::ir::Model;
 use allot_compiler::units::whole_quantity;
-use allot_simulate::kueue::objects::ObjectError;
+use allot_simulate::kueue::objects::{self, ObjectError};
 use allot_simulate::{Policy, simulate_from};
 use allot_verify::audit::AuditError;
 use allot_verify::trace::Job;
 use serde_json::Value;
+
+/// A ClusterQueue's apiVersion before Kueue's v1beta2, whose cohort field differs.
+const V1BETA1: &str = "kueue.x-k8s.io/v1beta1";
 
 /// The most objects of one kind read.
 pub const MAX_OBJECTS: usize = 200_000;
@@ -256,7 +259,7 @@ impl Kueue {
             cohorts: each(lists.cohorts, "Cohort", |o, f| {
                 Ok(Cohort {
                     name: name(o),
-                    parent: string(&o["spec"]["parentName"]),
+                    parent: objects::parent_of(&o["spec"]).map_err(|p| f(&p))?.map(str::to_string),
                     weighted_share: share(&o["status"], f)?,
                 })
             })?,
@@ -656,18 +659,11 @@ fn flavors_usage(flavors: &Value, resource: &str, f: Fail<'_>) -> Result<(u64, u
 
 fn cluster_queue(o: &Value, f: Fail<'_>, resource: &str) -> Result<ClusterQueue, ObjectError> {
     let spec = &o["spec"];
-    let (mut nominal, mut limits, mut unlimited) = (0u64, 0u64, false);
-    for group in array(&spec["resourceGroups"]) {
-        for flavor in array(&group["flavors"]) {
-            for r in array(&flavor["resources"]).iter().filter(|r| r["name"] == resource) {
-                nominal = nominal.saturating_add(gpus(&r["nominalQuota"], f)?);
-                match &r["borrowingLimit"] {
-                    Value::Null => unlimited = true,
-                    limit => limits = limits.saturating_add(gpus(limit, f)?),
-                }
-            }
-        }
-    }
+    let quotas = objects::gpu_quotas(spec, resource).map_err(|p| f(&p))?;
+    let nominal = quotas.iter().fold(0u64, |sum, q| sum.saturating_add(q.nominal));
+    let borrowing_limit =
+        quotas.iter().try_fold(0u64, |sum, q| q.borrowing_limit.map(|limit| sum.saturating_add(limit)));
+    let cohort = objects::cohort_of(spec, o["apiVersion"] == V1BETA1).map_err(|p| f(&p))?;
     let status = &o["status"];
     let (reserved, borrowed) = flavors_usage(&status["flavorsReservation"], resource, f)?;
     let active = array(&status["conditions"])
@@ -677,9 +673,9 @@ fn cluster_queue(o: &Value, f: Fail<'_>, resource: &str) -> Result<ClusterQueue,
     let preemption = |field: &str| string(&spec["preemption"][field]).unwrap_or_else(|| "Never".into());
     Ok(ClusterQueue {
         name: name(o),
-        cohort: string(&spec["cohortName"]),
+        cohort: cohort.map(str::to_string),
         nominal_gpus: nominal,
-        borrowing_limit: (!unlimited).then_some(limits),
+        borrowing_limit,
         reserved_gpus: reserved,
         borrowed_gpus: borrowed,
         weighted_share: share(status, f)?,
@@ -875,6 +871,31 @@ mod tests {
         let jobs = demand(&kueue, "c", |q| (q == "a").then_some("a"), 0);
         assert_eq!(jobs.len(), 4);
         assert!(jobs.iter().all(|j| j.project == "a"));
+    }
+
+    #[test]
+    fn cluster_queues_and_cohorts_read_as_the_kueue_policy_reads_them() {
+        // v1beta1 names a ClusterQueue's cohort `spec.cohort`; two flavors' GPU quotas add
+        // up, and one flavor without a borrowing limit leaves the queue without one.
+        let mut old = queue("a", "4", 0);
+        old["apiVersion"] = json!(V1BETA1);
+        old["spec"] = json!({ "cohort": "root", "resourceGroups": [{ "coveredResources": ["nvidia.com/gpu"], "flavors": [
+            { "name": "h100", "resources": [{ "name": "nvidia.com/gpu", "nominalQuota": "4", "borrowingLimit": 1 }] },
+            { "name": "a100", "resources": [{ "name": "nvidia.com/gpu", "nominalQuota": 2 }] },
+        ] }] });
+        let cohort = json!({ "metadata": { "name": "root" }, "spec": { "parentName": "org" } });
+        let lists = Lists { cluster_queues: &[old], cohorts: &[cohort], local_queues: &[] };
+        let kueue = Kueue::read(&lists, Vec::new(), "nvidia.com/gpu").unwrap();
+        let q = kueue.cluster_queue("a").unwrap();
+        assert_eq!((q.cohort.as_deref(), q.nominal_gpus, q.borrowing_limit), (Some("root"), 6, None));
+        assert_eq!(kueue.cohorts[0].parent.as_deref(), Some("org"));
+        // A fractional quota is refused with the policy's own words, naming the object.
+        let bad = queue("b", "1500m", 0);
+        let lists = Lists { cluster_queues: &[bad], cohorts: &[], local_queues: &[] };
+        assert_eq!(
+            Kueue::read(&lists, Vec::new(), "nvidia.com/gpu").unwrap_err().to_string(),
+            "ClusterQueue b: nominalQuota of \"nvidia.com/gpu\" in flavor \"default\": \"1500m\" is a fractional GPU quantity; GPUs are whole"
+        );
     }
 
     #[test]

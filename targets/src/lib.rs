@@ -3,9 +3,13 @@
 //!
 //! A target is one module implementing [`Target`]: it emits files, checks what it puts in
 //! them against the scheduler's rules, and says in a [`fidelity::Report`] what of the
-//! policy they lose. [`registry`] lists them. The command line, the diff and the Action
-//! reach targets only through this registry, so adding a scheduler is adding a module and
-//! a registry line.
+//! policy they lose. [`registry`] lists them. What is emitted (`allot build`, the diff's
+//! native files, the Action) is reached only through this registry, so adding a scheduler
+//! is adding a module and a registry line. Two targets also serve the commands that meet a
+//! live scheduler, through their modules' own functions: [`slurm`] (the association tree
+//! read from a dump, the plan and its script, import, Fair Tree's arithmetic, the QOS and
+//! floors allot wants) and [`kubernetes`] (the Kueue objects and queue names allot writes,
+//! for the drift of a live cluster, its live views and the simulator's `kueue` policy).
 //!
 //! The rules are checked once, on what a target builds (objects, an association tree,
 //! properties), before it is written; never on the text read back. That the text reads

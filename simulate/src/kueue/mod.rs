@@ -1,6 +1,7 @@
 //! The `kueue` policy: Kueue's admission and preemption (Kueue 0.17 and later, the
-//! `v1beta2` API) simulated for one resource, GPUs, in one ResourceFlavor. [`setup`] reads
-//! the Kueue objects (the quota tree of Cohorts and ClusterQueues, the LocalQueues, the
+//! `v1beta2` API) simulated for one resource, GPUs, in one ResourceFlavor. [`objects`] is
+//! the reader of what a ClusterQueue and a Cohort say of GPUs, shared with the live views
+//! (allot-live) so that both read a cluster's objects alike; [`setup`] reads the Kueue objects (the quota tree of Cohorts and ClusterQueues, the LocalQueues, the
 //! priority classes, Fair Sharing and Admission Fair Sharing from Kueue's `Configuration`);
 //! [`quota`] is Kueue's quota arithmetic on that tree (availability, borrowing, the fit
 //! decision, the dominant resource share); [`policy`] is the scheduling loop (queues, cycles,

@@ -25,14 +25,10 @@ use allot_compiler::escape;
 use allot_compiler::units::parse_quantity;
 use serde_json::Value;
 
-use super::objects::ObjectError;
+use super::objects::{self, ObjectError, shown};
 
 /// The most objects read in one setup.
 pub const MAX_OBJECTS: usize = 100_000;
-
-/// The largest GPU quantity read (10^12): far beyond any cluster, and small enough that the
-/// quota tree's sums over [`MAX_OBJECTS`] nodes stay exact in 64 bits.
-pub const MAX_GPUS: u64 = 1_000_000_000_000;
 
 const V1BETA2: &str = "kueue.x-k8s.io/v1beta2";
 const V1BETA1: &str = "kueue.x-k8s.io/v1beta1";
@@ -391,9 +387,7 @@ impl<'r> Reader<'r> {
             return Err(subject.fail("admission checks are not simulated"));
         }
         stop_policy(spec, &subject)?;
-        let cohort = text(spec, if v1beta1 { "cohort" } else { "cohortName" }, &subject)?
-            .filter(|c| !c.is_empty())
-            .map(str::to_string);
+        let cohort = objects::cohort_of(spec, v1beta1).map_err(|p| subject.fail(p))?.map(str::to_string);
         let index = self.nodes.len();
         let quota = self.quota(spec, &subject, cohort.is_some(), true)?;
         for flavor in &quota.flavors {
@@ -425,7 +419,7 @@ impl<'r> Reader<'r> {
     /// pkg/webhooks/cohort_webhook.go, func: validateCohort).
     fn cohort(&mut self, o: &Value, name: &str, subject: Subject) -> Result<(), ObjectError> {
         let spec = &o["spec"];
-        let parent = text(spec, "parentName", &subject)?.filter(|p| !p.is_empty()).map(str::to_string);
+        let parent = objects::parent_of(spec).map_err(|p| subject.fail(p))?.map(str::to_string);
         let quota = self.quota(spec, &subject, parent.is_some(), false)?;
         if self.cohorts.insert(name.to_string(), self.nodes.len()).is_some() {
             return Err(subject.fail("defined twice"));
@@ -519,15 +513,15 @@ impl<'r> Reader<'r> {
                         "the resources of flavor {name:?} must be its group's coveredResources, in order"
                     )));
                 }
-                for r in resources.iter().filter(|r| r["name"] == resource) {
-                    let at = |field: &str| format!("{field} of {resource:?} in flavor {name:?}");
-                    self.gpu_flavor(name, subject)?;
-                    quota.covers = true;
-                    quota.nominal = gpus(&r["nominalQuota"], subject, &at("nominalQuota"))?.unwrap_or(0);
-                    quota.borrowing_limit = gpus(&r["borrowingLimit"], subject, &at("borrowingLimit"))?;
-                    quota.lending_limit = gpus(&r["lendingLimit"], subject, &at("lendingLimit"))?;
-                }
             }
+        }
+        // The GPU quota itself, read as the live views read it.
+        for q in objects::gpu_quotas(spec, resource).map_err(|p| subject.fail(p))? {
+            self.gpu_flavor(q.flavor, subject)?;
+            quota.covers = true;
+            quota.nominal = q.nominal;
+            quota.borrowing_limit = q.borrowing_limit;
+            quota.lending_limit = q.lending_limit;
         }
         let parent = if cluster_queue { "a cohortName" } else { "a parentName" };
         if !has_parent && quota.borrowing_limit.is_some() {
@@ -735,34 +729,6 @@ fn preemption(p: &Value, subject: &Subject) -> Result<Preemption, ObjectError> {
     Ok(Preemption { within_cluster_queue, reclaim_within_cohort, borrow_within_cohort })
 }
 
-/// A GPU quantity at `at` of `subject` as Kubernetes writes quantities (`8`, `"8"`,
-/// `"8000m"`, `"2k"`), whole and not negative; `None` when not set. Kueue would round a
-/// fractional GPU quantity up (`Quantity.Value`); a fractional GPU is refused here instead.
-fn gpus(v: &Value, subject: &Subject, at: &str) -> Result<Option<u64>, ObjectError> {
-    let nanos = match v {
-        Value::Null => return Ok(None),
-        Value::Number(n) => match (n.as_u64(), n.as_f64()) {
-            (Some(whole), _) => i128::from(whole) * 1_000_000_000,
-            (None, Some(f)) if f.is_finite() && f.abs() < 1e18 => (f * 1e9).round() as i128,
-            _ => return Err(subject.fail(format!("{at}: {n} is not a GPU quantity"))),
-        },
-        Value::String(s) => parse_quantity(s)
-            .ok_or_else(|| subject.fail(format!("{at}: {s:?} is not a Kubernetes quantity")))?,
-        other => return Err(subject.fail(format!("{at}: {} is not a quantity", shown(other)))),
-    };
-    if nanos < 0 {
-        return Err(subject.fail(format!("{at}: {v} is negative")));
-    }
-    if nanos % 1_000_000_000 != 0 {
-        return Err(subject.fail(format!("{at}: {v} is a fractional GPU quantity; GPUs are whole")));
-    }
-    let whole = nanos / 1_000_000_000;
-    match u64::try_from(whole) {
-        Ok(whole) if whole <= MAX_GPUS => Ok(Some(whole)),
-        _ => Err(subject.fail(format!("{at}: {v} is more than the {MAX_GPUS} GPUs the policy counts"))),
-    }
-}
-
 /// `fairSharing.weight`: a quantity (`1`, `"35"`, `"17500m"`, `"0.5"`), default 1; 0 or
 /// above 10^-9 (file: pkg/webhooks/common.go, func: validateFairSharing; the value as
 /// pkg/cache/scheduler/fair_sharing.go, func: parseFairWeight, takes it).
@@ -914,36 +880,14 @@ fn go_duration(text: &str) -> Option<f64> {
     (seconds <= i64::MAX as f64 / 1e9).then_some(if negative { -seconds } else { seconds })
 }
 
-/// A value from the objects as an error shows it: its JSON, control characters made
-/// visible, cut after [`SHOWN_CHARS`] characters (a value of any size may stand there).
-fn shown(v: &Value) -> String {
-    let text = v.to_string();
-    let cut = match text.char_indices().nth(SHOWN_CHARS) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text,
-    };
-    escape::line(&cut)
-}
-
-/// The most characters of a value an error shows.
-const SHOWN_CHARS: usize = 80;
-
-/// The text at `field` of `v`; `None` when not set; an error when it is not text.
+/// The text at `field` of `v` ([`objects::text`]), an error naming `subject`.
 fn text<'v>(v: &'v Value, field: &str, subject: &Subject) -> Result<Option<&'v str>, ObjectError> {
-    match &v[field] {
-        Value::Null => Ok(None),
-        Value::String(s) => Ok(Some(s)),
-        other => Err(subject.fail(format!("{field} {} is not text", shown(other)))),
-    }
+    objects::text(v, field).map_err(|p| subject.fail(p))
 }
 
-/// The list at `field` of `v`; empty when not set; an error when it is not a list.
+/// The list at `field` of `v` ([`objects::list`]), an error naming `subject`.
 fn list<'v>(v: &'v Value, field: &str, subject: &Subject) -> Result<&'v [Value], ObjectError> {
-    match &v[field] {
-        Value::Null => Ok(&[]),
-        Value::Array(items) => Ok(items),
-        other => Err(subject.fail(format!("{field} {} is not a list", shown(other)))),
-    }
+    objects::list(v, field).map_err(|p| subject.fail(p))
 }
 
 /// `metadata.name` quoted for an error, or a mark that there is none.
