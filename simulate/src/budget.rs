@@ -38,7 +38,7 @@
 //! stopped job beyond (newer jobs can only come within), and each preemption raises it by
 //! the starting job's GPUs (its budget covers it whole). The count is bounded by the
 //! cluster's GPUs, so at most that many GPUs start by preemption before demand changes, and
-//! demand changes only when a job enters its queue or ends. `verify/tests/simulate.rs`
+//! demand changes only when a job enters its queue or ends. `simulate/tests/simulate.rs`
 //! checks each clause on generated traces.
 
 use super::cluster::ClusterState;

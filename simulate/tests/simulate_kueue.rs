@@ -1,5 +1,5 @@
 //! The simulator's `kueue` policy on schedules worked out by hand from Kueue's rules (the
-//! notes cited in `verify/src/simulate/kueue/`), and its quota invariant on generated traces.
+//! notes cited in `simulate/src/kueue/`), and its quota invariant on generated traces.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -78,7 +78,7 @@
 //! Sharing takes from a borrowing queue unconditionally for a preemptor within its quota),
 //! and so on while such workloads wait. Such setups replay slowly (each instant runs its
 //! circle until a job would be evicted twice) and show many preemptions, as Kueue would
-//! make. `verify/tests/simulate_kueue.rs` checks on generated setups and traces that the
+//! make. `simulate/tests/simulate_kueue.rs` checks on generated setups and traces that the
 //! guard never fires under classical preemption without `borrowWithinCohort`.
 //!
 //! At a grant boundary the quotas change (the objects of that moment): see
