@@ -12,6 +12,6 @@ cd "$(dirname "$0")/.."
 jobs="${ALLOT_REPLAY_JOBS:-200}"
 case "$jobs" in '' | *[!0-9]*) echo "ALLOT_REPLAY_JOBS must be a number of jobs, not '$jobs'" >&2; exit 2 ;; esac
 echo "==> building the replay test"
-cargo test --locked --no-run --test slurm_replay
+cargo test --locked --no-run --test integration
 echo "==> replaying $jobs jobs through a real Slurm and the simulator (200 jobs take about 17 minutes)"
-ALLOT_REQUIRE_SLURM=1 ALLOT_REPLAY_JOBS="$jobs" cargo test --locked --test slurm_replay -- --nocapture
+ALLOT_REQUIRE_SLURM=1 ALLOT_REPLAY_JOBS="$jobs" cargo test --locked --test integration slurm_replay:: -- --nocapture

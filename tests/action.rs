@@ -9,9 +9,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-mod common;
-
-use common::{git, root};
+use crate::common::{git, root};
 
 const BUDGETS: &str = "cluster main gpus=16 gpu-type=h100 {\n    slurm\n}\ncontract batch min-runtime=\"1h\" default=#true\n\
     project a share=\"60%\" {\n    owners \"@org/a\"\n    users alice\n}\nproject b share=\"40%\"\n";

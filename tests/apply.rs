@@ -8,9 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-mod common;
-
-use common::Allot;
+use crate::common::Allot;
 
 /// The stand-in: `dump CLUSTER file=/dev/stdout` prints the state's dump.cfg, `-n -P show
 /// qos format=...` its qos.txt; the apply locks (QOS `allot-apply-lock...`) are the files of
@@ -69,7 +67,7 @@ struct Fake {
 impl Fake {
     fn new() -> Fake {
         let dir = tempfile::tempdir().unwrap();
-        common::stand_ins(dir.path(), &[("sacctmgr", FAKE)]);
+        crate::common::stand_ins(dir.path(), &[("sacctmgr", FAKE)]);
         std::fs::write(dir.path().join("dump.cfg"), LIVE).unwrap();
         std::fs::write(dir.path().join("qos.txt"), LIVE_QOS).unwrap();
         Fake { dir }

@@ -6,9 +6,7 @@ use std::path::{Path, PathBuf};
 
 use allot_compiler::Code;
 
-mod common;
-
-use common::{allot_in, root, snapshots};
+use crate::common::{allot_in, root, snapshots};
 
 fn bad_dir() -> PathBuf {
     root().join("tests/bad")

@@ -3,10 +3,8 @@
 
 use std::path::Path;
 
-mod common;
-
+use crate::common::allot;
 use allot_compiler::test_support::files_under as tree;
-use common::allot;
 
 #[test]
 fn build_writes_every_file_and_the_same_bytes_again() {

@@ -2,9 +2,7 @@
 
 use serde_json::Value;
 
-mod common;
-
-use common::{Allot, allot, root, snapshots};
+use crate::common::{Allot, allot, root, snapshots};
 
 const EXAMPLES: &[&str] = &[
     "published-case",

@@ -4,9 +4,7 @@
 
 use std::path::Path;
 
-mod common;
-
-use common::{allot_in as allot, git, snapshots};
+use crate::common::{allot_in as allot, git, snapshots};
 
 const BASE: &str = r#"cluster main gpus=64 gpu-type=h100 gpus-per-node=8 {
     slurm cluster=lab
@@ -264,7 +262,7 @@ fn copy_dir(from: &Path, to: &Path) {
 fn published_case_change() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     git(dir.path(), &["init", "-q"]);
-    copy_dir(&common::root().join("examples/published-case"), &dir.path().join("budgets"));
+    copy_dir(&crate::common::root().join("examples/published-case"), &dir.path().join("budgets"));
     git(dir.path(), &["add", "-A"]);
     git(dir.path(), &["commit", "-q", "-m", "base"]);
     let file = dir.path().join("budgets/allot.kdl");
@@ -494,7 +492,7 @@ fn the_comment_renders_in_a_browser() {
         std::process::Command::new("scripts/chromium.sh")
             .args(args)
             .env("TMPDIR", folder.path())
-            .current_dir(common::root())
+            .current_dir(crate::common::root())
             .output()
             .unwrap()
     };

@@ -8,10 +8,10 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-mod common;
-
-use common::SlurmStandIns;
-use common::scripts::{SACCTMGR, SCONTROL_ACTING, SCONTROL_LOGGED, SINFO, SQUEUE, SQUEUE_FAILING_ONCE};
+use crate::common::SlurmStandIns;
+use crate::common::scripts::{
+    SACCTMGR, SCONTROL_ACTING, SCONTROL_LOGGED, SINFO, SQUEUE, SQUEUE_FAILING_ONCE,
+};
 
 /// batch protects an hour and is resumable; interactive protects ten minutes, is not
 /// resumable and runs two hours at most.

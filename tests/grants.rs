@@ -2,9 +2,7 @@
 //! (the calendar, `--next`, JSON), `build` emitting the shares in force at `--at`, and
 //! `fmt` keeping grants.
 
-mod common;
-
-use common::allot_in;
+use crate::common::allot_in;
 
 const BUDGETS: &str = r#"cluster jupiter gpus=100 gpu-type=h100 gpus-per-node=4 {
     slurm
@@ -143,9 +141,9 @@ fn a_hostile_reason_stays_text_in_every_review_format() {
         ),
     )
     .unwrap();
-    common::git(dir.path(), &["init", "-q"]);
-    common::git(dir.path(), &["add", "-A"]);
-    common::git(dir.path(), &["commit", "-q", "-m", "base"]);
+    crate::common::git(dir.path(), &["init", "-q"]);
+    crate::common::git(dir.path(), &["add", "-A"]);
+    crate::common::git(dir.path(), &["commit", "-q", "-m", "base"]);
     let hostile = r#"x\u{1b}[2J\r\n::error::forged | <details><summary>fine</summary> @everyone [link](https://example.com)"#;
     std::fs::write(dir.path().join("allot.kdl"), BUDGETS.replace("ACL deadline", hostile)).unwrap();
     let diff = |format: &str| {

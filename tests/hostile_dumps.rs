@@ -3,12 +3,10 @@
 //! Slurm's root, odd dumps (cycles, duplicates, cut-off records), deep and huge inputs.
 //! Every dump is built here as a string.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::allot;
+use crate::common::allot;
 
 const BUDGET: &str = "cluster c gpus=8 gpu-type=h100 {\n    slurm cluster=lab\n}\n\
     contract b min-runtime=\"1h\" default=#true\nproject a share=1 {\n    users alice\n}\n";

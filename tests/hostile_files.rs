@@ -8,9 +8,7 @@ use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::time::Duration;
 
-mod common;
-
-use common::{Allot, git};
+use crate::common::{Allot, git};
 
 const BASE: &str =
     "cluster main gpus=8 gpu-type=h100 gpus-per-node=8\ncontract batch min-runtime=\"1h\" default=#true\n";

@@ -9,9 +9,7 @@ use allot_compiler::ir::Model;
 use allot_compiler::test_support::{files_under, model};
 use allot_targets::Emitted;
 
-mod common;
-
-use common::allot_in;
+use crate::common::allot_in;
 
 /// A budget bound to every target, with `{cluster}` and `{project}` where a test puts a
 /// hostile line.

@@ -7,9 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-mod common;
-
-use common::{allot_in as allot, git};
+use crate::common::{allot_in as allot, git};
 
 const HEADER: &str = "cluster main gpus=64 gpu-type=h100 gpus-per-node=8 {\n    slurm cluster=lab\n}\n\
     contract batch min-runtime=\"1h\" default=#true\n";

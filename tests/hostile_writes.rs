@@ -5,10 +5,8 @@
 
 use std::path::Path;
 
-mod common;
-
+use crate::common::allot;
 use allot_compiler::test_support::files_under as tree;
-use common::allot;
 
 const BUDGET: &str = "cluster c gpus=8 gpu-type=h100 {\n    slurm cluster=lab\n}\ncontract b min-runtime=\"1h\" default=#true\n\
     project a share=1 {\n    users alice\n}\n";

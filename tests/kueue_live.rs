@@ -5,12 +5,10 @@
 //! and Workloads admitted and pending, in the shapes of Kueue's v1beta2 API. allot reads
 //! them through a kubeconfig with its client certificate.
 
-mod common;
-
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use common::Allot;
-use common::kube::ApiServer;
+use crate::common::Allot;
+use crate::common::kube::ApiServer;
 use serde_json::{Value, json};
 
 const API: &str = "/apis/kueue.x-k8s.io/v1beta2";
@@ -97,7 +95,7 @@ fn status_and_explain_read_a_live_kueue() {
 
     // The budgets, and the objects `allot build` writes for them.
     let out = dir.path().join("out");
-    let (code, _, err) = common::allot(&["build", repo, "--out", out.to_str().unwrap()]);
+    let (code, _, err) = crate::common::allot(&["build", repo, "--out", out.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     let mut created = 0;
     for file in ["resourceflavors", "cohorts", "clusterqueues", "localqueues", "workloadpriorityclasses"] {

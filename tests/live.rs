@@ -5,10 +5,8 @@
 //! pending job's floor has room and when the protection of the work it would preempt ends.
 //! tests/slurm_live.rs and tests/slurm_floors_real.rs run against a real Slurm.
 
-mod common;
-
-use common::SlurmStandIns;
-use common::scripts::{SACCT, SACCTMGR, SCONTROL_PARTITIONS, SINFO, SQUEUE, SSHARE};
+use crate::common::SlurmStandIns;
+use crate::common::scripts::{SACCT, SACCTMGR, SCONTROL_PARTITIONS, SINFO, SQUEUE, SSHARE};
 
 /// 8 GPUs bound to partition gpu of Slurm cluster s; a and b guarantee 4 each: a floor of 4
 /// each (`gpu-floor-a`, `gpu-floor-b`). Jobs under batch are protected for an hour.
@@ -158,7 +156,7 @@ fn a_slurm_command_that_does_not_answer_is_stopped_at_the_bound() {
     // squeue hangs (as it does while slurmctld is stopped): status ends with an error naming
     // it and the bound, well before the stand-in would have ended.
     let fake = stand_ins();
-    common::stand_ins(fake.dir.path(), &[("squeue", "#!/bin/sh\nexec sleep 60\n")]);
+    crate::common::stand_ins(fake.dir.path(), &[("squeue", "#!/bin/sh\nexec sleep 60\n")]);
     let started = std::time::Instant::now();
     let (code, stdout, stderr) = fake.run(&["status", "--live", "slurm", "--timeout", "1s"]);
     let took = started.elapsed();

@@ -1,9 +1,7 @@
 //! `allot replay audit` and `allot fairshare` from the command line.
 use serde_json::Value;
 
-mod common;
-
-use common::{allot, itp_trace};
+use crate::common::{allot, itp_trace};
 
 #[test]
 fn the_itp_trace_audits_to_its_published_totals() {

@@ -20,9 +20,7 @@ use allot_verify::figures::Audit;
 use allot_verify::report::{html, markdown_charts};
 use allot_verify::trace::{Format, Reader};
 
-mod common;
-
-use common::root;
+use crate::common::root;
 
 const GPUS: u32 = 16;
 const BUDGETS: &str = "cluster gpu gpus=16 gpu-type=h100 gpus-per-node=8\n\

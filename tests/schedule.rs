@@ -7,9 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-mod common;
-
-use common::{allot_in as allot, git, itp_trace, root};
+use crate::common::{allot_in as allot, git, itp_trace, root};
 
 /// Simulates `budgets` on `trace` in `dir` with `extra` arguments and `--format json`:
 /// the JSON's runs.

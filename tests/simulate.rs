@@ -3,9 +3,7 @@
 
 use serde_json::{Value, json};
 
-mod common;
-
-use common::{allot_in as allot, git, itp_trace, root};
+use crate::common::{allot_in as allot, git, itp_trace, root};
 
 fn run<'a>(report: &'a Value, label: &str) -> &'a Value {
     report["runs"].as_array().unwrap().iter().find(|r| r["label"] == label).unwrap()

@@ -8,9 +8,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-mod common;
-
-use common::{allot_in as allot, git};
+use crate::common::{allot_in as allot, git};
 
 /// One cluster of 8 GPUs on one node, bound to Kueue (allot writes ClusterQueues a and b of
 /// 4 GPUs each in Cohort root, reclaimWithinCohort Any, Fair Sharing on).

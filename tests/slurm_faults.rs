@@ -22,10 +22,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod common;
-
-use common::Allot;
-use common::slurm::{Slurm, ok, run};
+use crate::common::Allot;
+use crate::common::slurm::{Slurm, ok, run};
 
 /// What the budgets say first.
 const FIRST: &str = r#"

@@ -20,10 +20,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use allot_simulate::SlurmSettings;
 
-mod common;
-
-use common::Allot;
-use common::slurm::{Floors, Slurm, apply_budgets, borrowed, budgets_in, ok, run, sbatch};
+use crate::common::Allot;
+use crate::common::slurm::{Floors, Slurm, apply_budgets, borrowed, budgets_in, ok, run, sbatch};
 
 /// a and b guarantee 4 GPUs each (50% of 8, scaled by 100/101 under overcommit: 3.96,
 /// rounded); c guarantees none (1%: 0.08 GPUs). allot refuses a share of 0%.
@@ -490,7 +488,8 @@ fn floors_on_a_real_slurm() {
 /// the rest wait, each with its floor and `gpu`), read from `sdiag` after a minute, the QOS
 /// script run again (every QOS there: it reads them and sets each), and a restart of
 /// slurmctld alone (its state and the partitions read again).
-/// Not in CI (about 8 minutes): `cargo test --test slurm_floors_real -- --ignored --nocapture`.
+/// Not in CI (about 8 minutes):
+/// `cargo test --test integration slurm_floors_real:: -- --ignored --nocapture`.
 #[test]
 #[ignore = "a measurement for docs/slurm.md"]
 fn what_floors_cost_slurmctld() {

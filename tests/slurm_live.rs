@@ -13,10 +13,8 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-mod common;
-
-use common::Allot;
-use common::slurm::{Slurm, apply_budgets, budgets_in, ok, run, sbatch};
+use crate::common::Allot;
+use crate::common::slurm::{Slurm, apply_budgets, budgets_in, ok, run, sbatch};
 
 const BUDGETS: &str = r#"
 cluster live gpus=8 gpu-type=h100 gpus-per-node=8 {

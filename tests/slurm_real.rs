@@ -14,11 +14,9 @@ use std::process::Output;
 use allot_compiler::test_support::model_of;
 use allot_targets::slurm::tree;
 
-mod common;
-
-use common::Allot;
-use common::root;
-use common::slurm::{Floors, Slurm, borrowed, ok, run, sbatch};
+use crate::common::Allot;
+use crate::common::root;
+use crate::common::slurm::{Floors, Slurm, borrowed, ok, run, sbatch};
 
 /// One `sacctmgr show assoc wopl` row: parent, share, grptres, qos, defaultqos.
 type Association = (String, String, String, Vec<String>, String);
@@ -388,8 +386,8 @@ fn check_grant_boundaries(repo: &Path, cluster: &str, work: &Path) {
 }
 
 /// How much `allot apply` saves against a command per change (the figures of docs/slurm.md).
-/// Not in CI (about 3 minutes at the default size): `cargo test --test slurm_real --
-/// --ignored --nocapture`.
+/// Not in CI (about 3 minutes at the default size):
+/// `cargo test --test integration slurm_real:: -- --ignored --nocapture`.
 #[test]
 #[ignore = "a measurement for docs/slurm.md"]
 fn apply_against_a_command_per_change_measured() {

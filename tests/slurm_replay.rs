@@ -25,10 +25,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use allot_simulate::{Policy, SlurmSettings, simulate_with_runs};
 use allot_verify::trace::Job;
 
-mod common;
-
-use common::Allot;
-use common::slurm::{Floors, Slurm, apply_budgets, borrowed, budgets_in, ok, run, sbatch};
+use crate::common::Allot;
+use crate::common::slurm::{Floors, Slurm, apply_budgets, borrowed, budgets_in, ok, run, sbatch};
 
 const BUDGETS: &str = r#"
 cluster replay gpus=8 gpu-type=h100 gpus-per-node=8 {

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::{Allot, root};
 
@@ -45,8 +46,16 @@ pub fn apply_budgets(work: &Path, budgets: &str) {
     assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
 }
 
-/// Stops the Slurm it started when the test ends, passed or not.
-pub struct Slurm;
+/// Stops the Slurm it started when the test ends, passed or not. One test at a time holds
+/// it: the suites share one binary, whose tests `cargo test` runs side by side (under
+/// cargo-nextest each test is a process of its own, and `.config/nextest.toml` runs them one
+/// at a time).
+pub struct Slurm {
+    _held: MutexGuard<'static, ()>,
+}
+
+/// The one real Slurm of this machine, held by the test that started it.
+static HELD: Mutex<()> = Mutex::new(());
 
 impl Slurm {
     /// A fresh Slurm whose cluster is `cluster`; `None` when this machine cannot run one.
@@ -56,11 +65,13 @@ impl Slurm {
 
     /// [`start`](Slurm::start) with more of `scripts/slurm.sh`'s settings.
     pub fn start_with(cluster: &str, settings: &[(&str, &str)]) -> Option<Slurm> {
+        // A test that failed while holding it poisons nothing: its Slurm was stopped.
+        let held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
         let mut env = vec![("ALLOT_SLURM_CLUSTER", cluster)];
         env.extend_from_slice(settings);
         let output = run("scripts/slurm.sh", &["start"], &env);
         match output.status.code() {
-            Some(0) => Some(Slurm),
+            Some(0) => Some(Slurm { _held: held }),
             Some(3) if std::env::var_os("ALLOT_REQUIRE_SLURM").is_none() => {
                 eprintln!("skipped: no real Slurm here:\n{}", String::from_utf8_lossy(&output.stderr));
                 None
