@@ -25,17 +25,24 @@ if ! command -v lua5.1 >/dev/null; then
         exit 1
     fi
 fi
+# cargo-nextest runs every test in a process of its own, two at a time, the real-Slurm
+# suites one at a time beside the others (.config/nextest.toml). Built once from source
+# when missing (a few minutes on 2 cores); ALLOT_NO_NEXTEST=1 keeps to cargo test.
+if ! cargo nextest --version >/dev/null 2>&1 && [[ -z "${ALLOT_NO_NEXTEST:-}" ]]; then
+    echo "==> installing cargo-nextest (built once from source, a few minutes)"
+    cargo install --locked cargo-nextest || echo "==> cargo-nextest could not be installed: cargo test runs the tests"
+fi
 cargo fmt --all --check
 # The micro-benchmarks are not built by `cargo test`: check that they still compile.
 cargo check --locked -p allot-bench --benches
-# cargo-nextest runs the suites side by side (.config/nextest.toml: the real-Slurm ones one
-# at a time beside the others), which saves the minutes the other suites would add after
-# them; without it, cargo test runs them one after another. Arguments go to either.
+# Without cargo-nextest, cargo test runs the command line's one test binary with two
+# threads, the real-Slurm suites holding their Slurm one at a time (tests/common/slurm.rs).
+# Arguments go to either.
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --locked --no-fail-fast "$@"
     # nextest does not run doctests.
     cargo test --workspace --locked --doc
 else
-    echo "==> cargo-nextest is missing: cargo test runs the suites one after another (a few minutes longer)"
+    echo "==> cargo-nextest is missing: cargo test runs the tests"
     cargo test --workspace --locked --no-fail-fast "$@"
 fi

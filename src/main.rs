@@ -1,6 +1,8 @@
 //! The `allot` command line: parses the arguments and dispatches to one module per command
-//! ([`commands`]). The commands do the I/O, the rendering and choose the exit status
-//! ([`exit`], documented in docs/cli.md); the libraries do the rest.
+//! ([`commands`]). The commands choose what is read, shown and written, and the exit status
+//! ([`exit`], documented in docs/cli.md): files through [`input`], the live systems through
+//! [`systems`], the arguments several commands share from [`args`]; the libraries do the
+//! rest.
 
 mod args;
 mod budgets;

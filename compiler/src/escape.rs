@@ -122,6 +122,8 @@ mod tests {
         assert_eq!(controls("one\ntwo", false), "one\\ntwo");
         assert_eq!(controls("evil\u{202e}txt", true), "evil\\u{202e}txt");
         assert!(matches!(controls("plain text", true), Cow::Borrowed(_)));
+        // One line: line feeds visible too.
+        assert_eq!(line("job 7\nerror: \x1b[31mforged"), "job 7\\nerror: \\u{1b}[31mforged");
     }
 
     #[test]

@@ -96,11 +96,13 @@ impl ClusterBudgets {
 
     /// The node of the jobs charged to the project at `path`: the project's own leaf, or
     /// the project when it is a leaf here.
+    #[inline]
     pub fn node_of(&self, path: &str) -> Option<NodeId> {
         self.jobs_node.get(path).copied().flatten()
     }
 
     /// Whether `id` holds an inner project's own jobs (listed only when it has some).
+    #[inline]
     pub fn is_own(&self, id: NodeId) -> bool {
         self.is_own.get(id.0).copied().unwrap_or(false)
     }

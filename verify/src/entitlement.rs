@@ -109,16 +109,19 @@ impl Hierarchy {
     }
 
     /// The number of nodes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
 
     /// Whether the tree has no node.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
     }
 
     /// The node `id`, if it is one of this tree's.
+    #[inline]
     pub fn node(&self, id: NodeId) -> Option<&Node> {
         self.nodes.get(id.0)
     }
@@ -129,16 +132,19 @@ impl Hierarchy {
     }
 
     /// A node's children, in the nodes' order.
+    #[inline]
     pub fn children(&self, id: NodeId) -> &[NodeId] {
         self.children.get(id.0).map_or(&[], Vec::as_slice)
     }
 
     /// The top-level budgets.
+    #[inline]
     pub fn roots(&self) -> &[NodeId] {
         &self.roots
     }
 
     /// Whether a node has no children (the nodes that have demand and use).
+    #[inline]
     pub fn is_leaf(&self, id: NodeId) -> bool {
         self.children(id).is_empty()
     }
@@ -290,6 +296,7 @@ fn preorder(roots: &[NodeId], children: &[Vec<NodeId>]) -> Vec<NodeId> {
     order
 }
 
+#[inline]
 fn value_at(values: &[f64], id: NodeId) -> f64 {
     values.get(id.0).copied().unwrap_or(0.0)
 }
@@ -353,21 +360,25 @@ pub struct Entitlement {
 
 impl Entitlement {
     /// GPUs allocated to a node (its subtree's included).
+    #[inline]
     pub fn allocation(&self, id: NodeId) -> f64 {
         value_at(&self.allocation, id)
     }
 
     /// Every node's allocation, indexed like the nodes.
+    #[inline]
     pub fn allocations(&self) -> &[f64] {
         &self.allocation
     }
 
     /// What a node could use: its demand (its subtree's), capped.
+    #[inline]
     pub fn capped_demand(&self, id: NodeId) -> f64 {
         value_at(&self.capped_demand, id)
     }
 
     /// GPUs no budget has a use for.
+    #[inline]
     pub fn unallocated(&self) -> f64 {
         self.unallocated
     }
