@@ -39,7 +39,7 @@ fn including(target: &str) -> tempfile::TempDir {
 
 fn check(dir: &Path) -> (i32, String) {
     let (status, _, stderr) =
-        Allot::new(&["check", ".", "--diagnostics", "plain"]).dir(dir).within(LIMIT).run();
+        Allot::new(["check", ".", "--diagnostics", "plain"]).dir(dir).within(LIMIT).run();
     (status, stderr)
 }
 
@@ -134,7 +134,7 @@ fn links_and_submodules_in_a_git_revision_are_named() {
     git(dir.path(), &["add", "-A"]);
     git(dir.path(), &["commit", "-q", "-m", "a link"]);
     let (status, _, stderr) =
-        Allot::new(&["diff", "budgets", "--against", "HEAD", "--head", "HEAD", "--diagnostics", "plain"])
+        Allot::new(["diff", "budgets", "--against", "HEAD", "--head", "HEAD", "--diagnostics", "plain"])
             .dir(dir.path())
             .within(LIMIT)
             .run();
@@ -161,7 +161,7 @@ fn links_and_submodules_in_a_git_revision_are_named() {
     );
     git(dir.path(), &["commit", "-q", "-m", "a submodule"]);
     let (status, _, stderr) =
-        Allot::new(&["diff", "budgets", "--against", "HEAD", "--head", "HEAD", "--diagnostics", "plain"])
+        Allot::new(["diff", "budgets", "--against", "HEAD", "--head", "HEAD", "--diagnostics", "plain"])
             .dir(dir.path())
             .within(LIMIT)
             .run();
@@ -241,7 +241,7 @@ fn dumps_and_usage_files_must_be_regular_files_within_the_limit() {
     let dir = tempfile::tempdir().unwrap();
     mkfifo(&dir.path().join("dump.cfg"));
     let (status, _, stderr) =
-        Allot::new(&["import", "slurm", "dump.cfg", "--gpus", "8"]).dir(dir.path()).within(LIMIT).run();
+        Allot::new(["import", "slurm", "dump.cfg", "--gpus", "8"]).dir(dir.path()).within(LIMIT).run();
     assert_eq!(status, 1);
     assert!(stderr.contains("dump.cfg: is a named pipe (FIFO), not a regular file"), "{stderr}");
 
@@ -249,14 +249,14 @@ fn dumps_and_usage_files_must_be_regular_files_within_the_limit() {
     let slurm = TRACE_BUDGETS.replace("gpus-per-node=10\n", "gpus-per-node=10 {\n    slurm cluster=lab\n}\n");
     write(&dir.path().join("budgets/allot.kdl"), &slurm);
     let (status, _, stderr) =
-        Allot::new(&["fairshare", "budgets", "--usage", "usage.csv"]).dir(dir.path()).within(LIMIT).run();
+        Allot::new(["fairshare", "budgets", "--usage", "usage.csv"]).dir(dir.path()).within(LIMIT).run();
     assert_eq!(status, 1);
     assert!(stderr.contains("usage.csv: is a character device"), "{stderr}");
 
     let big = dir.path().join("big.cfg");
     std::fs::File::create(&big).unwrap().set_len(65 << 20).unwrap();
     let (status, _, stderr) =
-        Allot::new(&["import", "slurm", "big.cfg", "--gpus", "8"]).dir(dir.path()).within(LIMIT).run();
+        Allot::new(["import", "slurm", "big.cfg", "--gpus", "8"]).dir(dir.path()).within(LIMIT).run();
     assert_eq!(status, 1);
     assert!(stderr.contains("big.cfg: has 68157440 bytes; allot reads at most 64 MiB"), "{stderr}");
 }
@@ -268,7 +268,7 @@ fn a_storm_of_diagnostics_is_counted_not_rendered() {
     let dir = tempfile::tempdir().unwrap();
     write(&dir.path().join("allot.kdl"), &format!("{BASE}{}", "a;".repeat(20_000)));
     let (status, _, stderr) =
-        Allot::new(&["check", "--diagnostics", "plain"]).dir(dir.path()).within(LIMIT).run();
+        Allot::new(["check", "--diagnostics", "plain"]).dir(dir.path()).within(LIMIT).run();
     assert_eq!(status, 1);
     assert_eq!(
         stderr.matches("help: known here").count(),
@@ -278,6 +278,6 @@ fn a_storm_of_diagnostics_is_counted_not_rendered() {
     );
     assert!(stderr.contains("19800 diagnostics not shown (`--diagnostics json` lists them all)"), "{stderr}");
     assert!(stderr.contains("allot.kdl: 20000 errors, 0 warnings"), "{stderr}");
-    let (_, _, json) = Allot::new(&["check", "--diagnostics", "json"]).dir(dir.path()).within(LIMIT).run();
+    let (_, _, json) = Allot::new(["check", "--diagnostics", "json"]).dir(dir.path()).within(LIMIT).run();
     assert_eq!(json.lines().filter(|l| l.starts_with('{')).count(), 20_000);
 }

@@ -83,7 +83,7 @@ fn status_and_explain_read_a_live_kueue() {
     std::fs::write(dir.path().join("allot.kdl"), BUDGETS).unwrap();
     let repo = dir.path().to_str().unwrap();
     // Before the Workload CRD: a server without Kueue's Workloads is named.
-    let (code, _, err) = Allot::new(&["status", repo, "--live", "kueue"]).env("KUBECONFIG", kubeconfig).run();
+    let (code, _, err) = Allot::new(["status", repo, "--live", "kueue"]).env("KUBECONFIG", kubeconfig).run();
     assert!(
         code != 0
             && err.contains(
@@ -179,7 +179,7 @@ fn status_and_explain_read_a_live_kueue() {
     );
 
     // status: the budgets now, from the workloads and the ClusterQueues.
-    let status = Allot::new(&["status", repo, "--live", "kueue", "--format", "json"])
+    let status = Allot::new(["status", repo, "--live", "kueue", "--format", "json"])
         .env("KUBECONFIG", kubeconfig)
         .json();
     let budgets = status["clusters"][0]["budgets"].as_array().unwrap();
@@ -236,7 +236,7 @@ fn status_and_explain_read_a_live_kueue() {
         ]
     );
     let (code, human, err) =
-        Allot::new(&["status", repo, "--live", "kueue"]).env("KUBECONFIG", kubeconfig).run();
+        Allot::new(["status", repo, "--live", "kueue"]).env("KUBECONFIG", kubeconfig).run();
     assert_eq!(code, 0, "{err}");
     for needed in [
         "WEIGHTED SHARE",
@@ -249,10 +249,9 @@ fn status_and_explain_read_a_live_kueue() {
     println!("{human}");
 
     // explain: a pending workload behind another, with beta's borrowed GPUs to reclaim.
-    let explain =
-        Allot::new(&["explain", "team-alpha/a-second", "--live", "kueue", repo, "--format", "json"])
-            .env("KUBECONFIG", kubeconfig)
-            .json();
+    let explain = Allot::new(["explain", "team-alpha/a-second", "--live", "kueue", repo, "--format", "json"])
+        .env("KUBECONFIG", kubeconfig)
+        .json();
     assert_eq!(
         (explain["state"].as_str(), explain["budget"].as_str(), explain["cluster_queue"].as_str()),
         (Some("pending"), Some("alpha"), Some("alpha"))
@@ -289,7 +288,7 @@ fn status_and_explain_read_a_live_kueue() {
         .collect();
     assert_eq!(explain["cohort"]["name"], "root");
     assert_eq!(members[..2], [("alpha", &json!(0)), ("cohort beta", &json!(1042))], "{explain}");
-    let (code, text, err) = Allot::new(&["explain", "team-alpha/a-second", "--live", "kueue", repo])
+    let (code, text, err) = Allot::new(["explain", "team-alpha/a-second", "--live", "kueue", repo])
         .env("KUBECONFIG", kubeconfig)
         .run();
     assert_eq!(code, 0, "{err}");
@@ -304,7 +303,7 @@ fn status_and_explain_read_a_live_kueue() {
     }
     println!("{text}");
     // What the server says is shown on its line, its controls visible: no line is forged.
-    let (code, text, err) = Allot::new(&["explain", "team-alpha/z-first", "--live", "kueue", repo])
+    let (code, text, err) = Allot::new(["explain", "team-alpha/z-first", "--live", "kueue", repo])
         .env("KUBECONFIG", kubeconfig)
         .run();
     assert_eq!(code, 0, "{err}");
@@ -312,34 +311,34 @@ fn status_and_explain_read_a_live_kueue() {
     assert!(!text.lines().any(|l| l == "  allot: now"), "{text}");
     assert!(!text.contains('\x1b') && text.contains("4 more needed\\nWhen it may be admitted:"), "{text}");
     // One that can never fit, one admitted, one that does not exist, one misnamed.
-    let huge = Allot::new(&["explain", "team-alpha/a-huge", "--live", "kueue", repo, "--format", "json"])
+    let huge = Allot::new(["explain", "team-alpha/a-huge", "--live", "kueue", repo, "--format", "json"])
         .env("KUBECONFIG", kubeconfig)
         .json();
     assert!(huge["reason_explained"].as_str().unwrap().contains("will not start as it is"), "{huge}");
     assert_eq!(huge["estimated_start"], Value::Null);
     let (code, text, err) =
-        Allot::new(&["explain", "team-beta/b1", "--live", "kueue", repo]).env("KUBECONFIG", kubeconfig).run();
+        Allot::new(["explain", "team-beta/b1", "--live", "kueue", repo]).env("KUBECONFIG", kubeconfig).run();
     assert_eq!(code, 0, "{err}");
     assert!(text.contains("admitted at") && text.contains("its maximum execution time ends it at"), "{text}");
-    let (code, _, err) = Allot::new(&["explain", "team-alpha/nope", "--live", "kueue", repo])
+    let (code, _, err) = Allot::new(["explain", "team-alpha/nope", "--live", "kueue", repo])
         .env("KUBECONFIG", kubeconfig)
         .run();
     assert_eq!((code, err.trim()), (1, "error: Kueue holds no workload team-alpha/nope on cluster pool"));
     let (code, _, err) =
-        Allot::new(&["explain", "123", "--live", "kueue", repo]).env("KUBECONFIG", kubeconfig).run();
+        Allot::new(["explain", "123", "--live", "kueue", repo]).env("KUBECONFIG", kubeconfig).run();
     assert!(code != 0 && err.contains("is not a Kueue workload: name it NAMESPACE/NAME"), "{err}");
 
     // The kubeconfig's contexts: the one named, or a name it does not have.
-    let (code, _, err) = Allot::new(&["status", repo, "--live", "kueue", "--context", "allot"])
+    let (code, _, err) = Allot::new(["status", repo, "--live", "kueue", "--context", "allot"])
         .env("KUBECONFIG", kubeconfig)
         .run();
     assert_eq!(code, 0, "{err}");
-    let (code, _, err) = Allot::new(&["status", repo, "--live", "kueue", "--context", "nope"])
+    let (code, _, err) = Allot::new(["status", repo, "--live", "kueue", "--context", "nope"])
         .env("KUBECONFIG", kubeconfig)
         .run();
     assert!(code != 0 && err.contains("has no context `nope` (it has: allot)"), "{err}");
     // Markdown: the drift as a list.
-    let (code, markdown, err) = Allot::new(&["status", repo, "--live", "kueue", "--format", "markdown"])
+    let (code, markdown, err) = Allot::new(["status", repo, "--live", "kueue", "--format", "markdown"])
         .env("KUBECONFIG", kubeconfig)
         .run();
     assert_eq!(code, 0, "{err}");
@@ -360,14 +359,14 @@ fn status_and_explain_read_a_live_kueue() {
         })
         .collect();
     std::fs::write(&stranger, text.join("\n")).unwrap();
-    let (code, _, err) = Allot::new(&["status", repo, "--live", "kueue"]).env("KUBECONFIG", &stranger).run();
+    let (code, _, err) = Allot::new(["status", repo, "--live", "kueue"]).env("KUBECONFIG", &stranger).run();
     assert!(code != 0 && err.contains("did not accept this kubeconfig's credentials"), "{err}");
 
     // A server that does not answer is named.
     let elsewhere = dir.path().join("elsewhere.kubeconfig");
     let text = std::fs::read_to_string(kubeconfig).unwrap().replace(":27443", ":27440");
     std::fs::write(&elsewhere, text).unwrap();
-    let (code, _, err) = Allot::new(&["status", repo, "--live", "kueue"]).env("KUBECONFIG", &elsewhere).run();
+    let (code, _, err) = Allot::new(["status", repo, "--live", "kueue"]).env("KUBECONFIG", &elsewhere).run();
     assert!(code != 0 && err.contains("cannot reach the API server at https://127.0.0.1:27440/"), "{err}");
 
     // A grant: the drift mended (beta-tune's weight as built, gamma deleted), the live
@@ -389,7 +388,7 @@ fn status_and_explain_read_a_live_kueue() {
     );
     std::fs::write(dir.path().join("allot.kdl"), granted).unwrap();
     let status_at = |at: &str| {
-        let status = Allot::new(&["status", repo, "--live", "kueue", "--at", at, "--format", "json"])
+        let status = Allot::new(["status", repo, "--live", "kueue", "--at", at, "--format", "json"])
             .env("KUBECONFIG", kubeconfig)
             .json();
         let drifted: Vec<String> = status["drift"]
@@ -404,7 +403,7 @@ fn status_and_explain_read_a_live_kueue() {
     let (drifted, behind, next) = status_at("2099-02-05");
     assert!(drifted.contains(&"ClusterQueue alpha".to_string()), "{drifted:?}");
     assert_eq!((behind, next), (json!("2099-02-01"), Value::Null));
-    let (code, human, err) = Allot::new(&["status", repo, "--live", "kueue", "--at", "2099-02-05"])
+    let (code, human, err) = Allot::new(["status", repo, "--live", "kueue", "--at", "2099-02-05"])
         .env("KUBECONFIG", kubeconfig)
         .run();
     assert_eq!(code, 0, "{err}");
@@ -445,7 +444,7 @@ fn gives_up_at_the_bound(url: &str, cluster: &str, user: &str) {
     .unwrap();
     let started = std::time::Instant::now();
     let (code, _, err) =
-        Allot::new(&["status", dir.path().to_str().unwrap(), "--live", "kueue", "--timeout", "1s"])
+        Allot::new(["status", dir.path().to_str().unwrap(), "--live", "kueue", "--timeout", "1s"])
             .env("KUBECONFIG", &kubeconfig)
             .run();
     let took = started.elapsed();

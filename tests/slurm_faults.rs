@@ -134,7 +134,7 @@ fn said(output: &Output) -> String {
 
 /// `allot plan slurm BUDGETS --live` as JSON: each change's record and the values it sets.
 fn planned(budgets: &str) -> BTreeMap<String, Value> {
-    let output = Allot::new(&["plan", "slurm", budgets, "--live", "--format", "json"]).output();
+    let output = Allot::new(["plan", "slurm", budgets, "--live", "--format", "json"]).output();
     assert!(output.status.success(), "{}", said(&output));
     let plan: Value = serde_json::from_slice(&output.stdout).unwrap();
     plan["changes"]
@@ -155,13 +155,13 @@ fn planned(budgets: &str) -> BTreeMap<String, Value> {
 fn save_plan(budgets: &str, name: &str) -> String {
     let saved = Path::new(budgets).parent().unwrap().join(name);
     let saved = saved.to_str().unwrap().to_string();
-    let output = Allot::new(&["plan", "slurm", budgets, "--live", "--out", &saved]).output();
+    let output = Allot::new(["plan", "slurm", budgets, "--live", "--out", &saved]).output();
     assert!(output.status.success(), "{}", said(&output));
     saved
 }
 
 fn apply(saved: &str) -> Output {
-    Allot::new(&["apply", "slurm", saved, "--auto-approve", "--timeout", BOUND]).output()
+    Allot::new(["apply", "slurm", saved, "--auto-approve", "--timeout", BOUND]).output()
 }
 
 /// Plans and applies `budgets` until the plan is empty: one apply must do.

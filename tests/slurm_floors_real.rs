@@ -174,8 +174,8 @@ fn floors_on_a_real_slurm() {
     let work = tempfile::tempdir().unwrap();
     let budgets = budgets_in(work.path(), BUDGETS);
     let out = work.path().join("out");
-    let built = Allot::new(&["build", budgets.as_str(), "--out", out.to_str().unwrap(), "--target", "slurm"])
-        .output();
+    let built =
+        Allot::new(["build", budgets.as_str(), "--out", out.to_str().unwrap(), "--target", "slurm"]).output();
     assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
     let floors = Floors::from_build(&out, "floors", SCHEDULING);
     // What allot emitted: a floor of 4 GPUs for a and for b, none for c.
@@ -522,7 +522,7 @@ fn what_floors_cost_slurmctld() {
         let budgets = budgets_in(work.path(), &text);
         let out = work.path().join("out");
         let built =
-            Allot::new(&["build", budgets.as_str(), "--out", out.to_str().unwrap(), "--target", "slurm"])
+            Allot::new(["build", budgets.as_str(), "--out", out.to_str().unwrap(), "--target", "slurm"])
                 .output();
         assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
         let floors = Floors::from_build(&out, "cost", "");

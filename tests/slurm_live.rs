@@ -108,10 +108,10 @@ fn check_status_and_explain(budgets: &str) {
     });
 
     // status agrees with squeue, budget by budget.
-    let status = Allot::new(&["status", budgets, "--live", "slurm", "--format", "json"]).json();
+    let status = Allot::new(["status", budgets, "--live", "slurm", "--format", "json"]).json();
     eprintln!(
         "{}",
-        String::from_utf8_lossy(&Allot::new(&["status", budgets, "--live", "slurm"]).output().stdout)
+        String::from_utf8_lossy(&Allot::new(["status", budgets, "--live", "slurm"]).output().stdout)
     );
     let squeue = queue();
     // Pending jobs count while they wait for GPUs: the wide job, held by its contract's
@@ -150,7 +150,7 @@ fn check_status_and_explain(budgets: &str) {
 
     // explain names Slurm's reason, in budget language.
     for id in &pending {
-        let explained = Allot::new(&["explain", id, "--live", "slurm", budgets, "--format", "json"]).json();
+        let explained = Allot::new(["explain", id, "--live", "slurm", budgets, "--format", "json"]).json();
         assert_eq!(explained["reason"], squeue[id].1, "{explained}");
         assert!(
             explained["reason_explained"].as_str().unwrap().contains(&format!("(Slurm: `{}`)", squeue[id].1))
@@ -174,20 +174,20 @@ fn check_status_and_explain(budgets: &str) {
         let estimate = explained["estimated_start"].as_i64().unwrap();
         assert!(estimate > now() + 500 && estimate <= now() + 601, "{explained}");
     }
-    let explained = Allot::new(&["explain", &wide, "--live", "slurm", budgets, "--format", "json"]).json();
+    let explained = Allot::new(["explain", &wide, "--live", "slurm", budgets, "--format", "json"]).json();
     eprintln!("wide job: {explained}");
     assert_eq!(explained["reason"], "QOSMaxGRESPerJob", "{explained}");
     assert!(explained["reason_explained"].as_str().unwrap().contains("contract allows"));
     assert!(explained["estimated_start"].is_null(), "it will not start as it is: {explained}");
     let text = String::from_utf8_lossy(
-        &Allot::new(&["explain", &pending[0], "--live", "slurm", budgets]).output().stdout,
+        &Allot::new(["explain", &pending[0], "--live", "slurm", budgets]).output().stdout,
     )
     .into_owned();
     eprintln!("{text}");
     assert!(text.contains("Why: ") && text.contains("Ahead of it in partition gpu"), "{text}");
     assert!(text.contains("Its account alpha in the Fair Tree: LevelFS inf (no usage)"), "{text}");
     let text = String::from_utf8_lossy(
-        &Allot::new(&["explain", &running[0], "--live", "slurm", budgets]).output().stdout,
+        &Allot::new(["explain", &running[0], "--live", "slurm", budgets]).output().stdout,
     )
     .into_owned();
     // Beta's batch jobs: batch's Preempt list names only `preemptible`, and no QOS names batch.
@@ -196,11 +196,11 @@ fn check_status_and_explain(budgets: &str) {
     ok("scancel", &[&wide]);
     wait_for("the wide job to leave", |q| !q.contains_key(&wide));
     let text =
-        String::from_utf8_lossy(&Allot::new(&["explain", &wide, "--live", "slurm", budgets]).output().stdout)
+        String::from_utf8_lossy(&Allot::new(["explain", &wide, "--live", "slurm", budgets]).output().stdout)
             .into_owned();
     assert!(text.contains("no longer in the queue: CANCELLED"), "{text}");
     // A job Slurm never had is an error.
-    let nowhere = Allot::new(&["explain", "999999", "--live", "slurm", budgets]).output();
+    let nowhere = Allot::new(["explain", "999999", "--live", "slurm", budgets]).output();
     assert_eq!(nowhere.status.code(), Some(1), "{}", String::from_utf8_lossy(&nowhere.stdout));
     assert!(String::from_utf8_lossy(&nowhere.stderr).contains("is not in the queue or the accounting"));
 }
@@ -229,7 +229,7 @@ fn measure_estimates(budgets: &str) {
         assert!(started.elapsed() < Duration::from_secs(300), "the jobs took five minutes to start");
         for id in pending {
             let explained =
-                Allot::new(&["explain", id, "--live", "slurm", budgets, "--format", "json"]).json();
+                Allot::new(["explain", id, "--live", "slurm", budgets, "--format", "json"]).json();
             if explained["start"].is_null() {
                 let (ours, slurms) =
                     (explained["estimated_start"].as_i64(), explained["slurm_expected_start"].as_i64());
@@ -289,7 +289,7 @@ fn measure_estimates(budgets: &str) {
 /// `replay audit --live slurm` reads the same jobs as `sacct` lists.
 fn check_audit(budgets: &str) {
     let audit =
-        Allot::new(&["replay", "audit", budgets, "--live", "slurm", "--since", "1h", "--format", "json"])
+        Allot::new(["replay", "audit", budgets, "--live", "slurm", "--since", "1h", "--format", "json"])
             .json();
     let listed =
         ok("sacct", &["-a", "-X", "-D", "-n", "-P", "-S", "now-3600seconds", "-E", "now", "-o", "JobID"]);
@@ -347,13 +347,13 @@ fn check_drain(budgets: &str) {
     });
 
     // A second drain meanwhile: the node is allot's already, nothing more is requeued.
-    let again = Allot::new(&["drain", &node, budgets, "--live", "slurm", "--reason", "again"]).output();
+    let again = Allot::new(["drain", &node, budgets, "--live", "slurm", "--reason", "again"]).output();
     let said = String::from_utf8_lossy(&again.stdout).into_owned();
     assert_eq!(again.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&again.stderr));
     assert!(said.contains(&format!("({node} drained by allot before)")), "{said}");
     assert!(said.contains(&format!("job {protected} (priya, quick): to requeue at ")), "{said}");
     // status lists the node, with the jobs left on it.
-    let status = Allot::new(&["status", budgets, "--live", "slurm", "--format", "json"]).json();
+    let status = Allot::new(["status", budgets, "--live", "slurm", "--format", "json"]).json();
     let draining = &status["draining"][0];
     assert_eq!(
         (draining["node"].as_str(), draining["reason"].as_str()),
@@ -407,7 +407,7 @@ fn check_drain(budgets: &str) {
     );
 
     // --resume returns the node; the requeued jobs wait to run again.
-    let resumed = Allot::new(&["drain", &node, budgets, "--live", "slurm", "--resume"]).output();
+    let resumed = Allot::new(["drain", &node, budgets, "--live", "slurm", "--resume"]).output();
     assert_eq!(resumed.status.code(), Some(0), "{}", String::from_utf8_lossy(&resumed.stderr));
     let state = ok("sinfo", &["-h", "-N", "-n", &node, "-o", "%T"]);
     assert!(!state.contains("drain"), "{state}");

@@ -38,15 +38,9 @@ fn associations(cluster: &str) -> BTreeMap<(String, String), Association> {
 
 /// `allot build --target slurm` of `example` into `out`.
 fn build(example: &Path, out: &Path) {
-    let build = Allot::new(&[
-        "build",
-        example.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--target",
-        "slurm",
-    ])
-    .output();
+    let build =
+        Allot::new(["build", example.to_str().unwrap(), "--out", out.to_str().unwrap(), "--target", "slurm"])
+            .output();
     assert!(build.status.success(), "{}", String::from_utf8_lossy(&build.stderr));
 }
 
@@ -230,7 +224,7 @@ fn compare_with_allot_fairshare(cluster: &str) {
     let usage_file = work.path().join("usage.csv");
     std::fs::write(&usage_file, usage.join("\n")).unwrap();
     let output =
-        Allot::new(&["fairshare", live.to_str().unwrap(), "--usage", usage_file.to_str().unwrap()]).output();
+        Allot::new(["fairshare", live.to_str().unwrap(), "--usage", usage_file.to_str().unwrap()]).output();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let ours = sshare_rows(&String::from_utf8_lossy(&output.stdout));
     assert_eq!(ours.len(), rows.len(), "allot and Slurm list the same associations:\n{slurm}");
@@ -350,7 +344,7 @@ fn check_grant_boundaries(repo: &Path, cluster: &str, work: &Path) {
     let bring = |at: &[&str]| -> String {
         let plan = |extra: &[&str]| {
             let base = ["plan", "slurm", repo, "--live", "--cluster", cluster, "--detailed-exitcode"];
-            Allot::new(&[&base[..], at, extra].concat()).output()
+            Allot::new([&base[..], at, extra].concat()).output()
         };
         let planned = plan(&["--out", saved]);
         let shown = String::from_utf8_lossy(&planned.stdout).into_owned();
@@ -359,7 +353,7 @@ fn check_grant_boundaries(repo: &Path, cluster: &str, work: &Path) {
             Some(2) => {}
             _ => panic!("{shown}\n{}", String::from_utf8_lossy(&planned.stderr)),
         }
-        let applied = Allot::new(&["apply", "slurm", saved, "--auto-approve"]).output();
+        let applied = Allot::new(["apply", "slurm", saved, "--auto-approve"]).output();
         assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
         let after = plan(&[]);
         assert_eq!(
@@ -443,7 +437,7 @@ fn apply_against_a_command_per_change(work: &Path) {
         ok("sh", &[script]);
     };
     let by_apply = || {
-        let applied = Allot::new(&["apply", "slurm", saved, "--auto-approve"]).output();
+        let applied = Allot::new(["apply", "slurm", saved, "--auto-approve"]).output();
         assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
     };
     // One command per change (the plan's script), then a saved plan applied, each from a
@@ -514,7 +508,7 @@ fn apply_from_scratch(example: &Path, cluster: &str, out: &Path) {
     };
     let planned = plan_live(&["--out", saved.to_str().unwrap()]);
     assert_eq!(planned.status.code(), Some(2), "{}", String::from_utf8_lossy(&planned.stderr));
-    let applied = Allot::new(&["apply", "slurm", saved.to_str().unwrap(), "--auto-approve"]).output();
+    let applied = Allot::new(["apply", "slurm", saved.to_str().unwrap(), "--auto-approve"]).output();
     assert_applied(&applied, &plan_live(&[]));
     ok("sh", &[out.join(format!("slurm/{cluster}-qos.sh")).to_str().unwrap()]);
     let again = plan_live(&[]);
@@ -544,7 +538,7 @@ fn apply_a_saved_plan(example: &Path, cluster: &str, work: &Path) {
     };
     let planned = plan_live(Some(&saved));
     assert_eq!(planned.status.code(), Some(2), "{}", String::from_utf8_lossy(&planned.stderr));
-    let apply = || Allot::new(&["apply", "slurm", saved.to_str().unwrap(), "--auto-approve"]).output();
+    let apply = || Allot::new(["apply", "slurm", saved.to_str().unwrap(), "--auto-approve"]).output();
 
     // Behind allot's back.
     ok(
@@ -622,7 +616,7 @@ fn apply_a_saved_plan(example: &Path, cluster: &str, work: &Path) {
     std::fs::write(&file, edit(&text, "contract short ", &format!("{urgent}contract short "))).unwrap();
     let live = work.join("apply-live.cfg");
     dump(cluster, &live);
-    let planned = Allot::new(&[
+    let planned = Allot::new([
         "plan",
         "slurm",
         repo.to_str().unwrap(),
@@ -662,7 +656,7 @@ fn apply_a_saved_plan(example: &Path, cluster: &str, work: &Path) {
     assert!(said.contains("more than --max-deletes 10") && !saved.exists(), "{said}");
     let out = saved.to_str().unwrap();
     let planned =
-        Allot::new(&["plan", "slurm", repo.to_str().unwrap(), "--live", "--allow-deletes", "--out", out])
+        Allot::new(["plan", "slurm", repo.to_str().unwrap(), "--live", "--allow-deletes", "--out", out])
             .output();
     assert!(planned.status.success(), "{}", String::from_utf8_lossy(&planned.stderr));
     assert_applied(&apply(), &plan_live(None));

@@ -318,8 +318,8 @@ fn a_trace_replayed_through_slurm_and_through_allot() {
     let work = tempfile::tempdir().unwrap();
     let budgets = budgets_in(work.path(), BUDGETS);
     let out = work.path().join("out");
-    let built = Allot::new(&["build", budgets.as_str(), "--out", out.to_str().unwrap(), "--target", "slurm"])
-        .output();
+    let built =
+        Allot::new(["build", budgets.as_str(), "--out", out.to_str().unwrap(), "--target", "slurm"]).output();
     assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
     let floors = Floors::from_build(&out, "replay", SCHEDULING);
     let Replayed { runs: real, started } = match std::env::var_os("ALLOT_REPLAY_FROM") {

@@ -150,7 +150,7 @@ pub enum CodeownersError {
 /// makes literal there (a glob character `*` `?` `[` `]`, a backslash, another white space
 /// or a control character) is refused, and so is an owner [`check_owner`] refuses.
 pub fn codeowners_line(path: &str, owners: &[String]) -> Result<String, CodeownersError> {
-    let refuse = |what| Err(CodeownersError::Path { path: crate::escape::line(path).into(), what });
+    let refuse = |what| Err(CodeownersError::Path { path: crate::escape::line(path), what });
     let mut line = String::from("/");
     for c in path.trim_start_matches('/').chars() {
         match c {
@@ -166,8 +166,8 @@ pub fn codeowners_line(path: &str, owners: &[String]) -> Result<String, Codeowne
     }
     for owner in owners {
         check_owner(owner).map_err(|reason| CodeownersError::Owner {
-            path: crate::escape::line(path).into(),
-            owner: crate::escape::line(owner).into(),
+            path: crate::escape::line(path),
+            owner: crate::escape::line(owner),
             reason,
         })?;
         line.push(' ');
