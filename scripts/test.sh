@@ -33,6 +33,10 @@ if ! cargo nextest --version >/dev/null 2>&1 && [[ -z "${ALLOT_NO_NEXTEST:-}" ]]
     cargo install --locked cargo-nextest || echo "==> cargo-nextest could not be installed: cargo test runs the tests"
 fi
 cargo fmt --all --check
+# Every link in the code's documentation resolves (contributors read it with the private
+# items: a crate's own modules may be linked).
+RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links" \
+    cargo doc --workspace --no-deps --document-private-items --locked --quiet
 # The micro-benchmarks are not built by `cargo test`: check that they still compile.
 cargo check --locked -p allot-bench --benches
 # Without cargo-nextest, cargo test runs the command line's one test binary with two

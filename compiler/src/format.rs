@@ -3,7 +3,7 @@
 //! every comment and every `/-` (slashdash) kept, and invisible characters in strings written
 //! as escapes. Beside the pipeline: text in, text out.
 //!
-//! [`format`] checks its own work before answering: the formatted text parses, means the
+//! [`format`](fn@format) checks its own work before answering: the formatted text parses, means the
 //! same document (nodes, entries, values; and the same again with every `/-` removed, so
 //! what is commented out is kept too), keeps every comment, and is its own canonical form.
 //! It is a pure function, safe to call on any text (a fuzz target calls it).

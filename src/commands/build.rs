@@ -34,7 +34,7 @@ const TEMPORARY: &str = ".allot-tmp-";
 pub struct Args {
     #[command(flatten)]
     budgets: args::RepositoryAt,
-    /// The output folder; each target writes OUT/<target>/.
+    /// The output folder; each target writes `OUT/<target>/`.
     #[arg(long)]
     out: PathBuf,
     /// Only these targets (repeatable) [default: every target a cluster is bound to].

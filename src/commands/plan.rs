@@ -1,7 +1,7 @@
 //! `allot plan slurm`: the changes that take a live Slurm association tree (a `sacctmgr
 //! dump`, or `sacctmgr` itself) to the budgets, Terraform-style, with drift shown apart, a
 //! guard on deletions, the ordered `sacctmgr` script on request, and the plan saved for
-//! `allot apply slurm` ([`saved_plan`](crate::systems::saved_plan)).
+//! `allot apply slurm` ([`saved_plan`]).
 
 use std::path::{Path, PathBuf};
 

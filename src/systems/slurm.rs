@@ -3,7 +3,7 @@
 //! (`sacctmgr dump`) and QOS (`sacctmgr show qos`), the queue (`squeue`), the partitions
 //! (`scontrol show partition`), the usage (`sshare`), the jobs' accounting (`sacct`); and a
 //! plan applied (`sacctmgr load` of a flat file, and commands). Each runs within a bound in
-//! time ([`timeout`](crate::systems::timeout)): past it, the command is killed and the error names it,
+//! time ([`timeout`]): past it, the command is killed and the error names it,
 //! the bound, and what to check.
 
 use std::io::{Read, Write};

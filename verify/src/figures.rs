@@ -1,5 +1,5 @@
 //! The verifier's figures: what an [`audit`](crate::audit) measures in a trace (and a
-//! [`simulation`](crate::simulate) in the schedule it makes), per budget, contract and
+//! simulation (allot-simulate) in the schedule it makes), per budget, contract and
 //! cluster, for each window and for the whole trace. The [`expectations`](crate::expectations)
 //! are checked against them, and the [`render`](crate::render) and
 //! [`report`](crate::report) modules show them.
