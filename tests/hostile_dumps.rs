@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::common::allot;
+use crate::common::{Allot, allot};
 
 const BUDGET: &str = "cluster c gpus=8 gpu-type=h100 {\n    slurm cluster=lab\n}\n\
     contract b min-runtime=\"1h\" default=#true\nproject a share=1 {\n    users alice\n}\n";
@@ -230,6 +230,23 @@ fn a_huge_dump_is_refused_before_it_is_read_whole() {
     let (status, _, stderr) = allot(&["plan", "slurm", s(dir.path()), "--live", s(&live)]);
     assert_eq!(status, 1);
     assert!(stderr.contains("has 1073741824 bytes; allot reads at most 64 MiB"), "{stderr}");
+}
+
+#[test]
+fn a_dump_on_standard_input_reads_as_the_same_dump_in_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = "Cluster - 'lab'\nParent - 'root'\nAccount - 'vision':Fairshare=3\n\
+        Parent - 'vision'\nUser - 'alice':Fairshare=1\n";
+    let from_file = import(dir.path(), dump);
+    assert_eq!(from_file.0, 0, "{from_file:?}");
+    assert!(from_file.1.contains("vision"), "{}", from_file.1);
+    let from_stdin = Allot::new(["import", "slurm", "-", "--gpus", "8"]).stdin(dump).run();
+    assert_eq!(from_stdin, from_file);
+    // Standard input is read within the same bounds: text only.
+    let (status, _, stderr) =
+        Allot::new(["import", "slurm", "-", "--gpus", "8"]).stdin(vec![0xff, 0xfe]).run();
+    assert_eq!(status, 1);
+    assert!(stderr.starts_with("error: -: "), "{stderr}");
 }
 
 #[cfg(unix)]
