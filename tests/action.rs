@@ -9,7 +9,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::common::{git, root};
+use crate::common::{allot_dir, git, root};
 
 const BUDGETS: &str = "cluster main gpus=16 gpu-type=h100 {\n    slurm\n}\ncontract batch min-runtime=\"1h\" default=#true\n\
     project a share=\"60%\" {\n    owners \"@org/a\"\n    users alice\n}\nproject b share=\"40%\"\n";
@@ -76,7 +76,7 @@ impl Runner {
     /// Runs the step with this `id`, as the runner would; returns its status and output.
     fn run(&mut self, id: &str) -> (i32, String) {
         let step = self.steps.iter().find(|s| s["id"] == id).unwrap().clone();
-        let bin = PathBuf::from(env!("CARGO_BIN_EXE_allot")).parent().unwrap().to_path_buf();
+        let bin = allot_dir();
         let path = format!(
             "{}:{}:{}",
             self.file("fake-bin").display(),
@@ -338,7 +338,7 @@ fn grant_due(minutes: i64) -> String {
     );
     std::fs::create_dir(dir.path().join("budgets")).unwrap();
     std::fs::write(dir.path().join("budgets/allot.kdl"), granted).unwrap();
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_allot")).parent().unwrap().to_path_buf();
+    let bin = allot_dir();
     let output = Command::new("bash")
         .args(["--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"].as_str().unwrap()])
         .current_dir(dir.path())

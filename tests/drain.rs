@@ -239,14 +239,8 @@ fn drain_waiting(
     fake: &SlurmStandIns,
     mut on_line: impl FnMut(&str, &std::path::Path),
 ) -> (i32, String, String) {
-    let mut child = fake
-        .runner(&WAITING)
-        .command()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child =
+        fake.runner(&WAITING).command().stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let started = Instant::now();
     let mut stderr = String::new();
     for line in BufReader::new(child.stderr.take().unwrap()).lines() {
@@ -331,14 +325,8 @@ fn a_waiting_drain_stopped_and_run_again_goes_on_from_what_slurm_holds() {
     // requeues it.
     let squeue = format!("CLUSTER: s\n102|bert|batch|RUNNING|{}|UNLIMITED|1|\n", now - 3_600 + 4);
     let fake = acting_stand_ins(&squeue);
-    let mut first = fake
-        .runner(&WAITING)
-        .command()
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut first =
+        fake.runner(&WAITING).command().stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let mut lines = BufReader::new(first.stderr.take().unwrap()).lines();
     let said = lines.next().unwrap().unwrap();
     assert!(said.contains("  1 job left; next, job 102 requeued at "), "{said}");

@@ -19,9 +19,6 @@ use allot_verify::audit::AuditError;
 use allot_verify::trace::Job;
 use serde_json::Value;
 
-/// A ClusterQueue's apiVersion before Kueue's v1beta2, whose cohort field differs.
-const V1BETA1: &str = "kueue.x-k8s.io/v1beta1";
-
 /// The most objects of one kind read.
 pub const MAX_OBJECTS: usize = 200_000;
 
@@ -663,7 +660,7 @@ fn cluster_queue(o: &Value, f: Fail<'_>, resource: &str) -> Result<ClusterQueue,
     let nominal = quotas.iter().fold(0u64, |sum, q| sum.saturating_add(q.nominal));
     let borrowing_limit =
         quotas.iter().try_fold(0u64, |sum, q| q.borrowing_limit.map(|limit| sum.saturating_add(limit)));
-    let cohort = objects::cohort_of(spec, o["apiVersion"] == V1BETA1).map_err(|p| f(&p))?;
+    let cohort = objects::cohort_of(o).map_err(|p| f(&p))?;
     let status = &o["status"];
     let (reserved, borrowed) = flavors_usage(&status["flavorsReservation"], resource, f)?;
     let active = array(&status["conditions"])
@@ -878,7 +875,7 @@ mod tests {
         // v1beta1 names a ClusterQueue's cohort `spec.cohort`; two flavors' GPU quotas add
         // up, and one flavor without a borrowing limit leaves the queue without one.
         let mut old = queue("a", "4", 0);
-        old["apiVersion"] = json!(V1BETA1);
+        old["apiVersion"] = json!(objects::V1BETA1);
         old["spec"] = json!({ "cohort": "root", "resourceGroups": [{ "coveredResources": ["nvidia.com/gpu"], "flavors": [
             { "name": "h100", "resources": [{ "name": "nvidia.com/gpu", "nominalQuota": "4", "borrowingLimit": 1 }] },
             { "name": "a100", "resources": [{ "name": "nvidia.com/gpu", "nominalQuota": 2 }] },

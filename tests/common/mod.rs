@@ -121,6 +121,12 @@ impl Allot {
     }
 }
 
+/// The folder of the allot binary this build made, to put on PATH where a script runs
+/// `allot` (the Action's).
+pub fn allot_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_allot")).parent().unwrap().to_path_buf()
+}
+
 /// Output bytes as text.
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -160,7 +166,7 @@ impl SlurmStandIns {
     }
 
     /// allot with the stand-ins first on PATH and their state, in their folder, the budgets
-    /// last.
+    /// after `args`.
     pub fn runner(&self, args: &[&str]) -> Allot {
         Allot::new(args)
             .dir(self.dir.path())

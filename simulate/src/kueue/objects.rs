@@ -9,6 +9,11 @@ use allot_compiler::escape;
 use allot_compiler::units::parse_quantity;
 use serde_json::Value;
 
+/// The API versions of Kueue's objects read: v1beta2 (Kueue 0.15 on), and v1beta1 where the
+/// fields read are the same but for a ClusterQueue's cohort ([`cohort_of`]).
+pub const V1BETA2: &str = "kueue.x-k8s.io/v1beta2";
+pub const V1BETA1: &str = "kueue.x-k8s.io/v1beta1";
+
 /// The largest GPU quantity read (10^12): far beyond any cluster, and small enough that the
 /// quota tree's sums over [`MAX_OBJECTS`](super::setup::MAX_OBJECTS) nodes stay exact in 64
 /// bits.
@@ -56,11 +61,12 @@ pub fn gpu_quotas<'o>(spec: &'o Value, resource: &str) -> Result<Vec<FlavorQuota
     Ok(quotas)
 }
 
-/// A ClusterQueue's cohort: `spec.cohortName` (v1beta2), or `spec.cohort` in v1beta1 (Kueue:
-/// apis/kueue/v1beta1/clusterqueue_conversion.go,
+/// A ClusterQueue's cohort: `spec.cohortName` (v1beta2), or `spec.cohort` when the object is
+/// v1beta1 (Kueue: apis/kueue/v1beta1/clusterqueue_conversion.go,
 /// Convert_v1beta1_ClusterQueueSpec_To_v1beta2_ClusterQueueSpec); `None` when empty.
-pub fn cohort_of(spec: &Value, v1beta1: bool) -> Result<Option<&str>, String> {
-    Ok(text(spec, if v1beta1 { "cohort" } else { "cohortName" })?.filter(|c| !c.is_empty()))
+pub fn cohort_of(cluster_queue: &Value) -> Result<Option<&str>, String> {
+    let field = if cluster_queue["apiVersion"] == V1BETA1 { "cohort" } else { "cohortName" };
+    Ok(text(&cluster_queue["spec"], field)?.filter(|c| !c.is_empty()))
 }
 
 /// A Cohort's parent: `spec.parentName`; `None` when empty.

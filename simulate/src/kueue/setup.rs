@@ -25,13 +25,11 @@ use allot_compiler::escape;
 use allot_compiler::units::parse_quantity;
 use serde_json::Value;
 
-use super::objects::{self, ObjectError, shown};
+use super::objects::{self, ObjectError, V1BETA1, V1BETA2, shown};
 
 /// The most objects read in one setup.
 pub const MAX_OBJECTS: usize = 100_000;
 
-const V1BETA2: &str = "kueue.x-k8s.io/v1beta2";
-const V1BETA1: &str = "kueue.x-k8s.io/v1beta1";
 const CONFIG_V1BETA2: &str = "config.kueue.x-k8s.io/v1beta2";
 const CONFIG_V1BETA1: &str = "config.kueue.x-k8s.io/v1beta1";
 
@@ -352,17 +350,13 @@ impl<'r> Reader<'r> {
         } else {
             Subject(format!("{kind} {name:?}"))
         };
-        let v1beta1 = match api {
-            V1BETA2 => false,
-            V1BETA1 => true,
-            other => {
-                return Err(
-                    subject.fail(format!("apiVersion {other:?} is not read (only {V1BETA2} and {V1BETA1})"))
-                );
-            }
-        };
+        if api != V1BETA2 && api != V1BETA1 {
+            return Err(
+                subject.fail(format!("apiVersion {api:?} is not read (only {V1BETA2} and {V1BETA1})"))
+            );
+        }
         match kind {
-            "ClusterQueue" => self.cluster_queue(o, name, subject, v1beta1),
+            "ClusterQueue" => self.cluster_queue(o, name, subject),
             "Cohort" => self.cohort(o, name, subject),
             "ResourceFlavor" => self.flavor(o, name, &subject),
             "LocalQueue" => self.local_queue(o, name, subject),
@@ -373,13 +367,7 @@ impl<'r> Reader<'r> {
     /// A ClusterQueue (file: apis/kueue/v1beta2/clusterqueue_types.go, type:
     /// ClusterQueueSpec; webhook: pkg/webhooks/clusterqueue_webhook.go, func:
     /// validateClusterQueueSpec).
-    fn cluster_queue(
-        &mut self,
-        o: &Value,
-        name: &str,
-        subject: Subject,
-        v1beta1: bool,
-    ) -> Result<(), ObjectError> {
+    fn cluster_queue(&mut self, o: &Value, name: &str, subject: Subject) -> Result<(), ObjectError> {
         let spec = &o["spec"];
         let checks = !list(spec, "admissionChecks", &subject)?.is_empty()
             || !list(&spec["admissionChecksStrategy"], "admissionChecks", &subject)?.is_empty();
@@ -387,7 +375,7 @@ impl<'r> Reader<'r> {
             return Err(subject.fail("admission checks are not simulated"));
         }
         stop_policy(spec, &subject)?;
-        let cohort = objects::cohort_of(spec, v1beta1).map_err(|p| subject.fail(p))?.map(str::to_string);
+        let cohort = objects::cohort_of(o).map_err(|p| subject.fail(p))?.map(str::to_string);
         let index = self.nodes.len();
         let quota = self.quota(spec, &subject, cohort.is_some(), true)?;
         for flavor in &quota.flavors {
