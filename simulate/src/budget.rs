@@ -6,40 +6,40 @@
 //!   of the budgets' demand (running and waiting GPUs); what the top-level shares leave goes
 //!   to unbudgeted work ([`entitlement`](allot_verify::entitlement)). Every node of the tree has
 //!   one: a project's is its sub-projects' (and own jobs') together.
-//! - **Beyond**: a budget's running jobs in start order (then trace order); a job is
-//!   *beyond* its budget when it, with the jobs that started before it, exceeds the
-//!   budget's entitlement. A job that straddles the line is beyond: a budget covers a job
-//!   only whole, as a waiting job may preempt only if its budget covers it whole (below).
-//!   Otherwise one job larger than its budget's entitlement would be protected for as long
-//!   as it runs: the squatting budgets are meant to end.
-//! - **Preemptible**: a job beyond its budget, or of unbudgeted work, once its contract's
-//!   minimum runtime has passed. A budget's jobs that its entitlement covers whole are never
-//!   preempted.
+//! - **Covered**: a node's running GPUs in jobs no larger than its entitlement. A larger job
+//!   could only ever run beyond it (it may not start by preemption, below), so it covers
+//!   nothing: the squatting budgets are meant to end.
+//! - **The amount kept**: a node's covered GPUs up to the whole GPUs of its entitlement
+//!   (`floor`: a budget entitled to 3.33 keeps 3) are never taken. Any of its other jobs may
+//!   go once past its contract's minimum runtime, in any order: an amount, not a set of
+//!   jobs. A job that straddles the line (no larger than the entitlement, and the budget
+//!   below it without the job) stays: taking it would only move a shortfall from one budget
+//!   to another.
 //! - **Who may preempt**: a waiting job of a budget, when it does not fit, and only if, with
 //!   it started and its victims stopped, its budget and every project above it run no more
-//!   than their entitlements. Entitlements are real numbers and running GPUs whole ones: a
-//!   budget entitled to 33.4 GPUs may preempt up to 33 running, and its jobs beyond 33 are
-//!   beyond. Work no budget covers never preempts: it runs on idle GPUs.
-//! - **Victims**: preemptible jobs, unbudgeted work first, then the budgets furthest beyond
-//!   their entitlements (running GPUs minus entitlement), each budget's newest first, each
-//!   taken only while every project above its budget whose running GPUs fall is still
-//!   beyond its own entitlement (counting the waiting job in): a sub-project beyond its
-//!   entitlement gives way to a sibling within the same parent, but to another project only
-//!   while the parent is beyond the parent's. Taken until the job fits, then made minimal
-//!   (no victim can be spared).
+//!   than their entitlements. Work no budget covers never preempts: it runs on idle GPUs.
+//! - **Victims**: unbudgeted work first, then the budgets furthest beyond their
+//!   entitlements (running GPUs minus entitlement); within that order, the room made with
+//!   the fewest GPUs taken: on one node for a job that fits a node, whole nodes (the
+//!   cheapest to empty first) for a larger one; the newest jobs on ties. Every node of the
+//!   tree whose covered GPUs fall keeps its amount (on the waiting job's own path, counting
+//!   it in). Then made minimal (no victim can be spared).
 //! - **Reservation**: the first job that cannot start, and that asks for no more GPUs than
 //!   its budget's entitlement (and every project's above it), holds the reservation that
 //!   later jobs may not delay (EASY backfill). A job larger than its entitlement holds
 //!   none: it could only ever run beyond its budget, on GPUs idle when it asks.
 //!
 //! What follows: budgets cannot take turns preempting each other. While demand is
-//! unchanged the entitlements are fixed. Count the GPUs of the jobs within their budgets
-//! (not beyond): a start never lowers it (a job's older jobs do not change), nor does a
-//! stopped job beyond (newer jobs can only come within), and each preemption raises it by
-//! the starting job's GPUs (its budget covers it whole). The count is bounded by the
-//! cluster's GPUs, so at most that many GPUs start by preemption before demand changes, and
-//! demand changes only when a job enters its queue or ends. `simulate/tests/simulate.rs`
-//! checks each clause on generated traces.
+//! unchanged the entitlements are fixed. The potential is the budgets' summed *shortfall*:
+//! for each leaf budget, the whole GPUs of its entitlement its covered GPUs fall short of.
+//! A start on idle GPUs never raises it, nor does a protection ending; a preemption lowers
+//! it by the starting job's GPUs (its budget was short by at least that many, and every
+//! victim's budget keeps its amount, or loses only jobs that cover nothing). It is at most
+//! the cluster's GPUs, so at most that many GPUs start by preemption before demand changes,
+//! and demand changes only when a job enters its queue or ends. `simulate/tests/simulate.rs`
+//! checks each clause, the potential included, on generated traces.
+
+use std::cell::RefCell;
 
 use super::cluster::ClusterState;
 use super::engine::{Engine, Rules, Start};
@@ -100,26 +100,15 @@ impl Passes for Budget {
         if !self.may_try(cluster, leaf, gpus, entitled) {
             return None;
         }
-        let exchange = Exchange { cluster, jobs: &engine.jobs, entitled, leaf, gpus };
-        let mut room = cluster.pool.room_for(gpus);
-        let mut victims = Vec::new();
-        let mut fits = false;
-        for victim in candidates(engine, cluster, entitled, leaf) {
-            victims.push(victim);
-            if !exchange.projects_allow(&victims) {
-                victims.pop();
-                continue;
-            }
-            if room.give_back(&engine.jobs[victim].placement) {
-                fits = true;
-                break;
-            }
-        }
-        if !fits {
-            return None;
-        }
-        let allowed = |set: &[JobId]| exchange.projects_allow(set) && exchange.stays_within(set);
-        let victims = engine.spare(&cluster.pool, gpus, victims, allowed);
+        let classes = classes(cluster, entitled, leaf)?;
+        let exchange = Exchange::new(cluster, &engine.jobs, entitled, leaf, gpus);
+        let chosen = if gpus <= cluster.pool.per_node {
+            exchange.on_one_node(&classes)
+        } else {
+            exchange.on_whole_nodes(&classes)
+        }?;
+        let allowed = |set: &[JobId]| exchange.allows(set) && exchange.stays_within(set);
+        let victims = engine.spare(&cluster.pool, gpus, chosen, allowed);
         allowed(&victims).then_some(victims)
     }
 
@@ -130,16 +119,17 @@ impl Passes for Budget {
     }
 }
 
-/// The preemptible running jobs in the order victims are taken: unbudgeted work's, newest
-/// first; then those beyond their budgets, the budget furthest beyond its entitlement
-/// first, each budget's newest first. `leaf`'s own are none of them (it is within its
-/// entitlement).
-fn candidates<'a>(
-    engine: &'a Engine,
-    cluster: &'a ClusterState,
-    entitled: &'a [f64],
-    leaf: usize,
-) -> impl Iterator<Item = JobId> + 'a {
+/// The whole GPUs an entitlement covers: a budget entitled to 3.33 keeps 3 running.
+fn whole(entitlement: f64) -> f64 {
+    (entitlement + EPSILON).floor()
+}
+
+/// The order in which each leaf's running jobs are taken as victims (lower first), `None`
+/// for a leaf whose jobs are not taken: unbudgeted work's first (0), then the budgets
+/// beyond their entitlements, furthest beyond first (running GPUs minus entitlement; ties
+/// by their order in the tree). `leaf`'s own are none of them (it is within its
+/// entitlement). `None` when no leaf has a preemptible job to give.
+fn classes(cluster: &ClusterState, entitled: &[f64], leaf: usize) -> Option<Vec<Option<u32>>> {
     let unbudgeted = cluster.budgets.unbudgeted.0;
     let mut over: Vec<(f64, usize)> = cluster
         .leaves
@@ -148,29 +138,35 @@ fn candidates<'a>(
         .map(|&l| (cluster.running[l] - entitled[l], l))
         .filter(|&(excess, _)| excess > EPSILON)
         .collect();
+    let unbudgeted_gives = !cluster.preemptible[unbudgeted].is_empty();
+    if over.is_empty() && !unbudgeted_gives {
+        return None;
+    }
     over.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    let budgets = over
-        .into_iter()
-        .flat_map(move |(_, l)| beyond(engine, cluster, entitled, l).filter(|&j| engine.jobs[j].preemptible));
-    cluster.preemptible[unbudgeted].iter().rev().map(|&(_, j)| j).chain(budgets)
+    let mut classes = vec![None; cluster.running.len()];
+    if unbudgeted_gives {
+        classes[unbudgeted] = Some(0);
+    }
+    for (place, (_, l)) in over.into_iter().enumerate() {
+        classes[l] = Some(place as u32 + 1);
+    }
+    Some(classes)
 }
 
-/// A budget's running jobs beyond its entitlement, newest first: those that, with the jobs
-/// that started before them (by start, then trace order), exceed it.
-fn beyond<'a>(
-    engine: &'a Engine,
-    cluster: &'a ClusterState,
-    entitled: &'a [f64],
-    leaf: usize,
-) -> impl Iterator<Item = JobId> + 'a {
-    // The GPUs of the jobs started after the one looked at.
-    let mut newer = 0.0;
-    cluster.started[leaf].iter().rev().map_while(move |&(_, id)| {
-        let with_older = cluster.running[leaf] - newer;
-        newer += f64::from(engine.jobs[id].gpus);
-        (with_older > entitled[leaf] + EPSILON).then_some(id)
-    })
+/// A victim as the search weighs it: its class (see [`classes`]), the GPUs it frees on the
+/// node looked at, all its GPUs, its start.
+#[derive(Clone, Copy)]
+struct Candidate {
+    class: u32,
+    here: u32,
+    gpus: u32,
+    start: i64,
+    id: JobId,
 }
+
+/// What a set of victims costs, compared lowest first: the furthest class it reaches into,
+/// the GPUs it takes, then the newest set (the latest start of its oldest victim).
+type Cost = (u32, u32, std::cmp::Reverse<(i64, JobId)>);
 
 /// A waiting job of `gpus` for `leaf` started in place of some running jobs, as the rule
 /// judges it.
@@ -180,37 +176,67 @@ struct Exchange<'a> {
     entitled: &'a [f64],
     leaf: usize,
     gpus: u32,
+    /// Each node's covered GPUs as far as read (see [`Exchange::covered`]).
+    covered: RefCell<Vec<(usize, f64)>>,
 }
 
-impl Exchange<'_> {
-    /// Whether `victims`, taken in this order, each leave every project above its budget
-    /// whose running GPUs fall beyond its entitlement until the victim is taken (counting
-    /// the waiting job in): a project falls below its entitlement only by its last job
-    /// beyond it, as a budget does.
-    fn projects_allow(&self, victims: &[JobId]) -> bool {
+impl<'a> Exchange<'a> {
+    fn new(cluster: &'a ClusterState<'a>, jobs: &'a Slots, entitled: &'a [f64], leaf: usize, gpus: u32) -> Self {
+        Exchange { cluster, jobs, entitled, leaf, gpus, covered: RefCell::new(Vec::new()) }
+    }
+
+    /// A tree node's *covered* GPUs: those of its subtree's running jobs that are no
+    /// larger than its entitlement (a larger job could only ever run beyond it).
+    fn covered(&self, node: usize) -> f64 {
+        if let Some(&(_, covered)) = self.covered.borrow().iter().find(|&&(n, _)| n == node) {
+            return covered;
+        }
         let cluster = self.cluster;
-        // How far each project has fallen so far (negative: risen).
-        let mut fallen: Vec<(usize, f64)> =
-            cluster.path(self.leaf).skip(1).map(|n| (n, -f64::from(self.gpus))).collect();
-        for &victim in victims {
+        let limit = self.entitled[node] + EPSILON;
+        let oversized: u32 = cluster
+            .leaves
+            .iter()
+            .filter(|&&l| cluster.path(l).any(|n| n == node))
+            .flat_map(|&l| &cluster.started[l])
+            .map(|&(_, j)| self.jobs[j].gpus)
+            .filter(|&g| f64::from(g) > limit)
+            .sum();
+        let covered = cluster.running[node] - f64::from(oversized);
+        self.covered.borrow_mut().push((node, covered));
+        covered
+    }
+
+    /// Whether the rule lets `victims` go together: every tree node whose covered GPUs
+    /// fall in the exchange (the waiting job counted in on its own path) keeps them at or
+    /// above its entitlement. A victim larger than a node's entitlement takes nothing
+    /// covered from it; unbudgeted work gives without limit.
+    fn allows(&self, victims: &[JobId]) -> bool {
+        self.allows_all(victims.iter().copied())
+    }
+
+    /// [`Exchange::allows`] of victims as they come.
+    fn allows_all(&self, victims: impl Iterator<Item = JobId>) -> bool {
+        let cluster = self.cluster;
+        let unbudgeted = cluster.budgets.unbudgeted.0;
+        // Per node touched: the covered GPUs freed (in jobs no larger than its entitlement).
+        let mut freed: Vec<(usize, f64)> = Vec::new();
+        for victim in victims {
             let job = &self.jobs[victim];
-            for node in cluster.path(job.leaf as usize).skip(1) {
-                let i = match fallen.iter().position(|&(n, _)| n == node) {
-                    Some(i) => i,
-                    None => {
-                        fallen.push((node, 0.0));
-                        fallen.len() - 1
-                    }
-                };
-                let before = fallen[i].1;
-                let after = before + f64::from(job.gpus);
-                if after > EPSILON && cluster.running[node] - before <= self.entitled[node] + EPSILON {
-                    return false;
+            let gpus = f64::from(job.gpus);
+            for node in cluster.path(job.leaf as usize).filter(|&n| n != unbudgeted) {
+                if gpus > self.entitled[node] + EPSILON {
+                    continue;
                 }
-                fallen[i].1 = after;
+                match freed.iter_mut().find(|(n, _)| *n == node) {
+                    Some((_, covered)) => *covered += gpus,
+                    None => freed.push((node, gpus)),
+                }
             }
         }
-        true
+        freed.into_iter().all(|(node, covered)| {
+            let gain = if cluster.path(self.leaf).any(|n| n == node) { f64::from(self.gpus) } else { 0.0 };
+            covered <= gain + EPSILON || self.covered(node) + gain - covered >= whole(self.entitled[node])
+        })
     }
 
     /// Whether the waiting job's budget and every project above it run no more than their
@@ -226,5 +252,119 @@ impl Exchange<'_> {
                 .sum();
             cluster.running[node] + f64::from(self.gpus) - f64::from(freed) <= self.entitled[node] + EPSILON
         })
+    }
+
+    /// The running jobs on `node` that may be victims.
+    fn candidates(&self, classes: &[Option<u32>], node: usize) -> Vec<Candidate> {
+        self.cluster.on_node[node]
+            .iter()
+            .filter_map(|&id| {
+                let job = &self.jobs[id];
+                let class = classes[job.leaf as usize].filter(|_| job.preemptible)?;
+                let here = job.placement.iter().filter(|&&(n, _)| n as usize == node).map(|&(_, g)| g).sum();
+                Some(Candidate { class, here, gpus: job.gpus, start: job.started.expect("running"), id })
+            })
+            .collect()
+    }
+
+    /// Victims for a job that fits a node: on the one node where the rule lets room be
+    /// made at the least [`Cost`]. On each node, class by class, the smallest victim that
+    /// completes the room, else the largest (the newest among equals), while the rule
+    /// allows it.
+    fn on_one_node(&self, classes: &[Option<u32>]) -> Option<Vec<JobId>> {
+        let pool = &self.cluster.pool;
+        let mut best: Option<(Cost, Vec<JobId>)> = None;
+        for node in 0..pool.capacity.len() {
+            if pool.capacity[node] < self.gpus {
+                continue;
+            }
+            let mut need = self.gpus - pool.free[node];
+            let mut candidates = self.candidates(classes, node);
+            if candidates.iter().map(|c| c.here).sum::<u32>() < need {
+                continue;
+            }
+            candidates.sort_by_key(|c| c.class);
+            let mut chosen: Vec<JobId> = Vec::new();
+            let (mut cost, mut oldest) = ((0, 0), (i64::MAX, JobId { number: u32::MAX, slot: 0 }));
+            while need > 0 {
+                let Some(class) = candidates.first().map(|c| c.class) else { break };
+                let in_class = candidates.iter().take_while(|c| c.class == class).count();
+                let allowed = |c: &Candidate| self.allows_all(chosen.iter().copied().chain([c.id]));
+                let pick = candidates[..in_class]
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| c.here >= need)
+                    .min_by_key(|(_, c)| (c.gpus, std::cmp::Reverse((c.start, c.id))))
+                    .filter(|(_, c)| allowed(c))
+                    .or_else(|| {
+                        candidates[..in_class]
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, c)| allowed(c))
+                            .max_by_key(|(_, c)| (c.here, std::cmp::Reverse(c.gpus), c.start, c.id))
+                    })
+                    .map(|(i, _)| i);
+                let Some(i) = pick else {
+                    candidates.drain(..in_class);
+                    continue;
+                };
+                let c = candidates.remove(i);
+                chosen.push(c.id);
+                need = need.saturating_sub(c.here);
+                cost = (cost.0.max(c.class), cost.1 + c.gpus);
+                oldest = oldest.min((c.start, c.id));
+            }
+            if need > 0 {
+                continue;
+            }
+            let cost = (cost.0, cost.1, std::cmp::Reverse(oldest));
+            if best.as_ref().is_none_or(|(b, _)| cost < *b) {
+                best = Some((cost, chosen));
+            }
+        }
+        best.map(|(_, chosen)| chosen)
+    }
+
+    /// Victims for a job larger than a node: whole nodes, the cheapest to empty first (by
+    /// [`Cost`]), each node's jobs all victims the rule allows, until idle nodes hold it.
+    fn on_whole_nodes(&self, classes: &[Option<u32>]) -> Option<Vec<JobId>> {
+        let pool = &self.cluster.pool;
+        let mut nodes: Vec<(Cost, Vec<JobId>)> = (0..pool.capacity.len())
+            .filter(|&node| pool.free[node] < pool.capacity[node])
+            .filter_map(|node| {
+                let candidates = self.candidates(classes, node);
+                let occupied = pool.capacity[node] - pool.free[node];
+                if candidates.iter().map(|c| c.here).sum::<u32>() < occupied {
+                    return None;
+                }
+                let class = candidates.iter().map(|c| c.class).max().unwrap_or(0);
+                let oldest = candidates.iter().map(|c| (c.start, c.id)).min()?;
+                let cost = (class, occupied, std::cmp::Reverse(oldest));
+                Some((cost, candidates.into_iter().map(|c| c.id).collect()))
+            })
+            .collect();
+        nodes.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut room = pool.room_for(self.gpus);
+        let mut victims: Vec<JobId> = Vec::new();
+        for (_, jobs) in nodes {
+            let before = victims.len();
+            for job in jobs {
+                if !victims[..before].contains(&job) {
+                    victims.push(job);
+                }
+            }
+            if !self.allows(&victims) {
+                victims.truncate(before);
+                continue;
+            }
+            let mut fits = false;
+            for &victim in &victims[before..] {
+                fits |= room.give_back(&self.jobs[victim].placement);
+            }
+            if fits {
+                return Some(victims);
+            }
+        }
+        None
     }
 }

@@ -62,6 +62,8 @@ pub(super) struct ClusterState<'b> {
     pub(super) preemptible: Vec<BTreeSet<(i64, JobId)>>,
     /// Running jobs by (expected end, job): what a reservation counts on.
     pub(super) ends: BTreeSet<(i64, JobId)>,
+    /// The running jobs on each node (a job on several nodes is on each of them).
+    pub(super) on_node: Vec<Vec<JobId>>,
     /// Each node's floor: its guaranteed GPUs that none of its children is guaranteed (a
     /// leaf's: all of them), and the GPUs running in it.
     pub(super) floor: Vec<u64>,
@@ -115,7 +117,9 @@ impl<'b> ClusterState<'b> {
             let inner = !hierarchy.is_leaf(NodeId(i));
             ties[i] = (inner, if inner { place } else { i });
         }
+        let pool = Pool::new(budgets.gpus, gpus_per_node.max(1));
         ClusterState {
+            on_node: vec![Vec::new(); pool.capacity.len()],
             budgets,
             name: budgets.name.as_str().into(),
             paths: (0..n)
@@ -126,7 +130,7 @@ impl<'b> ClusterState<'b> {
                     budgets.paths[parent.unwrap_or(id).0].as_str().into()
                 })
                 .collect(),
-            pool: Pool::new(budgets.gpus, gpus_per_node.max(1)),
+            pool,
             leaves,
             by_size: (0..n).map(|_| Vec::new()).collect(),
             waiting: vec![0.0; n],
@@ -268,6 +272,9 @@ impl<'b> ClusterState<'b> {
             self.preemptible[job.leaf as usize].insert((now, id));
         }
         self.ends.insert((job.expected_end, id));
+        for &(node, _) in &job.placement {
+            self.on_node[node as usize].push(id);
+        }
         if let Some(floor) = job.floor {
             self.in_floor[floor as usize] += u64::from(job.gpus);
         }
@@ -283,6 +290,12 @@ impl<'b> ClusterState<'b> {
             self.preemptible[leaf].remove(&(started, id));
         }
         self.ends.remove(&(job.expected_end, id));
+        for &(node, _) in &job.placement {
+            let jobs = &mut self.on_node[node as usize];
+            if let Some(i) = jobs.iter().position(|&j| j == id) {
+                jobs.swap_remove(i);
+            }
+        }
         if let Some(floor) = job.floor {
             self.in_floor[floor as usize] -= u64::from(job.gpus);
         }

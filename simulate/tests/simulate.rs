@@ -896,12 +896,12 @@ const HUNDRED: &str = "cluster c gpus=100 gpu-type=h100 gpus-per-node=100\n\
     project a share=1\nproject b share=1\n";
 
 #[test]
-fn only_the_newest_work_beyond_a_budget_gives_way_and_only_to_a_budget_within_its_own() {
+fn work_beyond_a_budget_gives_way_only_to_a_budget_within_its_own() {
     // b runs two 50-GPU jobs from 0 (10 h each). At 10, a asks for 60 GPUs (10 h): demand
     // 60 and 100, entitlements 50 and 50. 60 would take a beyond its 50: it may not preempt,
     // and, larger than a's entitlement, holds no reservation. At 11 a asks for 10 (1 h):
-    // 0 + 10 <= 50, so it preempts b's newest job (job 2: with job 1 before it, b runs
-    // 100 > 50: beyond; job 1, 50 <= 50, is within). 40 GPUs stay idle: job 2 (50) does not
+    // 0 + 10 <= 50, so it preempts one of b's jobs (b runs 100, keeps 50 covered without
+    // either; the newest of the two equal ones goes, job 2). 40 GPUs stay idle: job 2 (50) does not
     // fit, a's 60 neither. At 3611 job 4 ends: 50 idle, job 2 comes back (its 35,989 s
     // left, to 39,600); the 60-GPU job still does not fit. Job 1 ends at 36,000 (50 idle,
     // too few), job 2 at 39,600: job 3 starts then and ends at 75,600. One preemption.
@@ -994,9 +994,9 @@ fn fractional_entitlements_round_down_for_the_job_that_preempts_and_up_for_its_v
     // 10 GPUs, three equal budgets. At 0 a runs 2 one-GPU jobs, b and c 4 each: full. At
     // 100 a asks for two more (demand 4, 4, 4): each is entitled to 10/3 = 3.33. a's first
     // job: 2 + 1 = 3 <= 3.33, it preempts. b and c are 0.67 beyond, tied: b first (the
-    // order of the budgets); b's newest job, with the three before it, makes 4 > 3.33:
-    // beyond. a's second job: 3 + 1 = 4 > 3.33: it waits. b keeps 3 (its newest job
-    // straddled 3.33), c 4. One preemption, while demand holds.
+    // order of the budgets); b keeps 3, the whole GPUs of its 3.33, so one of its jobs may
+    // go: the newest (5). a's second job: 3 + 1 = 4 > 3.33: it waits. b keeps 3, c 4. One
+    // preemption, while demand holds.
     let text = "cluster c gpus=10 gpu-type=h100 gpus-per-node=10\n\
         contract batch min-runtime=\"0s\" resumable=#true default=#true\n\
         project a share=1\nproject b share=1\nproject c share=1\n";
@@ -1047,18 +1047,14 @@ fn unbudgeted_work_runs_on_idle_gpus_gives_way_first_and_never_preempts() {
 }
 
 #[test]
-fn a_victim_budget_falls_below_its_entitlement_only_by_a_job_that_straddles_it() {
+fn a_job_larger_than_its_budgets_entitlement_gives_way_a_straddling_one_no_larger_does_not() {
     // 8 GPUs, a entitled to 6 (three quarters), b to 2. a runs job 1 (4 GPUs, from 0) and
-    // job 2 (4, from 1): job 1 is within (4 <= 6), job 2 straddles (4 + 4 > 6): beyond. At
-    // 100 b asks for 2 (3): 0 + 2 <= 2; job 2 gives way and a falls to 4, below its 6: a
-    // budget covers a job only whole. Job 1 is never taken. Job 2 (4 + 4 > 6) may not
-    // preempt back: it waits for idle GPUs (2 are), until job 3 ends at 3700.
-    //
-    // With job 2 protected (`long`), b may take nothing: job 1 is within. b waits for job 1
-    // to end, at 36,000.
+    // job 2 (4, from 1): 8 covered GPUs (each job fits a's 6). At 100 b asks for 2 (3):
+    // 0 + 2 <= 2, but either of a's jobs would leave a 4 covered, below its 6. Taking one
+    // would only move the shortfall from b to a (2 short before, 2 after): b waits for idle
+    // GPUs, until job 1 ends at 36,000.
     let text = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8\n\
         contract batch min-runtime=\"0s\" resumable=#true default=#true\n\
-        contract long min-runtime=\"10h\" resumable=#true\n\
         project a share=3\nproject b share=1\n";
     let jobs = [
         job(1, "a", 4, 0, 36_000, "batch"),
@@ -1066,16 +1062,65 @@ fn a_victim_budget_falls_below_its_entitlement_only_by_a_job_that_straddles_it()
         job(3, "b", 2, 100, 3600, "batch"),
     ];
     let (sim, runs) = run(&model(text), &jobs, Policy::Budget);
-    let preempted: Vec<&str> = runs.iter().filter(|r| r.preempted()).map(|r| &*r.id).collect();
-    assert_eq!(preempted, ["2"]);
-    assert_eq!(runs_of(&runs, "2"), [(1, 100), (3700, 3700 + 36_000 - 99)]);
-    assert_eq!(sim.preemptions, 1);
-
-    let mut protected = jobs.clone();
-    protected[1].contract = "long".into();
-    let (sim, runs) = run(&model(text), &protected, Policy::Budget);
     assert_eq!(sim.preemptions, 0);
     assert_eq!(start_of(&runs, "3"), 36_000);
+
+    // a runs one 8-GPU job instead: larger than its entitlement of 6, it could only ever run
+    // beyond it, and covers nothing. b's job takes it at 100; it comes back when b's ends.
+    let jobs = [job(1, "a", 8, 0, 36_000, "batch"), job(3, "b", 2, 100, 3600, "batch")];
+    let (sim, runs) = run(&model(text), &jobs, Policy::Budget);
+    assert_eq!(sim.preemptions, 1);
+    assert_eq!(runs_of(&runs, "1"), [(0, 100), (3700, 3700 + 36_000 - 100)]);
+    assert_eq!(runs_of(&runs, "3"), [(100, 3700)]);
+}
+
+#[test]
+fn older_unprotected_jobs_give_way_when_the_newest_is_protected() {
+    // 8 GPUs, a and b entitled to 4 each once b asks. a runs two 2-GPU `batch` jobs from 0
+    // (1, 2; no protection) and a 4-GPU `long` job from 10 (3; protected for 10 h). At 100 b
+    // asks for 4 (4): a runs 8, 4 beyond its 4. Its newest job is protected, but the rule
+    // counts amounts: jobs 1 and 2 go (a keeps 4 covered, its entitlement) and b starts at
+    // once. They come back when b's hour ends, at 3700.
+    let text = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8\n\
+        contract batch min-runtime=\"0s\" resumable=#true default=#true\n\
+        contract long min-runtime=\"10h\" resumable=#true\n\
+        project a share=1\nproject b share=1\n";
+    let jobs = [
+        job(1, "a", 2, 0, 36_000, "batch"),
+        job(2, "a", 2, 0, 36_000, "batch"),
+        job(3, "a", 4, 10, 72_000, "long"),
+        job(4, "b", 4, 100, 3600, "batch"),
+    ];
+    let (sim, runs) = run(&model(text), &jobs, Policy::Budget);
+    assert_eq!(sim.preemptions, 2);
+    assert_eq!(runs_of(&runs, "4"), [(100, 3700)]);
+    assert_eq!(runs_of(&runs, "1"), [(0, 100), (3700, 3700 + 36_000 - 100)]);
+    assert_eq!(runs_of(&runs, "2"), [(0, 100), (3700, 3700 + 36_000 - 100)]);
+    assert_eq!(runs_of(&runs, "3"), [(10, 72_010)]);
+}
+
+#[test]
+fn a_job_larger_than_a_node_takes_the_whole_nodes_cheapest_to_empty() {
+    // Four 8-GPU nodes; a and b entitled to 16 each once a asks. b runs, from 0: job 1 (8
+    // GPUs, node 0), jobs 2-9 (1 each, node 1), job 10 (8, node 2), jobs 11-14 (1 each, node
+    // 3, half idle): 28 GPUs. At 100 a asks for 16 (15): two whole nodes. Node 3 costs 4
+    // GPUs, the others 8 each; among those the newest set goes (job 10, the latest of the
+    // oldest victims). Victims: jobs 10-14, 12 GPUs; b keeps 16, its entitlement.
+    let text = "cluster c gpus=32 gpu-type=h100 gpus-per-node=8\n\
+        contract batch min-runtime=\"0s\" resumable=#true default=#true\n\
+        project a share=1\nproject b share=1\n";
+    let mut jobs = vec![job(1, "b", 8, 0, 36_000, "batch")];
+    jobs.extend((2..=9).map(|i| job(i, "b", 1, 0, 36_000, "batch")));
+    jobs.push(job(10, "b", 8, 0, 36_000, "batch"));
+    jobs.extend((11..=14).map(|i| job(i, "b", 1, 0, 36_000, "batch")));
+    jobs.push(job(15, "a", 16, 100, 3600, "batch"));
+    let (sim, runs) = run(&model(text), &jobs, Policy::Budget);
+    let mut preempted: Vec<u32> =
+        runs.iter().filter(|r| r.preempted()).map(|r| r.id.parse().unwrap()).collect();
+    preempted.sort();
+    assert_eq!(preempted, [10, 11, 12, 13, 14]);
+    assert_eq!(runs_of(&runs, "15"), [(100, 3700)]);
+    assert_eq!(sim.preemptions, 5);
 }
 
 #[test]
@@ -1163,20 +1208,20 @@ fn nested_rule() -> RuleTree {
 
 /// The budget rule on a schedule, every preemption judged from the runs alone, with the
 /// entitlements computed again from the demand of that instant (the jobs entered and not
-/// finished):
-/// - each victim was past its contract's minimum runtime, and beyond its budget (with the
-///   jobs of its budget that started before it, running then, it exceeds the entitlement),
-///   or unbudgeted;
-/// - each project above a victim that lost GPUs in the exchange was beyond its entitlement
-///   before it;
+/// finished). A node's *covered* GPUs are those of its subtree's running jobs no larger than
+/// its entitlement; it keeps `floor(entitlement)` of them:
+/// - each victim was past its contract's minimum runtime;
+/// - every budget and project whose covered GPUs fall in the exchange (the job started
+///   counted in on its own path) still covers its entitlement's whole GPUs;
 /// - the job it made room for is a budget's, and with it in and its victims out, its budget
 ///   and every project above it run no more than their entitlements;
+/// - the potential falls by the job's GPUs: the budgets' summed shortfall (each leaf budget's
+///   whole entitled GPUs its covered GPUs fall short of);
 /// - budgets do not take turns: between two changes of demand, the GPUs started by
-///   preemption are at most the cluster's (the bound the rule's argument gives).
+///   preemption are at most the cluster's (the bound the potential gives).
 fn check_budget_rule(model: &Model, tree: &RuleTree, runs: &[Run]) -> Result<(), TestCaseError> {
     const EPSILON: f64 = 1e-6;
     let hierarchy = tree.hierarchy();
-    let number = |r: &Run| r.id.parse::<u64>().unwrap();
     let min_runtime = |r: &Run| {
         model.contracts.iter().find(|c| *c.name == *r.contract).map_or(0, |c| c.min_runtime_seconds as i64)
     };
@@ -1192,6 +1237,8 @@ fn check_budget_rule(model: &Model, tree: &RuleTree, runs: &[Run]) -> Result<(),
         let (id, attempt) = v.preempted_for.as_ref().unwrap();
         runs.iter().find(|b| b.id == *id && b.attempt == *attempt).unwrap()
     };
+    let leaves: Vec<usize> =
+        (0..tree.nodes.len()).filter(|&n| n != tree.unbudgeted && !tree.nodes.iter().any(|m| m.1 == Some(n))).collect();
     let mut preempted_gpus: BTreeMap<i64, u32> = BTreeMap::new();
     for started in runs {
         let victims: Vec<&Run> = runs
@@ -1219,65 +1266,70 @@ fn check_budget_rule(model: &Model, tree: &RuleTree, runs: &[Run]) -> Result<(),
         }
         let entitlement = hierarchy.allocate(tree.gpus, &demand).unwrap();
         let ent = entitlement.allocations();
+        let keeps = |n: usize| (ent[n] + EPSILON).floor();
+        let covered_by = |n: usize, gpus: u32| f64::from(gpus) <= ent[n] + EPSILON;
         let mut held = vec![0.0; tree.nodes.len()];
+        let mut covered = vec![0.0; tree.nodes.len()];
         for r in &running {
             for n in tree.path(tree.leaf(&r.project)) {
                 held[n] += f64::from(r.gpus);
+                if covered_by(n, r.gpus) {
+                    covered[n] += f64::from(r.gpus);
+                }
             }
         }
         let mut freed = vec![0.0; tree.nodes.len()];
+        let mut freed_covered = vec![0.0; tree.nodes.len()];
         for v in &victims {
-            let leaf = tree.leaf(&v.project);
             prop_assert!(
                 t - v.start >= min_runtime(v),
                 "job {} preempted at {t} inside its protection",
                 v.id
             );
-            if leaf != tree.unbudgeted {
-                let with_older: u32 = running
-                    .iter()
-                    .filter(|r| tree.leaf(&r.project) == leaf && (r.start, number(r)) <= (v.start, number(v)))
-                    .map(|r| r.gpus)
-                    .sum();
-                prop_assert!(
-                    f64::from(with_older) > ent[leaf] + EPSILON,
-                    "job {} of {} preempted at {t} within its budget: {with_older} GPUs with the older, entitled to {}",
-                    v.id,
-                    v.project,
-                    ent[leaf]
-                );
-            }
-            for n in tree.path(leaf) {
+            for n in tree.path(tree.leaf(&v.project)) {
                 freed[n] += f64::from(v.gpus);
+                if covered_by(n, v.gpus) {
+                    freed_covered[n] += f64::from(v.gpus);
+                }
             }
         }
         let leaf = tree.leaf(&started.project);
         prop_assert!(leaf != tree.unbudgeted, "unbudgeted job {} preempted at {t}", started.id);
         let path = tree.path(leaf);
-        for n in 0..tree.nodes.len() {
-            let rise = if path.contains(&n) { f64::from(started.gpus) } else { 0.0 };
-            // A project (a node with sub-projects) that falls was beyond its entitlement.
-            let project = tree.nodes.iter().any(|m| m.1 == Some(n));
-            if project && freed[n] > rise + EPSILON {
+        let gpus = f64::from(started.gpus);
+        let rise = |n: usize| if path.contains(&n) { gpus } else { 0.0 };
+        for n in (0..tree.nodes.len()).filter(|&n| n != tree.unbudgeted) {
+            if freed_covered[n] > rise(n) + EPSILON {
                 prop_assert!(
-                    held[n] + rise > ent[n] + EPSILON,
-                    "{} fell at {t} from {} within its entitlement {}",
+                    covered[n] + rise(n) - freed_covered[n] >= keeps(n) - EPSILON,
+                    "{} at {t} fell from {} covered GPUs to {}, below its entitlement {}",
                     tree.nodes[n].0,
-                    held[n],
+                    covered[n],
+                    covered[n] + rise(n) - freed_covered[n],
                     ent[n]
                 );
             }
             if path.contains(&n) {
                 prop_assert!(
-                    held[n] + rise - freed[n] <= ent[n] + EPSILON,
+                    held[n] + rise(n) - freed[n] <= ent[n] + EPSILON,
                     "job {} at {t} takes {} beyond its entitlement {}: {} GPUs",
                     started.id,
                     tree.nodes[n].0,
                     ent[n],
-                    held[n] + rise - freed[n]
+                    held[n] + rise(n) - freed[n]
                 );
             }
         }
+        let shortfall = |covered: &dyn Fn(usize) -> f64| -> f64 {
+            leaves.iter().map(|&l| (keeps(l) - covered(l)).max(0.0)).sum()
+        };
+        let before = shortfall(&|l| covered[l]);
+        let after = shortfall(&|l| covered[l] + rise(l) - freed_covered[l]);
+        prop_assert!(
+            after <= before - gpus + EPSILON,
+            "the budgets' shortfall went from {before} to {after} at {t}, starting job {} ({gpus} GPUs)",
+            started.id
+        );
         *preempted_gpus.entry(t).or_default() += started.gpus;
     }
     // Between two changes of demand, at most the cluster's GPUs start by preemption.
