@@ -203,6 +203,7 @@ pub struct Contract {
     pub max_runtime: Option<Spanned<Seconds>>,
     pub resumable: Option<Spanned<bool>>,
     pub max_gpus: Option<Spanned<u64>>,
+    pub reserve: Option<Spanned<u64>>,
     pub default: Option<Spanned<bool>>,
     pub span: Span,
 }

@@ -62,6 +62,7 @@ codes! {
     ContractNoDefault = "allot::contract::no-default", "no contract is the default";
     ContractMultipleDefaults = "allot::contract::multiple-defaults", "more than one contract is the default";
     ContractMinAboveMax = "allot::contract::min-above-max", "a contract's minimum runtime exceeds its maximum";
+    ContractReserveTooLarge = "allot::contract::reserve-too-large", "the contracts' reserves hold all of a cluster's GPUs";
     LimitAboveCluster = "allot::limit::above-cluster", "a project's max GPUs exceed every cluster it may use";
     LimitAboveParent = "allot::limit::above-parent", "a project's max GPUs exceed its parent's";
     IncludeCycle = "allot::include::cycle", "files include each other in a cycle";

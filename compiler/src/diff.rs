@@ -216,6 +216,7 @@ fn contract_text(c: &Contract) -> Vec<(&'static str, String)> {
         ("max runtime", c.max_runtime_seconds.map(format_duration).unwrap_or_default()),
         ("resumable", c.resumable.to_string()),
         ("max GPUs per job", c.max_gpus.map(|m| m.to_string()).unwrap_or_default()),
+        ("reserved GPUs", c.reserve_gpus.map(|r| r.to_string()).unwrap_or_default()),
         ("default", c.default.to_string()),
     ]
 }

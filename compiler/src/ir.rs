@@ -147,6 +147,10 @@ pub struct Contract {
     pub resumable: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_gpus: Option<u64>,
+    /// GPUs of each cluster held for this contract's jobs: other work may borrow them, and
+    /// a job of this contract takes them back at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserve_gpus: Option<u64>,
     pub default: bool,
     pub source: Location,
 }

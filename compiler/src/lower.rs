@@ -406,8 +406,12 @@ impl Lowering<'_> {
     }
 
     fn contract(&mut self, file: FileId, node: &KdlNode) -> Option<Contract> {
-        let e =
-            self.entries(file, node, 1, &["min-runtime", "max-runtime", "resumable", "max-gpus", "default"]);
+        let e = self.entries(
+            file,
+            node,
+            1,
+            &["min-runtime", "max-runtime", "resumable", "max-gpus", "reserve", "default"],
+        );
         self.no_children(file, node);
         Some(Contract {
             name: e.name_arg(self, "contract")?,
@@ -415,6 +419,7 @@ impl Lowering<'_> {
             max_runtime: e.duration(self, "max-runtime", false, 1),
             resumable: e.flag(self, "resumable"),
             max_gpus: e.count(self, "max-gpus", false, 1),
+            reserve: e.count(self, "reserve", false, 1),
             default: e.flag(self, "default"),
             span: header_span(file, node),
         })

@@ -109,6 +109,7 @@ pub fn normalize(budget: &Budget, sources: &Sources, at: Instant) -> Model {
                 max_runtime_seconds: c.max_runtime.as_ref().map(|m| m.value),
                 resumable: c.resumable.as_ref().is_some_and(|r| r.value),
                 max_gpus: c.max_gpus.as_ref().map(|m| m.value),
+                reserve_gpus: c.reserve.as_ref().map(|r| r.value),
                 default: c.is_default(),
                 source: location(sources, c.name.span),
             })

@@ -41,10 +41,14 @@
 
 use std::cell::RefCell;
 
+use allot_verify::trace::Job;
+
+use super::EndedBy;
 use super::cluster::ClusterState;
-use super::engine::{Engine, Rules, Start};
-use super::jobs::{JobId, SimJob, Slots};
+use super::engine::{Admission, Engine, Rules, Start};
+use super::jobs::{Holding, JobId, SimJob, Slots, Terms};
 use super::passes::{self, Passes};
+use super::victims::Search;
 
 /// Running GPUs and entitlements closer than this are equal: entitlements come out of
 /// floating-point water-filling, running GPUs are whole numbers.
@@ -53,10 +57,35 @@ const EPSILON: f64 = 1e-6;
 pub(super) struct Budget;
 
 impl Rules for Budget {
+    /// Jobs of a contract with a reserve go first in the queue (tier 0), before every other
+    /// job (tier 1).
+    fn admit(&self, _: &Job, terms: Option<&Terms>) -> Admission {
+        let contract_max = terms.and_then(|t| t.max_runtime);
+        Admission {
+            tier: u32::from(terms.is_none_or(|t| t.reserve == 0)),
+            contractless: false,
+            limit: contract_max,
+            max_runtime: contract_max.unwrap_or(i64::MAX),
+            cut_by: EndedBy::MaxRuntime,
+        }
+    }
+
     /// A run is protected for its contract's minimum runtime (to its end when that is
-    /// longer than its work).
-    fn at_start(&self, _: &ClusterState, _: &SimJob, min_runtime: i64) -> Start {
-        Start { floor: None, preemptible: min_runtime == 0, protected_for: min_runtime }
+    /// longer than its work). One within its contract's reserve is never preempted; one
+    /// that leaves fewer GPUs free than the other reserves still hold runs on loan.
+    fn at_start(&self, cluster: &ClusterState, job: &SimJob, min_runtime: i64) -> Start {
+        let reserve = job.terms.map(|t| cluster.reserves[usize::from(t)]);
+        if reserve.is_some_and(|r| r.holds(job.gpus)) {
+            return Start { floor: None, preemptible: false, protected_for: 0, holding: Holding::Reserve };
+        }
+        // The pool has placed the job already: what it leaves free.
+        let on_loan = cluster.pool.free_gpus < cluster.reserved_free(job.terms);
+        Start {
+            floor: None,
+            preemptible: min_runtime == 0,
+            protected_for: min_runtime,
+            holding: if on_loan { Holding::Loan } else { Holding::Own },
+        }
     }
 
     fn schedule(&mut self, engine: &mut Engine, cluster: &mut ClusterState, now: i64) {
@@ -70,22 +99,25 @@ impl Passes for Budget {
     }
 
     /// A budget with jobs waiting, not yet tried, that one more GPU keeps within its
-    /// entitlement.
+    /// entitlement; or a loan a reserve with room could take back.
     fn may_preempt(&self, cluster: &ClusterState, tried: &[bool], _: u8, entitled: &[f64]) -> bool {
         let unbudgeted = cluster.budgets.unbudgeted.0;
-        cluster.leaves.iter().any(|&l| {
-            !tried[l]
-                && l != unbudgeted
-                && !cluster.by_size[l].is_empty()
-                && cluster.running[l] + 1.0 <= entitled[l] + EPSILON
-        })
+        (cluster.on_loan > 0 && cluster.reserves.iter().any(|r| r.holds(1)))
+            || cluster.leaves.iter().any(|&l| {
+                !tried[l]
+                    && l != unbudgeted
+                    && !cluster.by_size[l].is_empty()
+                    && cluster.running[l] + 1.0 <= entitled[l] + EPSILON
+            })
     }
 
-    /// Only a budget's job that its entitlement covers whole: with it, the budget runs no
+    /// A job of a contract with a reserve (tier 0) may try to take a loan back. Otherwise
+    /// only a budget's job that its entitlement covers whole: with it, the budget runs no
     /// more than its entitlement. (The projects above may come within it by the victims.)
-    fn may_try(&self, cluster: &ClusterState, leaf: usize, gpus: u32, entitled: &[f64]) -> bool {
-        leaf != cluster.budgets.unbudgeted.0
-            && cluster.running[leaf] + f64::from(gpus) <= entitled[leaf] + EPSILON
+    fn may_try(&self, cluster: &ClusterState, tier: u32, leaf: usize, gpus: u32, entitled: &[f64]) -> bool {
+        (tier == 0 && cluster.on_loan > 0)
+            || (leaf != cluster.budgets.unbudgeted.0
+                && cluster.running[leaf] + f64::from(gpus) <= entitled[leaf] + EPSILON)
     }
 
     fn victims(
@@ -97,18 +129,36 @@ impl Passes for Budget {
     ) -> Option<Vec<JobId>> {
         let job = &engine.jobs[id];
         let (leaf, gpus) = (job.leaf as usize, job.gpus);
-        if !self.may_try(cluster, leaf, gpus, entitled) {
+        // A job within its contract's reserve takes loans back, whatever its budget's standing.
+        if job.terms.is_some_and(|t| cluster.reserves[usize::from(t)].holds(gpus)) && cluster.on_loan > 0 {
+            let loans = Search {
+                cluster,
+                jobs: &engine.jobs,
+                gpus,
+                class: |job: &SimJob| (job.holding == Holding::Loan).then_some(0),
+                allows: |_: &[JobId]| true,
+            };
+            if let Some(victims) = loans.run() {
+                return Some(engine.spare(&cluster.pool, gpus, victims, |_| true));
+            }
+        }
+        if leaf == cluster.budgets.unbudgeted.0
+            || cluster.running[leaf] + f64::from(gpus) > entitled[leaf] + EPSILON
+        {
             return None;
         }
         let classes = classes(cluster, entitled, leaf)?;
         let exchange = Exchange::new(cluster, &engine.jobs, entitled, leaf, gpus);
-        let chosen = if gpus <= cluster.pool.per_node {
-            exchange.on_one_node(&classes)
-        } else {
-            exchange.on_whole_nodes(&classes)
-        }?;
+        let search = Search {
+            cluster,
+            jobs: &engine.jobs,
+            gpus,
+            // Past its protection, and not within its contract's reserve.
+            class: |job: &SimJob| classes[job.leaf as usize].filter(|_| job.preemptible),
+            allows: |set: &[JobId]| exchange.allows(set),
+        };
         let allowed = |set: &[JobId]| exchange.allows(set) && exchange.stays_within(set);
-        let victims = engine.spare(&cluster.pool, gpus, chosen, allowed);
+        let victims = engine.spare(&cluster.pool, gpus, search.run()?, allowed);
         allowed(&victims).then_some(victims)
     }
 
@@ -152,22 +202,6 @@ fn classes(cluster: &ClusterState, entitled: &[f64], leaf: usize) -> Option<Vec<
     }
     Some(classes)
 }
-
-/// A victim as the search weighs it: its class (see [`classes`]), the GPUs it frees on the
-/// node looked at, all its GPUs, its start.
-#[derive(Clone, Copy)]
-struct Candidate {
-    class: u32,
-    here: u32,
-    gpus: u32,
-    start: i64,
-    id: JobId,
-}
-
-/// What a set of victims costs, compared lowest first: the furthest class it reaches into,
-/// the GPUs it takes, then the newest set (the latest start of its oldest victim).
-type Cost = (u32, u32, std::cmp::Reverse<(i64, JobId)>);
-
 /// A waiting job of `gpus` for `leaf` started in place of some running jobs, as the rule
 /// judges it.
 struct Exchange<'a> {
@@ -181,7 +215,13 @@ struct Exchange<'a> {
 }
 
 impl<'a> Exchange<'a> {
-    fn new(cluster: &'a ClusterState<'a>, jobs: &'a Slots, entitled: &'a [f64], leaf: usize, gpus: u32) -> Self {
+    fn new(
+        cluster: &'a ClusterState<'a>,
+        jobs: &'a Slots,
+        entitled: &'a [f64],
+        leaf: usize,
+        gpus: u32,
+    ) -> Self {
         Exchange { cluster, jobs, entitled, leaf, gpus, covered: RefCell::new(Vec::new()) }
     }
 
@@ -252,119 +292,5 @@ impl<'a> Exchange<'a> {
                 .sum();
             cluster.running[node] + f64::from(self.gpus) - f64::from(freed) <= self.entitled[node] + EPSILON
         })
-    }
-
-    /// The running jobs on `node` that may be victims.
-    fn candidates(&self, classes: &[Option<u32>], node: usize) -> Vec<Candidate> {
-        self.cluster.on_node[node]
-            .iter()
-            .filter_map(|&id| {
-                let job = &self.jobs[id];
-                let class = classes[job.leaf as usize].filter(|_| job.preemptible)?;
-                let here = job.placement.iter().filter(|&&(n, _)| n as usize == node).map(|&(_, g)| g).sum();
-                Some(Candidate { class, here, gpus: job.gpus, start: job.started.expect("running"), id })
-            })
-            .collect()
-    }
-
-    /// Victims for a job that fits a node: on the one node where the rule lets room be
-    /// made at the least [`Cost`]. On each node, class by class, the smallest victim that
-    /// completes the room, else the largest (the newest among equals), while the rule
-    /// allows it.
-    fn on_one_node(&self, classes: &[Option<u32>]) -> Option<Vec<JobId>> {
-        let pool = &self.cluster.pool;
-        let mut best: Option<(Cost, Vec<JobId>)> = None;
-        for node in 0..pool.capacity.len() {
-            if pool.capacity[node] < self.gpus {
-                continue;
-            }
-            let mut need = self.gpus - pool.free[node];
-            let mut candidates = self.candidates(classes, node);
-            if candidates.iter().map(|c| c.here).sum::<u32>() < need {
-                continue;
-            }
-            candidates.sort_by_key(|c| c.class);
-            let mut chosen: Vec<JobId> = Vec::new();
-            let (mut cost, mut oldest) = ((0, 0), (i64::MAX, JobId { number: u32::MAX, slot: 0 }));
-            while need > 0 {
-                let Some(class) = candidates.first().map(|c| c.class) else { break };
-                let in_class = candidates.iter().take_while(|c| c.class == class).count();
-                let allowed = |c: &Candidate| self.allows_all(chosen.iter().copied().chain([c.id]));
-                let pick = candidates[..in_class]
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, c)| c.here >= need)
-                    .min_by_key(|(_, c)| (c.gpus, std::cmp::Reverse((c.start, c.id))))
-                    .filter(|(_, c)| allowed(c))
-                    .or_else(|| {
-                        candidates[..in_class]
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, c)| allowed(c))
-                            .max_by_key(|(_, c)| (c.here, std::cmp::Reverse(c.gpus), c.start, c.id))
-                    })
-                    .map(|(i, _)| i);
-                let Some(i) = pick else {
-                    candidates.drain(..in_class);
-                    continue;
-                };
-                let c = candidates.remove(i);
-                chosen.push(c.id);
-                need = need.saturating_sub(c.here);
-                cost = (cost.0.max(c.class), cost.1 + c.gpus);
-                oldest = oldest.min((c.start, c.id));
-            }
-            if need > 0 {
-                continue;
-            }
-            let cost = (cost.0, cost.1, std::cmp::Reverse(oldest));
-            if best.as_ref().is_none_or(|(b, _)| cost < *b) {
-                best = Some((cost, chosen));
-            }
-        }
-        best.map(|(_, chosen)| chosen)
-    }
-
-    /// Victims for a job larger than a node: whole nodes, the cheapest to empty first (by
-    /// [`Cost`]), each node's jobs all victims the rule allows, until idle nodes hold it.
-    fn on_whole_nodes(&self, classes: &[Option<u32>]) -> Option<Vec<JobId>> {
-        let pool = &self.cluster.pool;
-        let mut nodes: Vec<(Cost, Vec<JobId>)> = (0..pool.capacity.len())
-            .filter(|&node| pool.free[node] < pool.capacity[node])
-            .filter_map(|node| {
-                let candidates = self.candidates(classes, node);
-                let occupied = pool.capacity[node] - pool.free[node];
-                if candidates.iter().map(|c| c.here).sum::<u32>() < occupied {
-                    return None;
-                }
-                let class = candidates.iter().map(|c| c.class).max().unwrap_or(0);
-                let oldest = candidates.iter().map(|c| (c.start, c.id)).min()?;
-                let cost = (class, occupied, std::cmp::Reverse(oldest));
-                Some((cost, candidates.into_iter().map(|c| c.id).collect()))
-            })
-            .collect();
-        nodes.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut room = pool.room_for(self.gpus);
-        let mut victims: Vec<JobId> = Vec::new();
-        for (_, jobs) in nodes {
-            let before = victims.len();
-            for job in jobs {
-                if !victims[..before].contains(&job) {
-                    victims.push(job);
-                }
-            }
-            if !self.allows(&victims) {
-                victims.truncate(before);
-                continue;
-            }
-            let mut fits = false;
-            for &victim in &victims[before..] {
-                fits |= room.give_back(&self.jobs[victim].placement);
-            }
-            if fits {
-                return Some(victims);
-            }
-        }
-        None
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use allot_verify::budgets::ClusterBudgets;
 use allot_verify::entitlement::{Division, NodeId};
 
-use super::jobs::{JobId, SimJob, Slots};
+use super::jobs::{Holding, JobId, SimJob, Slots};
 use super::pool::Pool;
 use crate::decay::Usage;
 
@@ -64,6 +64,10 @@ pub(super) struct ClusterState<'b> {
     pub(super) ends: BTreeSet<(i64, JobId)>,
     /// The running jobs on each node (a job on several nodes is on each of them).
     pub(super) on_node: Vec<Vec<JobId>>,
+    /// Each contract's reserve and the GPUs its jobs run within it, by contract (see
+    /// [`Holding`]); the GPUs running on loan from the reserves.
+    pub(super) reserves: Vec<Reserve>,
+    pub(super) on_loan: u64,
     /// Each node's floor: its guaranteed GPUs that none of its children is guaranteed (a
     /// leaf's: all of them), and the GPUs running in it.
     pub(super) floor: Vec<u64>,
@@ -106,6 +110,7 @@ impl<'b> ClusterState<'b> {
         gpus_per_node: u64,
         usage: Usage,
         ranking: Ranking,
+        reserves: impl Iterator<Item = u32>,
     ) -> ClusterState<'b> {
         let hierarchy = &budgets.hierarchy;
         let n = hierarchy.len();
@@ -120,6 +125,8 @@ impl<'b> ClusterState<'b> {
         let pool = Pool::new(budgets.gpus, gpus_per_node.max(1));
         ClusterState {
             on_node: vec![Vec::new(); pool.capacity.len()],
+            reserves: reserves.map(|gpus| Reserve { gpus, held: 0 }).collect(),
+            on_loan: 0,
             budgets,
             name: budgets.name.as_str().into(),
             paths: (0..n)
@@ -275,6 +282,7 @@ impl<'b> ClusterState<'b> {
         for &(node, _) in &job.placement {
             self.on_node[node as usize].push(id);
         }
+        self.hold(job, i64::from(job.gpus));
         if let Some(floor) = job.floor {
             self.in_floor[floor as usize] += u64::from(job.gpus);
         }
@@ -290,6 +298,7 @@ impl<'b> ClusterState<'b> {
             self.preemptible[leaf].remove(&(started, id));
         }
         self.ends.remove(&(job.expected_end, id));
+        self.hold(job, -i64::from(job.gpus));
         for &(node, _) in &job.placement {
             let jobs = &mut self.on_node[node as usize];
             if let Some(i) = jobs.iter().position(|&j| j == id) {
@@ -303,6 +312,29 @@ impl<'b> ClusterState<'b> {
         let gpus = f64::from(job.gpus);
         self.add_running(leaf, -gpus, now, Some(started));
         self.dirty = true;
+    }
+
+    /// Books `gpus` more (or fewer) of `job` in its reserve or on loan, as it holds them.
+    fn hold(&mut self, job: &SimJob, gpus: i64) {
+        match job.holding {
+            Holding::Own => {}
+            Holding::Reserve => {
+                let reserve = &mut self.reserves[usize::from(job.terms.expect("a reserve's contract"))];
+                reserve.held = reserve.held.saturating_add_signed(gpus as i32);
+            }
+            Holding::Loan => self.on_loan = self.on_loan.saturating_add_signed(gpus),
+        }
+    }
+
+    /// The reserves' GPUs not held by their contracts' jobs, but that of `except`'s.
+    pub(super) fn reserved_free(&self, except: Option<u16>) -> u64 {
+        let except = except.map(usize::from);
+        self.reserves
+            .iter()
+            .enumerate()
+            .filter(|&(t, _)| Some(t) != except)
+            .map(|(_, r)| u64::from(r.gpus.saturating_sub(r.held)))
+            .sum()
     }
 
     /// `gpus` more (or fewer, stopping runs that `started`) running on `leaf` and its
@@ -430,6 +462,21 @@ impl<'b> ClusterState<'b> {
                 self.fair_tree(&self.siblings[id.0], tied, ranked);
             }
         }
+    }
+}
+
+/// A contract's reserve on a cluster: the GPUs it holds (0: none), and those its jobs run
+/// within it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Reserve {
+    pub(super) gpus: u32,
+    pub(super) held: u32,
+}
+
+impl Reserve {
+    /// Whether a job of `gpus` more runs within it.
+    pub(super) fn holds(&self, gpus: u32) -> bool {
+        self.gpus > 0 && self.held + gpus <= self.gpus
     }
 }
 

@@ -13,7 +13,7 @@ use allot_verify::trace::Job;
 
 use super::EndedBy;
 use super::cluster::{ClusterState, Ranking};
-use super::jobs::{Detail, Due, END, ENTER, Ended, JobId, PROTECTED_UNTIL, SimJob, Slots, Terms};
+use super::jobs::{Detail, Due, END, ENTER, Ended, Holding, JobId, PROTECTED_UNTIL, SimJob, Slots, Terms};
 use super::pool::Pool;
 use super::queue::Head;
 
@@ -39,9 +39,10 @@ pub(super) trait Rules {
     }
 
     /// What a job of the trace becomes: its tier, its time limit and the longest it runs.
-    /// `contract_max` is its contract's maximum runtime.
-    fn admit(&self, job: &Job, contract_max: Option<i64>) -> Admission {
+    /// `terms` are its contract's.
+    fn admit(&self, job: &Job, terms: Option<&Terms>) -> Admission {
         let _ = job;
+        let contract_max = terms.and_then(|t| t.max_runtime);
         Admission {
             tier: 0,
             contractless: false,
@@ -134,6 +135,8 @@ pub(super) struct Start {
     /// Protected for this many seconds from its start, then preemptible (0: not protected
     /// by the engine).
     pub protected_for: i64,
+    /// What it holds its GPUs as.
+    pub holding: Holding,
 }
 
 /// What becomes of a preempted job.
@@ -329,7 +332,7 @@ impl Engine {
         let job = &self.jobs[id];
         let min_runtime = self.terms(job).map_or(0, |t| t.min_runtime);
         let limit = job.limit();
-        let Start { floor, preemptible, protected_for } = rules.at_start(cluster, job, min_runtime);
+        let Start { floor, preemptible, protected_for, holding } = rules.at_start(cluster, job, min_runtime);
         let job = &mut self.jobs[id];
         job.run += 1;
         job.started = Some(now);
@@ -338,6 +341,7 @@ impl Engine {
         job.floor = floor;
         job.expected_end = now.saturating_add(limit);
         job.preemptible = preemptible;
+        job.holding = holding;
         job.start_order = self.starts;
         self.starts += 1;
         self.events.push(Reverse(Due { at: now + job.remaining, kind: END, job: id, run: job.run }));

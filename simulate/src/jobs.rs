@@ -14,6 +14,21 @@ pub(super) struct Terms {
     pub(super) min_runtime: i64,
     pub(super) max_runtime: Option<i64>,
     pub(super) resumable: bool,
+    /// GPUs of each cluster held for its jobs (0: none; see [`Holding`]).
+    pub(super) reserve: u32,
+}
+
+/// What a run holds its GPUs as, as a contract's `reserve` has it (docs/language.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum Holding {
+    /// Its own: the rule of its policy decides whether it may be preempted.
+    #[default]
+    Own,
+    /// Its contract's reserve, which it runs within: never preempted.
+    Reserve,
+    /// On loan from a reserve (it started leaving fewer GPUs free than the reserves still
+    /// held): a job of that reserve's contract may take it back at once.
+    Loan,
 }
 
 /// A job in the simulation: its number in trace order, which orders it among jobs wherever
@@ -134,6 +149,8 @@ pub(super) struct SimJob {
     pub(super) floor: Option<u32>,
     /// May be preempted (past its protection): among its budget's preemptible runs.
     pub(super) preemptible: bool,
+    /// What it holds its GPUs as while it runs.
+    pub(super) holding: Holding,
     /// (node, GPUs taken) while it runs.
     pub(super) placement: Vec<(u32, u32)>,
     /// Its first run, once preempted: it carries the job's wait, known when the job finishes.

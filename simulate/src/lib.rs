@@ -42,6 +42,7 @@ mod pool;
 mod priority;
 mod queue;
 mod slurm;
+mod victims;
 
 pub mod decay;
 pub mod render;
@@ -59,7 +60,7 @@ use allot_compiler::units::decay_half_life;
 
 use self::cluster::ClusterState;
 use self::engine::{Admission, Engine, Queued, Rules};
-use self::jobs::{Due, ENTER, Ended, SimJob, Terms};
+use self::jobs::{Due, ENTER, Ended, Holding, SimJob, Terms};
 use crate::decay::{Decay, Usage};
 use allot_verify::audit::{AuditError, audit};
 use allot_verify::budgets::{Assignment, Budgets};
@@ -283,16 +284,7 @@ fn simulated(
     // The decay allot's Slurm output sets: a half-life of window × ln 2, every 5 minutes
     // (or the Slurm's own calculation period).
     let decay = Decay::new(decay_half_life(model.policy.window_seconds) as f64, rules.decay_period());
-    let clusters = budgets
-        .clusters
-        .iter()
-        .zip(&model.clusters)
-        .map(|(budgets, c)| {
-            let usage = Usage::new(budgets.hierarchy.len(), decay).with_phase(rules.decay_phase());
-            ClusterState::new(budgets, c.gpus_per_node, usage, rules.ranking())
-        })
-        .collect();
-    let contracts = model
+    let contracts: Vec<Terms> = model
         .contracts
         .iter()
         .map(|c| Terms {
@@ -300,6 +292,22 @@ fn simulated(
             min_runtime: c.min_runtime_seconds as i64,
             max_runtime: c.max_runtime_seconds.map(|s| s as i64),
             resumable: c.resumable,
+            reserve: c.reserve_gpus.map_or(0, |r| u32::try_from(r).unwrap_or(u32::MAX)),
+        })
+        .collect();
+    let clusters = budgets
+        .clusters
+        .iter()
+        .zip(&model.clusters)
+        .map(|(budgets, c)| {
+            let usage = Usage::new(budgets.hierarchy.len(), decay).with_phase(rules.decay_phase());
+            ClusterState::new(
+                budgets,
+                c.gpus_per_node,
+                usage,
+                rules.ranking(),
+                contracts.iter().map(|t| t.reserve),
+            )
         })
         .collect();
     let engine = Engine::new(contracts, rules.requeue(), on_run.is_some());
@@ -580,9 +588,8 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, '_, '_, I> {
         let engine = &mut self.engine;
         let contract = self.budgets.contract(&job);
         let terms = engine.contracts.iter().position(|c| *c.name == *contract);
-        let contract_max = terms.and_then(|t| engine.contracts[t].max_runtime);
         let Admission { tier, contractless, limit, max_runtime, cut_by } =
-            self.rules.admit(&job, contract_max);
+            self.rules.admit(&job, terms.map(|t| &engine.contracts[t]));
         let Some(Queued { tier, lane }) = self.rules.queue(state, leaf.0, &job, contract, tier) else {
             counts.unplaceable += 1;
             return Ok(());
@@ -615,6 +622,7 @@ impl<I: Iterator<Item = Result<Job, TraceError>>> Stream<'_, '_, '_, I> {
             started: None,
             floor: None,
             preemptible: false,
+            holding: Holding::Own,
             placement: Vec::new(),
             first_run: None,
         });

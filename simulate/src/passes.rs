@@ -44,11 +44,11 @@ pub(super) trait Passes: Rules + Sized {
     /// nothing is free: `tried` says which budgets have had their try.
     fn may_preempt(&self, cluster: &ClusterState, tried: &[bool], phase: u8, entitled: &[f64]) -> bool;
 
-    /// Whether a job of `gpus` for `leaf` that does not fit may try a preemption: a budget's
+    /// Whether a job of `tier` and `gpus` for `leaf` that does not fit may try a preemption: a budget's
     /// one try in a pass is not spent on a job the policy would never let preempt. What may
     /// not stays so as the pass goes on.
-    fn may_try(&self, cluster: &ClusterState, leaf: usize, gpus: u32, entitled: &[f64]) -> bool {
-        let _ = (cluster, leaf, gpus, entitled);
+    fn may_try(&self, cluster: &ClusterState, tier: u32, leaf: usize, gpus: u32, entitled: &[f64]) -> bool {
+        let _ = (cluster, tier, leaf, gpus, entitled);
         true
     }
 
@@ -108,7 +108,7 @@ fn pass<P: Passes>(
                 break;
             }
             // The job itself is read only if it may start: most heads are dropped.
-            let Head(_, _, _, id, leaf, gpus, _) = head;
+            let Head(tier, _, _, id, leaf, gpus, _) = head;
             // Dropping a group (not following it) skips the rest of its jobs, all of the
             // same budget and size, for this pass; each condition only grows stricter as
             // the pass goes on (jobs start, none ends), so none of them could start:
@@ -122,7 +122,7 @@ fn pass<P: Passes>(
             }
             let fits = cluster.pool.fits(gpus);
             if !fits
-                && (tried[leaf] || !rules.may_try(cluster, leaf, gpus, entitled))
+                && (tried[leaf] || !rules.may_try(cluster, tier, leaf, gpus, entitled))
                 && (holder.is_some() || !rules.may_reserve(cluster, leaf, gpus, entitled))
             {
                 continue;
@@ -149,7 +149,7 @@ fn pass<P: Passes>(
                 }
             }
             held = true;
-            if !tried[leaf] && (fits || rules.may_try(cluster, leaf, gpus, entitled)) {
+            if !tried[leaf] && (fits || rules.may_try(cluster, tier, leaf, gpus, entitled)) {
                 tried[leaf] = true;
                 if !fits && let Some(victims) = rules.victims(engine, cluster, id, entitled) {
                     engine.preempt(rules, cluster, id, victims, now);

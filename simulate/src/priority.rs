@@ -8,7 +8,7 @@
 use super::cluster::ClusterState;
 use super::cluster::Ranking;
 use super::engine::{Engine, Rules, Start};
-use super::jobs::{JobId, SimJob};
+use super::jobs::{Holding, JobId, SimJob};
 use super::passes::{self, Passes};
 
 pub(super) struct Priority;
@@ -23,6 +23,7 @@ impl Rules for Priority {
             floor: cluster.floor_room(job.leaf as usize, job.gpus).then_some(job.leaf),
             preemptible: true,
             protected_for: 0,
+            holding: Holding::Own,
         }
     }
 

@@ -23,7 +23,7 @@ use allot_verify::trace::Job;
 use super::cluster::ClusterState;
 use super::cluster::Ranking;
 use super::engine::{Admission, Engine, Requeue, Rules, Start};
-use super::jobs::{JobId, SimJob, Slots};
+use super::jobs::{Holding, JobId, SimJob, Slots, Terms};
 use super::pool::Pool;
 use super::queue::{Cursor, Head};
 use super::{EndedBy, SlurmSettings};
@@ -61,8 +61,8 @@ impl Rules for Slurm {
     /// Slurm ends a job at its time limit. Under `preempt/qos` it serves jobs of the QOS
     /// every contract's QOS may preempt after all others (Slurm sorts a job that may preempt
     /// another first); under floors, the partitions' tiers order the queue, not the QOS.
-    fn admit(&self, job: &Job, contract_max: Option<i64>) -> Admission {
-        let max = contract_max.unwrap_or(i64::MAX);
+    fn admit(&self, job: &Job, terms: Option<&Terms>) -> Admission {
+        let max = terms.and_then(|t| t.max_runtime).unwrap_or(i64::MAX);
         let requested = job.time_limit.unwrap_or(max);
         let contractless = job.contract == PREEMPTIBLE_QOS;
         Admission {
@@ -82,11 +82,18 @@ impl Rules for Slurm {
             // QOS `preemptible` sets no PreemptExemptTime: Slurm's global one (0) applies.
             let protected_for = if job.contractless { 0 } else { min_runtime };
             return match self.partition {
-                Some(floor) => Start { floor: Some(floor), preemptible: false, protected_for: 0 },
-                None => Start { floor: None, preemptible: protected_for == 0, protected_for },
+                Some(floor) => {
+                    Start { floor: Some(floor), preemptible: false, protected_for: 0, holding: Holding::Own }
+                }
+                None => Start {
+                    floor: None,
+                    preemptible: protected_for == 0,
+                    protected_for,
+                    holding: Holding::Own,
+                },
             };
         }
-        Start { floor: None, preemptible: job.tier == 1, protected_for: 0 }
+        Start { floor: None, preemptible: job.tier == 1, protected_for: 0, holding: Holding::Own }
     }
 
     /// Slurm holds a requeued job until its credentials have expired, its place in the

@@ -1123,6 +1123,42 @@ fn a_job_larger_than_a_node_takes_the_whole_nodes_cheapest_to_empty() {
     assert_eq!(sim.preemptions, 5);
 }
 
+/// One 8-GPU node, two equal budgets; `debug` holds a reserve of 2 GPUs.
+const RESERVED: &str = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8\n\
+    contract batch min-runtime=\"1h\" resumable=#true default=#true\n\
+    contract debug min-runtime=\"0s\" max-runtime=\"2h\" max-gpus=1 reserve=2\n\
+    project a share=1\nproject b share=1\n";
+
+#[test]
+fn debug_work_of_a_budget_beyond_its_entitlement_takes_a_loan_back_at_once() {
+    // At 0 a starts eight 1-GPU batch jobs (1-8, 10 h). The reserve holds 2 GPUs: jobs 1-6
+    // leave at least 2 free and run as a's own; job 7 leaves 1 free and job 8 none: they
+    // run on loan. At 50 b asks for four (9-12): entitlements 4 and 4, a runs 8, 4 beyond,
+    // but every job of a is protected for its first hour: b waits. At 100 a asks for a
+    // debug job (13, 10 min): a is beyond its entitlement, so the budget rule would not let
+    // it preempt; the reserve (0 of 2 held) takes a loan back at once: job 8, the newer of
+    // the two. Job 13 runs from 100 to 700, never preempted. At 700 its GPU is free and b
+    // (no usage yet) ranks first: job 9 starts, on loan again.
+    let mut jobs: Vec<Job> = (1..=8).map(|i| job(i, "a", 1, 0, 36_000, "batch")).collect();
+    jobs.extend((9..=12).map(|i| job(i, "b", 1, 50, 36_000, "batch")));
+    jobs.push(job(13, "a", 1, 100, 600, "debug"));
+    let (_, runs) = run(&model(RESERVED), &jobs, Policy::Budget);
+    assert_eq!(runs_of(&runs, "13"), [(100, 700)]);
+    let preempted: Vec<(&str, i64, Option<&str>)> = runs
+        .iter()
+        .filter(|r| r.preempted() && r.end <= 700)
+        .map(|r| (&*r.id, r.end, r.preempted_for.as_ref().map(|(id, _)| &**id)))
+        .collect();
+    assert_eq!(preempted, [("8", 100, Some("13"))]);
+    assert_eq!(start_of(&runs, "9"), 700);
+
+    // Without the reserve the debug job waits for the first hour's end (3600), when b's
+    // jobs and the debug job compete for a's unprotected ones.
+    let plain = RESERVED.replace(" reserve=2", "");
+    let (_, runs) = run(&model(&plain), &jobs, Policy::Budget);
+    assert!(start_of(&runs, "13") >= 3600, "{:?}", runs_of(&runs, "13"));
+}
+
 #[test]
 fn an_inner_projects_own_jobs_are_its_own_in_the_figures() {
     // p has a sub-project and runs a job of its own: the simulation's audit counts it to
@@ -1218,10 +1254,21 @@ fn nested_rule() -> RuleTree {
 /// - the potential falls by the job's GPUs: the budgets' summed shortfall (each leaf budget's
 ///   whole entitled GPUs its covered GPUs fall short of);
 /// - budgets do not take turns: between two changes of demand, the GPUs started by
-///   preemption are at most the cluster's (the bound the potential gives).
+///   preemption are at most the cluster's (the bound the potential gives), and the
+///   reserves' twice over (a loan taken back may leave a budget short).
+///
+/// A contract's `reserve`: each run is held in its contract's reserve when it fits what the
+/// reserve does not hold yet, else on loan when it leaves fewer GPUs free than the other
+/// reserves still hold (worked out from the runs in start order). A preemption whose victims
+/// are all loans, for a job its reserve holds, is a loan taken back: the rule above does not
+/// apply to it. No run its reserve holds is ever preempted.
 fn check_budget_rule(model: &Model, tree: &RuleTree, runs: &[Run]) -> Result<(), TestCaseError> {
     const EPSILON: f64 = 1e-6;
     let hierarchy = tree.hierarchy();
+    let reserve = |contract: &str| {
+        model.contracts.iter().find(|c| *c.name == *contract).and_then(|c| c.reserve_gpus).unwrap_or(0) as u32
+    };
+    let reserves: u32 = model.contracts.iter().filter_map(|c| c.reserve_gpus).sum::<u64>() as u32;
     let min_runtime = |r: &Run| {
         model.contracts.iter().find(|c| *c.name == *r.contract).map_or(0, |c| c.min_runtime_seconds as i64)
     };
@@ -1237,8 +1284,49 @@ fn check_budget_rule(model: &Model, tree: &RuleTree, runs: &[Run]) -> Result<(),
         let (id, attempt) = v.preempted_for.as_ref().unwrap();
         runs.iter().find(|b| b.id == *id && b.attempt == *attempt).unwrap()
     };
-    let leaves: Vec<usize> =
-        (0..tree.nodes.len()).filter(|&n| n != tree.unbudgeted && !tree.nodes.iter().any(|m| m.1 == Some(n))).collect();
+    // Running just before the run started `k`-th, at `t`: started before it, not ended before
+    // it (its own victims still running).
+    let running_at = |t: i64, k: u64| -> Vec<&Run> {
+        runs.iter()
+            .filter(|r| {
+                r.start_order < k
+                    && (r.end > t || (r.end == t && r.preempted() && beneficiary(r).start_order >= k))
+            })
+            .collect()
+    };
+    // What each run holds its GPUs as, by start order: (held by its reserve, on loan).
+    let mut by_start: Vec<&Run> = runs.iter().collect();
+    by_start.sort_by_key(|r| r.start_order);
+    let mut holding: BTreeMap<u64, (bool, bool)> = BTreeMap::new();
+    for r in &by_start {
+        let before = running_at(r.start, r.start_order);
+        let held = |contract: &str| -> u32 {
+            before
+                .iter()
+                .filter(|o| *o.contract == *contract && holding[&o.start_order].0)
+                .map(|o| o.gpus)
+                .sum()
+        };
+        let reserved = reserve(&r.contract) > 0 && held(&r.contract) + r.gpus <= reserve(&r.contract);
+        // Its victims stop before it starts. (A job larger than a node takes whole nodes.)
+        let taken = |o: &Run| o.nodes.iter().map(|&(_, g)| g).sum::<u32>();
+        let busy: u32 = before
+            .iter()
+            .filter(|o| !(o.preempted() && beneficiary(o).start_order == r.start_order))
+            .map(|o| taken(o))
+            .sum();
+        let free_after = tree.gpus as u32 - busy - taken(r);
+        let reserved_free: u32 = model
+            .contracts
+            .iter()
+            .filter(|c| *c.name != *r.contract)
+            .map(|c| reserve(&c.name).saturating_sub(held(&c.name)))
+            .sum();
+        holding.insert(r.start_order, (reserved, !reserved && free_after < reserved_free));
+    }
+    let leaves: Vec<usize> = (0..tree.nodes.len())
+        .filter(|&n| n != tree.unbudgeted && !tree.nodes.iter().any(|m| m.1 == Some(n)))
+        .collect();
     let mut preempted_gpus: BTreeMap<i64, u32> = BTreeMap::new();
     for started in runs {
         let victims: Vec<&Run> = runs
@@ -1250,14 +1338,15 @@ fn check_budget_rule(model: &Model, tree: &RuleTree, runs: &[Run]) -> Result<(),
         }
         let t = started.start;
         let k = started.start_order;
-        // Running just before the preemption: started before the job, not ended before it.
-        let running: Vec<&Run> = runs
-            .iter()
-            .filter(|r| {
-                r.start_order < k
-                    && (r.end > t || (r.end == t && r.preempted() && beneficiary(r).start_order >= k))
-            })
-            .collect();
+        for v in &victims {
+            prop_assert!(!holding[&v.start_order].0, "job {} preempted at {t} within its reserve", v.id);
+        }
+        if holding[&k].0 && victims.iter().all(|v| holding[&v.start_order].1) {
+            // A loan taken back.
+            *preempted_gpus.entry(t).or_default() += started.gpus;
+            continue;
+        }
+        let running = running_at(t, k);
         let mut demand = vec![0.0; tree.nodes.len()];
         for &(entered, finished, gpus, leaf) in jobs.values() {
             if entered <= t && t < finished {
@@ -1340,7 +1429,7 @@ fn check_budget_rule(model: &Model, tree: &RuleTree, runs: &[Run]) -> Result<(),
     for window in changes.windows(2) {
         let gpus: u32 = preempted_gpus.range(window[0]..window[1]).map(|(_, g)| g).sum();
         prop_assert!(
-            f64::from(gpus) <= tree.gpus,
+            f64::from(gpus) <= tree.gpus + f64::from(2 * reserves),
             "{gpus} GPUs started by preemption from {} to {}",
             window[0],
             window[1]
@@ -1357,6 +1446,14 @@ proptest! {
     #[test]
     fn the_budget_rule_holds_at_every_preemption(jobs in trace()) {
         let model = model(TREE);
+        let (_, runs) = run(&model, &jobs, Policy::Budget);
+        check_budget_rule(&model, &tree_rule(), &runs)?;
+    }
+
+    #[test]
+    fn the_budget_rule_holds_with_a_reserve_for_debug_work(jobs in trace()) {
+        let model = model(&TREE.replace("max-runtime=\"1h\"", "max-runtime=\"1h\" reserve=4"));
+        prop_assume!(model.contracts.iter().any(|c| c.reserve_gpus == Some(4)));
         let (_, runs) = run(&model, &jobs, Policy::Budget);
         check_budget_rule(&model, &tree_rule(), &runs)?;
     }

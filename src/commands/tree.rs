@@ -1,6 +1,7 @@
 //! `allot tree`: the project tree as a table at a moment (`--at`, default now), with each
 //! project's share as written and the grants in force then, and, per cluster, its
-//! effective share and guaranteed GPUs.
+//! effective share and guaranteed GPUs; then the GPUs left unallocated and those each
+//! contract's reserve holds.
 
 use allot_compiler::ir::{Model, Project, ShareSpec};
 use allot_compiler::units::{Instant, format_instant};
@@ -37,6 +38,17 @@ fn render(model: &Model, at: Instant) -> String {
         unallocated.push(c.unallocated_gpus.to_string());
     }
     rows.push(unallocated);
+    // Reserved GPUs are lent to the budgets while the contract's jobs leave them free: a
+    // row of their own, not taken from the guaranteed GPUs above.
+    for contract in &model.contracts {
+        let Some(reserve) = contract.reserve_gpus else { continue };
+        let mut row = vec![format!("(reserved: {})", contract.name), String::new()];
+        for _ in &model.clusters {
+            row.push(String::new());
+            row.push(reserve.to_string());
+        }
+        rows.push(row);
+    }
     table(&rows)
 }
 

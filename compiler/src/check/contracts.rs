@@ -1,4 +1,5 @@
-//! Contracts: exactly one default, and a minimum runtime within the maximum.
+//! Contracts: exactly one default, a minimum runtime within the maximum, and reserves that
+//! leave every cluster GPUs for the budgets.
 
 use crate::ast::Budget;
 use crate::diagnostic::{Code, Diagnostic};
@@ -51,5 +52,21 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
                 .help("the minimum runtime is the protected window; it must fit inside the maximum runtime"),
             );
         }
+    }
+    let reserves: Vec<_> = budget.contracts.iter().filter_map(|c| Some((c, c.reserve.as_ref()?))).collect();
+    let held: u64 = reserves.iter().map(|(_, r)| r.value).sum();
+    if let Some(cluster) = budget.clusters.iter().filter(|c| held >= c.gpus()).min_by_key(|c| c.gpus()) {
+        let mut d = Diagnostic::error(
+            Code::ContractReserveTooLarge,
+            format!(
+                "the contracts' reserves hold {held} GPUs, all of cluster `{}`'s {}",
+                cluster.name.value,
+                cluster.gpus()
+            ),
+        );
+        for (contract, reserve) in &reserves {
+            d = d.label(reserve.span, format!("`{}` holds {}", contract.name.value, reserve.value));
+        }
+        out.push(d.help("a reserve is held on every cluster: keep the reserves together below the smallest cluster's GPUs"));
     }
 }

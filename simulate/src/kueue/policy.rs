@@ -95,7 +95,7 @@ use allot_verify::trace::Job;
 use super::super::cluster::ClusterState;
 use super::super::cluster::Ranking;
 use super::super::engine::{Engine, Queued, Rules as EngineRules, Start};
-use super::super::jobs::{JobId, SimJob};
+use super::super::jobs::{Holding, JobId, SimJob};
 use super::quota::{NoFit, QuotaFit, QuotaTree};
 use super::setup::{Kind, Preemption, Queueing, ReclaimWithinCohort, Strategy};
 use super::{Kueue, Queues, priority, tier};
@@ -126,7 +126,7 @@ struct Unprotected;
 
 impl EngineRules for Unprotected {
     fn at_start(&self, _: &ClusterState, _: &SimJob, _: i64) -> Start {
-        Start { floor: None, preemptible: true, protected_for: 0 }
+        Start { floor: None, preemptible: true, protected_for: 0, holding: Holding::Own }
     }
 
     fn schedule(&mut self, _: &mut Engine, _: &mut ClusterState, _: i64) {}

@@ -1,0 +1,163 @@
+//! Victims that make room for a waiting job with the fewest GPUs taken: on one node for a
+//! job that fits a node, on whole nodes for a larger one. The policy says which running jobs
+//! may go and in which order ([`Search::class`]), and which sets it allows
+//! ([`Search::allows`]); the search finds where room is cheapest.
+
+use std::cmp::Reverse;
+
+use super::cluster::ClusterState;
+use super::jobs::{JobId, SimJob, Slots};
+
+/// A victim as the search weighs it: its class (lower taken first), the GPUs it frees on the
+/// node looked at, all its GPUs, its start.
+#[derive(Clone, Copy)]
+struct Candidate {
+    class: u32,
+    here: u32,
+    gpus: u32,
+    start: i64,
+    id: JobId,
+}
+
+/// What a set of victims costs, compared lowest first: the furthest class it reaches into,
+/// the GPUs it takes, then the newest set (the latest start of its oldest victim).
+type Cost = (u32, u32, Reverse<(i64, JobId)>);
+
+/// A search for victims to make room for `gpus` on `cluster`.
+pub(super) struct Search<'a, C, A> {
+    pub(super) cluster: &'a ClusterState<'a>,
+    pub(super) jobs: &'a Slots,
+    pub(super) gpus: u32,
+    /// A running job's class among victims (lower first); `None`: it may not go.
+    pub(super) class: C,
+    /// Whether the policy lets a set of victims go together (checked as each is added).
+    pub(super) allows: A,
+}
+
+impl<C: Fn(&SimJob) -> Option<u32>, A: Fn(&[JobId]) -> bool> Search<'_, C, A> {
+    /// Victims enough for the job (not yet made minimal), if any set the policy allows
+    /// makes room.
+    pub(super) fn run(&self) -> Option<Vec<JobId>> {
+        if self.gpus <= self.cluster.pool.per_node { self.on_one_node() } else { self.on_whole_nodes() }
+    }
+
+    /// The running jobs on `node` that may be victims.
+    fn candidates(&self, node: usize) -> Vec<Candidate> {
+        self.cluster.on_node[node]
+            .iter()
+            .filter_map(|&id| {
+                let job = &self.jobs[id];
+                let class = (self.class)(job)?;
+                let here = job.placement.iter().filter(|&&(n, _)| n as usize == node).map(|&(_, g)| g).sum();
+                Some(Candidate { class, here, gpus: job.gpus, start: job.started.expect("running"), id })
+            })
+            .collect()
+    }
+
+    /// On the one node where room is made at the least [`Cost`]. On each node, class by
+    /// class, the smallest victim that completes the room, else the one freeing the most
+    /// there (the newest among equals), while the policy allows it.
+    fn on_one_node(&self) -> Option<Vec<JobId>> {
+        let pool = &self.cluster.pool;
+        let mut best: Option<(Cost, Vec<JobId>)> = None;
+        let mut chosen: Vec<JobId> = Vec::new();
+        for node in 0..pool.capacity.len() {
+            if pool.capacity[node] < self.gpus {
+                continue;
+            }
+            let mut need = self.gpus.saturating_sub(pool.free[node]);
+            let mut candidates = self.candidates(node);
+            if candidates.iter().map(|c| c.here).sum::<u32>() < need {
+                continue;
+            }
+            candidates.sort_by_key(|c| c.class);
+            chosen.clear();
+            let (mut class_reached, mut taken) = (0, 0);
+            let mut oldest = (i64::MAX, JobId { number: u32::MAX, slot: u32::MAX });
+            while need > 0 {
+                let Some(class) = candidates.first().map(|c| c.class) else { break };
+                let in_class = candidates.iter().take_while(|c| c.class == class).count();
+                let mut completes: Option<(usize, (u32, Reverse<(i64, JobId)>))> = None;
+                let mut largest: Option<(usize, (u32, Reverse<u32>, i64, JobId))> = None;
+                for (i, c) in candidates[..in_class].iter().enumerate() {
+                    chosen.push(c.id);
+                    let allowed = (self.allows)(&chosen);
+                    chosen.pop();
+                    if !allowed {
+                        continue;
+                    }
+                    if c.here >= need {
+                        let key = (c.gpus, Reverse((c.start, c.id)));
+                        if completes.is_none_or(|(_, k)| key < k) {
+                            completes = Some((i, key));
+                        }
+                    }
+                    let key = (c.here, Reverse(c.gpus), c.start, c.id);
+                    if largest.is_none_or(|(_, k)| key > k) {
+                        largest = Some((i, key));
+                    }
+                }
+                let Some(i) = completes.map(|(i, _)| i).or(largest.map(|(i, _)| i)) else {
+                    candidates.drain(..in_class);
+                    continue;
+                };
+                let c = candidates.remove(i);
+                chosen.push(c.id);
+                need = need.saturating_sub(c.here);
+                class_reached = class_reached.max(c.class);
+                taken += c.gpus;
+                oldest = oldest.min((c.start, c.id));
+            }
+            if need > 0 {
+                continue;
+            }
+            let cost = (class_reached, taken, Reverse(oldest));
+            if best.as_ref().is_none_or(|(b, _)| cost < *b) {
+                best = Some((cost, chosen.clone()));
+            }
+        }
+        best.map(|(_, chosen)| chosen)
+    }
+
+    /// Whole nodes, the cheapest to empty first (by [`Cost`]), each node's jobs all victims
+    /// the policy allows, until idle nodes hold the job.
+    fn on_whole_nodes(&self) -> Option<Vec<JobId>> {
+        let pool = &self.cluster.pool;
+        let mut nodes: Vec<(Cost, Vec<JobId>)> = (0..pool.capacity.len())
+            .filter(|&node| pool.free[node] < pool.capacity[node])
+            .filter_map(|node| {
+                let candidates = self.candidates(node);
+                let occupied = pool.capacity[node] - pool.free[node];
+                if candidates.iter().map(|c| c.here).sum::<u32>() < occupied {
+                    return None;
+                }
+                let class = candidates.iter().map(|c| c.class).max().unwrap_or(0);
+                let oldest = candidates.iter().map(|c| (c.start, c.id)).min()?;
+                Some(((class, occupied, Reverse(oldest)), candidates.into_iter().map(|c| c.id).collect()))
+            })
+            .collect();
+        nodes.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut room = pool.room_for(self.gpus);
+        let mut victims: Vec<JobId> = Vec::new();
+        for (_, jobs) in nodes {
+            let before = victims.len();
+            for job in jobs {
+                if !victims[..before].contains(&job) {
+                    victims.push(job);
+                }
+            }
+            if !(self.allows)(&victims) {
+                victims.truncate(before);
+                continue;
+            }
+            let mut fits = false;
+            for &victim in &victims[before..] {
+                fits |= room.give_back(&self.jobs[victim].placement);
+            }
+            if fits {
+                return Some(victims);
+            }
+        }
+        None
+    }
+}
