@@ -11,6 +11,8 @@ const EXAMPLES: &[&str] = &[
     "hadoop-analytics",
     "itp-replay",
     "itp-simulate",
+    "itp-hierarchy",
+    "itp-debug",
 ];
 
 #[test]

@@ -55,7 +55,9 @@ pub(super) fn check(budget: &Budget, out: &mut Vec<Diagnostic>) {
     }
     let reserves: Vec<_> = budget.contracts.iter().filter_map(|c| Some((c, c.reserve.as_ref()?))).collect();
     let held: u64 = reserves.iter().map(|(_, r)| r.value).sum();
-    if let Some(cluster) = budget.clusters.iter().filter(|c| held >= c.gpus()).min_by_key(|c| c.gpus()) {
+    if held > 0
+        && let Some(cluster) = budget.clusters.iter().filter(|c| held >= c.gpus()).min_by_key(|c| c.gpus())
+    {
         let mut d = Diagnostic::error(
             Code::ContractReserveTooLarge,
             format!(
