@@ -130,13 +130,16 @@ impl Passes for Budget {
         let job = &engine.jobs[id];
         let (leaf, gpus) = (job.leaf as usize, job.gpus);
         // A job within its contract's reserve takes loans back, whatever its budget's standing.
-        if job.terms.is_some_and(|t| cluster.reserves[usize::from(t)].holds(gpus)) && cluster.on_loan > 0 {
+        let short = cluster.short_of(gpus);
+        if job.terms.is_some_and(|t| cluster.reserves[usize::from(t)].holds(gpus)) && cluster.on_loan >= short
+        {
             let loans = Search {
                 cluster,
                 jobs: &engine.jobs,
                 gpus,
                 class: |job: &SimJob| (job.holding == Holding::Loan).then_some(0),
                 allows: |_: &[JobId]| true,
+                among: None,
             };
             if let Some(victims) = loans.run() {
                 return Some(engine.spare(&cluster.pool, gpus, victims, |_| true));
@@ -147,7 +150,7 @@ impl Passes for Budget {
         {
             return None;
         }
-        let classes = classes(cluster, entitled, leaf)?;
+        let classes = classes(cluster, entitled, leaf, short)?;
         let exchange = Exchange::new(cluster, &engine.jobs, entitled, leaf, gpus);
         let search = Search {
             cluster,
@@ -156,6 +159,14 @@ impl Passes for Budget {
             // Past its protection, and not within its contract's reserve.
             class: |job: &SimJob| classes[job.leaf as usize].filter(|_| job.preemptible),
             allows: |set: &[JobId]| exchange.allows(set),
+            among: Some(
+                cluster
+                    .leaves
+                    .iter()
+                    .filter(|&&l| classes[l].is_some())
+                    .flat_map(|&l| cluster.preemptible[l].iter().map(|&(_, j)| j))
+                    .collect(),
+            ),
         };
         let allowed = |set: &[JobId]| exchange.allows(set) && exchange.stays_within(set);
         let victims = engine.spare(&cluster.pool, gpus, search.run()?, allowed);
@@ -178,18 +189,31 @@ fn whole(entitlement: f64) -> f64 {
 /// for a leaf whose jobs are not taken: unbudgeted work's first (0), then the budgets
 /// beyond their entitlements, furthest beyond first (running GPUs minus entitlement; ties
 /// by their order in the tree). `leaf`'s own are none of them (it is within its
-/// entitlement). `None` when no leaf has a preemptible job to give.
-fn classes(cluster: &ClusterState, entitled: &[f64], leaf: usize) -> Option<Vec<Option<u32>>> {
+/// entitlement). `None` when the leaves cannot give `short` GPUs, the least that must be
+/// freed (a quick bound, most attempts end here: each budget gives at most its preemptible
+/// GPUs, and at most its running GPUs above its entitlement's whole ones unless one of its
+/// preemptible jobs may be larger than its entitlement).
+fn classes(cluster: &ClusterState, entitled: &[f64], leaf: usize, short: u64) -> Option<Vec<Option<u32>>> {
     let unbudgeted = cluster.budgets.unbudgeted.0;
     let mut over: Vec<(f64, usize)> = cluster
         .leaves
         .iter()
-        .filter(|&&l| l != leaf && l != unbudgeted && !cluster.preemptible[l].is_empty())
+        .filter(|&&l| l != leaf && l != unbudgeted && cluster.preemptible_gpus[l] > 0)
         .map(|&l| (cluster.running[l] - entitled[l], l))
         .filter(|&(excess, _)| excess > EPSILON)
         .collect();
-    let unbudgeted_gives = !cluster.preemptible[unbudgeted].is_empty();
-    if over.is_empty() && !unbudgeted_gives {
+    let unbudgeted_gives = cluster.preemptible_gpus[unbudgeted] > 0;
+    let may_give = |l: usize| {
+        let preemptible = cluster.preemptible_gpus[l] as f64;
+        if preemptible > entitled[l] + EPSILON {
+            preemptible
+        } else {
+            preemptible.min(cluster.running[l] - whole(entitled[l]))
+        }
+    };
+    let most =
+        over.iter().map(|&(_, l)| may_give(l)).sum::<f64>() + cluster.preemptible_gpus[unbudgeted] as f64;
+    if most + EPSILON < short as f64 || (over.is_empty() && !unbudgeted_gives) {
         return None;
     }
     over.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));

@@ -60,6 +60,8 @@ pub(super) struct ClusterState<'b> {
     /// (past their protection; all of them under the priority policy).
     pub(super) started: Vec<BTreeSet<(i64, JobId)>>,
     pub(super) preemptible: Vec<BTreeSet<(i64, JobId)>>,
+    /// The GPUs of each leaf's preemptible runs.
+    pub(super) preemptible_gpus: Vec<u64>,
     /// Running jobs by (expected end, job): what a reservation counts on.
     pub(super) ends: BTreeSet<(i64, JobId)>,
     /// The running jobs on each node (a job on several nodes is on each of them).
@@ -144,6 +146,7 @@ impl<'b> ClusterState<'b> {
             running: vec![0.0; n],
             started: vec![BTreeSet::new(); n],
             preemptible: vec![BTreeSet::new(); n],
+            preemptible_gpus: vec![0; n],
             ends: BTreeSet::new(),
             floor: floors(budgets),
             in_floor: vec![0; n],
@@ -260,6 +263,20 @@ impl<'b> ClusterState<'b> {
         self.unprotected = true;
         job.preemptible = true;
         self.preemptible[job.leaf as usize].insert((job.started.expect("a running job"), id));
+        self.preemptible_gpus[job.leaf as usize] += u64::from(job.gpus);
+    }
+
+    /// The fewest GPUs that running jobs must free before `gpus` fit: those the node with the
+    /// most free lacks, for a job that fits a node; else those the free GPUs lack.
+    pub(super) fn short_of(&self, gpus: u32) -> u64 {
+        let pool = &self.pool;
+        if gpus <= pool.per_node {
+            let most_free =
+                (0..=pool.per_node).rev().find(|&f| !pool.by_free[f as usize].is_empty()).unwrap_or(0);
+            u64::from(gpus.saturating_sub(most_free))
+        } else {
+            u64::from(gpus).saturating_sub(pool.free_gpus)
+        }
     }
 
     /// Whether any floor has a GPU free (else a walk of the floors starts nothing).
@@ -277,6 +294,7 @@ impl<'b> ClusterState<'b> {
         self.started[job.leaf as usize].insert((now, id));
         if job.preemptible {
             self.preemptible[job.leaf as usize].insert((now, id));
+            self.preemptible_gpus[job.leaf as usize] += u64::from(job.gpus);
         }
         self.ends.insert((job.expected_end, id));
         for &(node, _) in &job.placement {
@@ -296,6 +314,7 @@ impl<'b> ClusterState<'b> {
         self.started[leaf].remove(&(started, id));
         if std::mem::take(&mut job.preemptible) {
             self.preemptible[leaf].remove(&(started, id));
+            self.preemptible_gpus[leaf] -= u64::from(job.gpus);
         }
         self.ends.remove(&(job.expected_end, id));
         self.hold(job, -i64::from(job.gpus));

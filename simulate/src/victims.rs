@@ -32,6 +32,9 @@ pub(super) struct Search<'a, C, A> {
     pub(super) class: C,
     /// Whether the policy lets a set of victims go together (checked as each is added).
     pub(super) allows: A,
+    /// The running jobs `class` may let go, when the policy knows them (only their nodes
+    /// are looked at); `None`: every node.
+    pub(super) among: Option<Vec<JobId>>,
 }
 
 impl<C: Fn(&SimJob) -> Option<u32>, A: Fn(&[JobId]) -> bool> Search<'_, C, A> {
@@ -39,6 +42,22 @@ impl<C: Fn(&SimJob) -> Option<u32>, A: Fn(&[JobId]) -> bool> Search<'_, C, A> {
     /// makes room.
     pub(super) fn run(&self) -> Option<Vec<JobId>> {
         if self.gpus <= self.cluster.pool.per_node { self.on_one_node() } else { self.on_whole_nodes() }
+    }
+
+    /// The nodes where victims may be: those of [`Search::among`], else all, in order.
+    fn nodes(&self) -> Vec<usize> {
+        match &self.among {
+            None => (0..self.cluster.pool.capacity.len()).collect(),
+            Some(among) => {
+                let mut nodes: Vec<usize> = among
+                    .iter()
+                    .flat_map(|&j| self.jobs[j].placement.iter().map(|&(n, _)| n as usize))
+                    .collect();
+                nodes.sort_unstable();
+                nodes.dedup();
+                nodes
+            }
+        }
     }
 
     /// The running jobs on `node` that may be victims.
@@ -61,7 +80,7 @@ impl<C: Fn(&SimJob) -> Option<u32>, A: Fn(&[JobId]) -> bool> Search<'_, C, A> {
         let pool = &self.cluster.pool;
         let mut best: Option<(Cost, Vec<JobId>)> = None;
         let mut chosen: Vec<JobId> = Vec::new();
-        for node in 0..pool.capacity.len() {
+        for node in self.nodes() {
             if pool.capacity[node] < self.gpus {
                 continue;
             }
@@ -77,27 +96,21 @@ impl<C: Fn(&SimJob) -> Option<u32>, A: Fn(&[JobId]) -> bool> Search<'_, C, A> {
             while need > 0 {
                 let Some(class) = candidates.first().map(|c| c.class) else { break };
                 let in_class = candidates.iter().take_while(|c| c.class == class).count();
-                let mut completes: Option<(usize, (u32, Reverse<(i64, JobId)>))> = None;
-                let mut largest: Option<(usize, (u32, Reverse<u32>, i64, JobId))> = None;
-                for (i, c) in candidates[..in_class].iter().enumerate() {
-                    chosen.push(c.id);
+                // The smallest that completes the room (the newest among equals), then the
+                // others by the most freed here: the first the policy allows.
+                let mut order: Vec<usize> = (0..in_class).collect();
+                order.sort_by_key(|&i| {
+                    let c = &candidates[i];
+                    let short = c.here < need;
+                    (short, Reverse(if short { c.here } else { 0 }), c.gpus, Reverse((c.start, c.id)))
+                });
+                let pick = order.into_iter().find(|&i| {
+                    chosen.push(candidates[i].id);
                     let allowed = (self.allows)(&chosen);
                     chosen.pop();
-                    if !allowed {
-                        continue;
-                    }
-                    if c.here >= need {
-                        let key = (c.gpus, Reverse((c.start, c.id)));
-                        if completes.is_none_or(|(_, k)| key < k) {
-                            completes = Some((i, key));
-                        }
-                    }
-                    let key = (c.here, Reverse(c.gpus), c.start, c.id);
-                    if largest.is_none_or(|(_, k)| key > k) {
-                        largest = Some((i, key));
-                    }
-                }
-                let Some(i) = completes.map(|(i, _)| i).or(largest.map(|(i, _)| i)) else {
+                    allowed
+                });
+                let Some(i) = pick else {
                     candidates.drain(..in_class);
                     continue;
                 };
@@ -123,7 +136,9 @@ impl<C: Fn(&SimJob) -> Option<u32>, A: Fn(&[JobId]) -> bool> Search<'_, C, A> {
     /// the policy allows, until idle nodes hold the job.
     fn on_whole_nodes(&self) -> Option<Vec<JobId>> {
         let pool = &self.cluster.pool;
-        let mut nodes: Vec<(Cost, Vec<JobId>)> = (0..pool.capacity.len())
+        let mut nodes: Vec<(Cost, Vec<JobId>)> = self
+            .nodes()
+            .into_iter()
             .filter(|&node| pool.free[node] < pool.capacity[node])
             .filter_map(|node| {
                 let candidates = self.candidates(node);
