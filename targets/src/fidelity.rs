@@ -3,6 +3,26 @@
 //! notes such as per-contract tables); [`Report::to_markdown`] renders it as the
 //! `FIDELITY.md` that `allot build` writes beside the target's files and prints.
 
+use allot_compiler::ir::Model;
+
+/// The row for the contracts' reserves, when a contract holds one: no target emits them yet.
+pub fn reserve_row(model: &Model) -> Option<Row> {
+    let held: Vec<String> = model
+        .contracts
+        .iter()
+        .filter_map(|c| Some(format!("`{}` ({} GPUs)", c.name, c.reserve_gpus?)))
+        .collect();
+    (!held.is_empty()).then(|| {
+        Row::lost(
+            "reserve per contract",
+            format!(
+                "not emitted yet: nothing holds GPUs for {}, whose jobs queue and are preempted as other jobs; `allot replay simulate --policy budget` simulates the reserve",
+                held.join(", ")
+            ),
+        )
+    })
+}
+
 /// How far integers a scheduler carries are from the shares they stand for: the worst
 /// relative error of one sibling's part of the whole (`carried[i] / sum` against
 /// `wanted[i] / sum`), 0 when every ratio is kept. A sibling carried as 0 has lost all of

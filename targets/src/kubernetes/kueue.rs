@@ -440,6 +440,7 @@ fn fidelity(model: &Model) -> Report {
             vec![c.name.clone(), go_duration(c.min_runtime_seconds), (c.min_runtime_seconds / 60).to_string()]
         })
         .collect();
+    rows.extend(crate::fidelity::reserve_row(model));
     Report {
         scheduler: "Kueue",
         short_name: "Kueue",

@@ -147,7 +147,7 @@ fn webhook_rules(queues: &[Queue<'_>]) -> Vec<String> {
 }
 
 fn fidelity(model: &Model) -> Report {
-    let rows = vec![
+    let mut rows = vec![
         Row::lost(
             format!("fair share over a {} window", format_duration(model.policy.window_seconds)),
             "the capacity plugin shares by current allocation",
@@ -189,6 +189,7 @@ fn fidelity(model: &Model) -> Report {
             ]
         })
         .collect();
+    rows.extend(crate::fidelity::reserve_row(model));
     Report {
         scheduler: "Volcano",
         short_name: "Volcano",

@@ -224,7 +224,7 @@ fn check_queue(queue: &Queue<'_>, path: &str, problems: &mut Vec<String>) {
 }
 
 fn fidelity(model: &Model) -> Report {
-    let rows = vec![
+    let mut rows = vec![
         Row::lost(
             format!("fair share over a {} window", format_duration(model.policy.window_seconds)),
             "fairness uses current allocation",
@@ -254,6 +254,7 @@ fn fidelity(model: &Model) -> Report {
         )
         .qualified("for users and groups"),
     ];
+    rows.extend(crate::fidelity::reserve_row(model));
     Report {
         scheduler: "YuniKorn",
         short_name: "YuniKorn",

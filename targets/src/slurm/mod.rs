@@ -295,7 +295,7 @@ fn fidelity(model: &Model) -> Report {
     let window = model.policy.window_seconds;
     let h = decay_half_life(window) as f64;
     let weight_at = |age: f64| 0.5f64.powf(age / h);
-    let rows = vec![
+    let mut rows = vec![
         Row::approximated(
             format!("fair share over a {} window", format_duration(window)),
             format!(
@@ -344,6 +344,7 @@ fn fidelity(model: &Model) -> Report {
         .filter(|q| q.name != PREEMPTIBLE_QOS)
         .map(|q| vec![q.name.clone(), format!("`{}`", qos_settings(q))])
         .collect();
+    rows.extend(crate::fidelity::reserve_row(model));
     Report {
         scheduler: "Slurm",
         short_name: "Slurm",

@@ -139,7 +139,7 @@ fn shares_row(model: &Model) -> Row {
 /// What the budgets lose on YARN, with this model's numbers.
 fn fidelity(model: &Model) -> Report {
     let kill_wait = kill_wait_ms(model) / 1000;
-    let rows = vec![
+    let mut rows = vec![
         Row::lost(
             format!("fair share over a {} window", format_duration(model.policy.window_seconds)),
             "guarantees and fair shares are instantaneous: no usage history",
@@ -248,5 +248,6 @@ fn fidelity(model: &Model) -> Report {
         items.push(mode.into());
         notes.push(Note::List(items));
     }
+    rows.extend(crate::fidelity::reserve_row(model));
     Report { scheduler: "YARN", short_name: "YARN", rows, notes }
 }
