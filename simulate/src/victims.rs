@@ -151,7 +151,7 @@ impl<C: Fn(&SimJob) -> Option<u32>, A: Fn(&[JobId]) -> bool> Search<'_, C, A> {
                 Some(((class, occupied, Reverse(oldest)), candidates.into_iter().map(|c| c.id).collect()))
             })
             .collect();
-        nodes.sort_by(|a, b| a.0.cmp(&b.0));
+        nodes.sort_by_key(|(cost, _)| *cost);
         let mut room = pool.room_for(self.gpus);
         let mut victims: Vec<JobId> = Vec::new();
         for (_, jobs) in nodes {
