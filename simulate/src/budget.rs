@@ -98,17 +98,42 @@ impl Passes for Budget {
         into.extend_from_slice(cluster.division.entitlement().allocations());
     }
 
+    /// Two phases: first the jobs of contracts with a reserve (tier 0) and those of budgets
+    /// below their entitlements (by a GPU at least), then the others. Idle GPUs go to the budgets short of their entitlements first; work beyond
+    /// takes what is left, and does not start on GPUs that a job of a budget short of its
+    /// entitlement, behind it in the queue, would take back in the same instant.
+    fn phases(&self) -> u8 {
+        2
+    }
+
+    fn in_phase(
+        &self,
+        cluster: &ClusterState,
+        phase: u8,
+        tier: u32,
+        leaf: usize,
+        _: u32,
+        entitled: &[f64],
+    ) -> bool {
+        let first = tier == 0
+            || (leaf != cluster.budgets.unbudgeted.0
+                && cluster.running[leaf] + 1.0 <= entitled[leaf] + EPSILON);
+        first == (phase == 0)
+    }
+
     /// A budget with jobs waiting, not yet tried, that one more GPU keeps within its
-    /// entitlement; or a loan a reserve with room could take back.
-    fn may_preempt(&self, cluster: &ClusterState, tried: &[bool], _: u8, entitled: &[f64]) -> bool {
+    /// entitlement (in the first phase: the others hold no such budget's jobs); or a loan a
+    /// reserve with room could take back.
+    fn may_preempt(&self, cluster: &ClusterState, tried: &[bool], phase: u8, entitled: &[f64]) -> bool {
         let unbudgeted = cluster.budgets.unbudgeted.0;
         (cluster.on_loan > 0 && cluster.reserves.iter().any(|r| r.holds(1)))
-            || cluster.leaves.iter().any(|&l| {
-                !tried[l]
-                    && l != unbudgeted
-                    && !cluster.by_size[l].is_empty()
-                    && cluster.running[l] + 1.0 <= entitled[l] + EPSILON
-            })
+            || phase == 0
+                && cluster.leaves.iter().any(|&l| {
+                    !tried[l]
+                        && l != unbudgeted
+                        && !cluster.by_size[l].is_empty()
+                        && cluster.running[l] + 1.0 <= entitled[l] + EPSILON
+                })
     }
 
     /// A job of a contract with a reserve (tier 0) may try to take a loan back. Otherwise

@@ -33,10 +33,18 @@ pub(super) trait Passes: Rules + Sized {
         1
     }
 
-    /// Whether `gpus` more for `leaf` belong to `phase`. What is out of its phase stays out
+    /// Whether a job of `tier` and `gpus` for `leaf` belongs to `phase`. What is out of its phase stays out
     /// as the pass goes on (jobs start, none ends).
-    fn in_phase(&self, cluster: &ClusterState, phase: u8, leaf: usize, gpus: u32) -> bool {
-        let _ = (cluster, phase, leaf, gpus);
+    fn in_phase(
+        &self,
+        cluster: &ClusterState,
+        phase: u8,
+        tier: u32,
+        leaf: usize,
+        gpus: u32,
+        entitled: &[f64],
+    ) -> bool {
+        let _ = (cluster, phase, tier, leaf, gpus, entitled);
         true
     }
 
@@ -117,7 +125,9 @@ fn pass<P: Passes>(
             // - they fit nowhere now (free GPUs only shrink), their budget has had its try
             //   at a preemption or they may not try, and a job already holds the
             //   reservation or they may not hold it.
-            if !rules.in_phase(cluster, phase, leaf, gpus) || !cluster.within_limits(leaf, gpus) {
+            if !rules.in_phase(cluster, phase, tier, leaf, gpus, entitled)
+                || !cluster.within_limits(leaf, gpus)
+            {
                 continue;
             }
             let fits = cluster.pool.fits(gpus);

@@ -40,7 +40,7 @@ impl Passes for Priority {
         2
     }
 
-    fn in_phase(&self, cluster: &ClusterState, phase: u8, leaf: usize, gpus: u32) -> bool {
+    fn in_phase(&self, cluster: &ClusterState, phase: u8, _: u32, leaf: usize, gpus: u32, _: &[f64]) -> bool {
         cluster.floor_room(leaf, gpus) == (phase == HIGH)
     }
 

@@ -1470,9 +1470,9 @@ proptest! {
 fn a_grant_starting_mid_trace_changes_what_the_policies_enforce_from_then_on() {
     // Budget rule, 10 GPUs: a 40% and, from 3600, +20%; b 40% (the rest idle). Both ask at
     // 0: a six 1-GPU jobs, b ten, 2 h each, preemptible at once. Until 3600 each is entitled
-    // to 5: a's sixth job, started first on an idle GPU, gives way to b's fifth in the same
-    // instant. From 3600 a is entitled to 6 and b to 4: b's newest job gives way and a's
-    // sixth starts again then. Without the grant it waits for 7200, when a's jobs end.
+    // to 5: each starts five (idle GPUs go to budgets below their entitlements first), and
+    // a's sixth waits. From 3600 a is entitled to 6 and b to 4: b's newest job gives way and
+    // a's sixth starts then. Without the grant it waits for 7200, when a's jobs end.
     let budgets = "cluster c gpus=10 gpu-type=h100 gpus-per-node=10\n\
         contract batch min-runtime=\"0s\" resumable=#true default=#true\n\
         project a share=\"40%\" {\n    grant share=\"+20%\" from=\"1970-01-01T01:00:00Z\" until=\"2100-01-01\" reason=\"r\"\n}\n\
@@ -1480,16 +1480,16 @@ fn a_grant_starting_mid_trace_changes_what_the_policies_enforce_from_then_on() {
     let mut jobs: Vec<Job> = (1..=6).map(|i| job(i, "a", 1, 0, 7200, "batch")).collect();
     jobs.extend((7..=16).map(|i| job(i, "b", 1, 0, 7200, "batch")));
     let (sim, runs) = run(&model(budgets), &jobs, Policy::Budget);
-    assert_eq!(runs_of(&runs, "6"), [(0, 0), (3600, 10_800)]);
+    assert_eq!(runs_of(&runs, "6"), [(3600, 10_800)]);
     assert_eq!(runs_of(&runs, "11"), [(0, 3600), (7200, 10_800)], "b's newest gives way at 3600");
-    assert_eq!(sim.preemptions, 2);
+    assert_eq!(sim.preemptions, 1);
     let written = budgets.replace(
         "    grant share=\"+20%\" from=\"1970-01-01T01:00:00Z\" until=\"2100-01-01\" reason=\"r\"\n",
         "",
     );
     let (sim, runs) = run(&model(&written), &jobs, Policy::Budget);
-    assert_eq!(runs_of(&runs, "6"), [(0, 0), (7200, 14_400)]);
-    assert_eq!(sim.preemptions, 1);
+    assert_eq!(runs_of(&runs, "6"), [(7200, 14_400)]);
+    assert_eq!(sim.preemptions, 0);
 
     // Slurm with floors, 8 GPUs: a 40% (a floor of 3) and, from 600, +10% (4); b 50% (4).
     // b's eight 1-GPU jobs start at 0, four in its floor and four in `over`, protected for
