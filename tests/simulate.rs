@@ -63,21 +63,21 @@ fn assert_worst(run: &Value, least: f64) {
 #[test]
 fn the_itp_trace_under_a_two_level_tree_keeps_every_budget() {
     let Some(trace) = itp_trace() else { return };
-    let (status, stdout, stderr) = allot(
-        &root(),
-        &[
-            "replay",
-            "simulate",
-            "examples/itp-hierarchy",
-            "--trace",
-            trace.to_str().unwrap(),
-            "--format",
-            "json",
-        ],
-    );
-    assert_eq!(status, 0, "{stderr}");
-    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let report = simulated("examples/itp-hierarchy", &trace);
     assert_worst(run(&report, "budget policy"), 0.90);
+}
+
+/// `allot replay simulate EXAMPLE --trace TRACE` as JSON, which must exit 0 (the example's
+/// expectations met).
+fn simulated(example: &str, trace: &std::path::Path) -> Value {
+    report_in(&root(), &["replay", "simulate", example, "--trace", trace.to_str().unwrap()])
+}
+
+/// The JSON report of `allot ARGS --format json` run in `dir`, which must exit 0.
+fn report_in(dir: &std::path::Path, args: &[&str]) -> Value {
+    let (status, stdout, stderr) = allot(dir, &[args, &["--format", "json"]].concat());
+    assert_eq!(status, 0, "{stderr}");
+    serde_json::from_str(&stdout).unwrap()
 }
 
 #[test]
@@ -92,13 +92,8 @@ fn debug_work_starts_in_seconds_on_the_itp_trace() {
         .status()
         .unwrap();
     assert!(made.success());
-    let (status, stdout, stderr) = allot(
-        &root(),
-        &["replay", "simulate", "examples/itp-debug", "--trace", trace.to_str().unwrap(), "--format", "json"],
-    );
     // The example's expectations hold: every budget 90%, overall 95%, debug p90 a minute.
-    assert_eq!(status, 0, "{stderr}");
-    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let report = simulated("examples/itp-debug", &trace);
     let budget = run(&report, "budget policy");
     let debug =
         budget["audit"]["contracts"].as_array().unwrap().iter().find(|c| c["contract"] == "debug").unwrap();
@@ -267,11 +262,8 @@ fn the_kueue_policy_takes_the_objects_allot_writes_for_each_grant_boundary() {
     std::fs::write(dir.path().join("trace.csv"), trace).unwrap();
     let simulated = |budgets: &str| {
         std::fs::write(dir.path().join("allot.kdl"), budgets).unwrap();
-        let args =
-            ["replay", "simulate", ".", "--trace", "trace.csv", "--policy", "kueue", "--format", "json"];
-        let (status, stdout, stderr) = allot(dir.path(), &args);
-        assert_eq!(status, 0, "{stderr}");
-        let report: Value = serde_json::from_str(&stdout).unwrap();
+        let report =
+            report_in(dir.path(), &["replay", "simulate", ".", "--trace", "trace.csv", "--policy", "kueue"]);
         let run = &report["runs"][0];
         (run["preemptions"].clone(), run["short_jobs"]["wait_p50_s"].clone())
     };

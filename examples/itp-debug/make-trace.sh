@@ -10,14 +10,19 @@ if [ $# -ne 1 ] || [ ! -d "$1" ]; then
     echo "usage: sh make-trace.sh ITP_FOLDER > itp-debug.csv" >&2
     exit 2
 fi
-echo "id,project,user,cluster,gpus,submit,duration,contract"
-for file in "$1"/cluster*.csv; do
-    [ -f "$file" ] || { echo "no cluster*.csv in $1" >&2; exit 1; }
+set -- "$1"/cluster*.csv
+[ -f "$1" ] || { echo "make-trace.sh: no cluster*.csv in the folder" >&2; exit 1; }
+# The rows go to a file of our own first: a pipe into sort would hide a bad file's error.
+rows=$(mktemp)
+trap 'rm -f "$rows"' EXIT
+for file in "$@"; do
     budget=$(basename "$file" .csv)
-    tail -n +2 "$file" | awk -F, -v budget="$budget" '
-        NF != 4 { printf "%s: line %d: not job_id,submission_time,duration,num_gpu\n", FILENAME, NR + 1 > "/dev/stderr"; exit 1 }
+    tail -n +2 "$file" | awk -F, -v budget="$budget" -v file="$file" '
+        NF != 4 { printf "%s: line %d: not job_id,submission_time,duration,num_gpu\n", file, NR + 1 > "/dev/stderr"; exit 1 }
         {
             contract = ($4 == 1 && $3 <= 900) ? "debug" : "batch"
             printf "%s,%s,,,%s,%s,%s,%s\n", $1, budget, $4, $2, $3, contract
-        }'
-done | sort -s -t, -k6,6n
+        }' >> "$rows"
+done
+echo "id,project,user,cluster,gpus,submit,duration,contract"
+sort -s -t, -k6,6n "$rows"

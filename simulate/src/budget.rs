@@ -28,6 +28,12 @@
 //!   its budget's entitlement (and every project's above it), holds the reservation that
 //!   later jobs may not delay (EASY backfill). A job larger than its entitlement holds
 //!   none: it could only ever run beyond its budget, on GPUs idle when it asks.
+//! - **Idle GPUs**: a pass walks the queue twice, first the jobs of contracts with a reserve
+//!   and of budgets below their entitlements, then the others.
+//! - **Reserves**: a contract's jobs within its reserve are never preempted; a job that
+//!   starts leaving fewer GPUs free than the other reserves still hold runs on loan, and a
+//!   job within its contract's reserve takes loans back at once, whatever its budget's
+//!   standing ([`Holding`]).
 //!
 //! What follows: budgets cannot take turns preempting each other. While demand is
 //! unchanged the entitlements are fixed. The potential is the budgets' summed *shortfall*:
@@ -36,14 +42,16 @@
 //! it by the starting job's GPUs (its budget was short by at least that many, and every
 //! victim's budget keeps its amount, or loses only jobs that cover nothing). It is at most
 //! the cluster's GPUs, so at most that many GPUs start by preemption before demand changes,
-//! and demand changes only when a job enters its queue or ends. `simulate/tests/simulate.rs`
-//! checks each clause, the potential included, on generated traces.
+//! and demand changes only when a job enters its queue or ends. A loan taken back may leave
+//! a budget short, but the GPUs reserves hold rise at each and never fall while demand holds:
+//! with reserves, at most the cluster's GPUs and twice the reserves start by preemption.
+//! `simulate/tests/simulate.rs` checks each clause, the potential included, on generated
+//! traces.
 
 use std::cell::RefCell;
 
 use allot_verify::trace::Job;
 
-use super::EndedBy;
 use super::cluster::ClusterState;
 use super::engine::{Admission, Engine, Rules, Start};
 use super::jobs::{Holding, JobId, SimJob, Slots, Terms};
@@ -60,14 +68,7 @@ impl Rules for Budget {
     /// Jobs of a contract with a reserve go first in the queue (tier 0), before every other
     /// job (tier 1).
     fn admit(&self, _: &Job, terms: Option<&Terms>) -> Admission {
-        let contract_max = terms.and_then(|t| t.max_runtime);
-        Admission {
-            tier: u32::from(terms.is_none_or(|t| t.reserve == 0)),
-            contractless: false,
-            limit: contract_max,
-            max_runtime: contract_max.unwrap_or(i64::MAX),
-            cut_by: EndedBy::MaxRuntime,
-        }
+        Admission { tier: u32::from(terms.is_none_or(|t| t.reserve == 0)), ..Admission::of(terms) }
     }
 
     /// A run is protected for its contract's minimum runtime (to its end when that is
@@ -99,9 +100,10 @@ impl Passes for Budget {
     }
 
     /// Two phases: first the jobs of contracts with a reserve (tier 0) and those of budgets
-    /// below their entitlements (by a GPU at least), then the others. Idle GPUs go to the budgets short of their entitlements first; work beyond
-    /// takes what is left, and does not start on GPUs that a job of a budget short of its
-    /// entitlement, behind it in the queue, would take back in the same instant.
+    /// below their entitlements (by a GPU at least), then the others. Idle GPUs go to the
+    /// budgets short of their entitlements first; work beyond takes what is left, and does
+    /// not start on GPUs that a job of a budget short of its entitlement, behind it in the
+    /// queue, would take back in the same instant.
     fn phases(&self) -> u8 {
         2
     }
@@ -115,34 +117,26 @@ impl Passes for Budget {
         _: u32,
         entitled: &[f64],
     ) -> bool {
-        let first = tier == 0
-            || (leaf != cluster.budgets.unbudgeted.0
-                && cluster.running[leaf] + 1.0 <= entitled[leaf] + EPSILON);
-        first == (phase == 0)
+        (tier == 0 || covers(cluster, leaf, 1, entitled)) == (phase == 0)
     }
 
     /// A budget with jobs waiting, not yet tried, that one more GPU keeps within its
     /// entitlement (in the first phase: the others hold no such budget's jobs); or a loan a
     /// reserve with room could take back.
     fn may_preempt(&self, cluster: &ClusterState, tried: &[bool], phase: u8, entitled: &[f64]) -> bool {
-        let unbudgeted = cluster.budgets.unbudgeted.0;
         (cluster.on_loan > 0 && cluster.reserves.iter().any(|r| r.holds(1)))
             || phase == 0
-                && cluster.leaves.iter().any(|&l| {
-                    !tried[l]
-                        && l != unbudgeted
-                        && !cluster.by_size[l].is_empty()
-                        && cluster.running[l] + 1.0 <= entitled[l] + EPSILON
-                })
+                && cluster
+                    .leaves
+                    .iter()
+                    .any(|&l| !tried[l] && !cluster.by_size[l].is_empty() && covers(cluster, l, 1, entitled))
     }
 
     /// A job of a contract with a reserve (tier 0) may try to take a loan back. Otherwise
     /// only a budget's job that its entitlement covers whole: with it, the budget runs no
     /// more than its entitlement. (The projects above may come within it by the victims.)
     fn may_try(&self, cluster: &ClusterState, tier: u32, leaf: usize, gpus: u32, entitled: &[f64]) -> bool {
-        (tier == 0 && cluster.on_loan > 0)
-            || (leaf != cluster.budgets.unbudgeted.0
-                && cluster.running[leaf] + f64::from(gpus) <= entitled[leaf] + EPSILON)
+        (tier == 0 && cluster.on_loan > 0) || covers(cluster, leaf, gpus, entitled)
     }
 
     fn victims(
@@ -170,9 +164,7 @@ impl Passes for Budget {
                 return Some(engine.spare(&cluster.pool, gpus, victims, |_| true));
             }
         }
-        if leaf == cluster.budgets.unbudgeted.0
-            || cluster.running[leaf] + f64::from(gpus) > entitled[leaf] + EPSILON
-        {
+        if !covers(cluster, leaf, gpus, entitled) {
             return None;
         }
         let classes = classes(cluster, entitled, leaf, short)?;
@@ -205,6 +197,12 @@ impl Passes for Budget {
     }
 }
 
+/// Whether `leaf` is a budget whose entitlement covers `gpus` more running GPUs.
+fn covers(cluster: &ClusterState, leaf: usize, gpus: u32, entitled: &[f64]) -> bool {
+    leaf != cluster.budgets.unbudgeted.0
+        && cluster.running[leaf] + f64::from(gpus) <= entitled[leaf] + EPSILON
+}
+
 /// The whole GPUs an entitlement covers: a budget entitled to 3.33 keeps 3 running.
 fn whole(entitlement: f64) -> f64 {
     (entitlement + EPSILON).floor()
@@ -215,7 +213,7 @@ fn whole(entitlement: f64) -> f64 {
 /// beyond their entitlements, furthest beyond first (running GPUs minus entitlement; ties
 /// by their order in the tree). `leaf`'s own are none of them (it is within its
 /// entitlement). `None` when the leaves cannot give `short` GPUs, the least that must be
-/// freed (a quick bound, most attempts end here: each budget gives at most its preemptible
+/// freed (a quick bound: each budget gives at most its preemptible
 /// GPUs, and at most its running GPUs above its entitlement's whole ones unless one of its
 /// preemptible jobs may be larger than its entitlement).
 fn classes(cluster: &ClusterState, entitled: &[f64], leaf: usize, short: u64) -> Option<Vec<Option<u32>>> {

@@ -42,14 +42,7 @@ pub(super) trait Rules {
     /// `terms` are its contract's.
     fn admit(&self, job: &Job, terms: Option<&Terms>) -> Admission {
         let _ = job;
-        let contract_max = terms.and_then(|t| t.max_runtime);
-        Admission {
-            tier: 0,
-            contractless: false,
-            limit: contract_max,
-            max_runtime: contract_max.unwrap_or(i64::MAX),
-            cut_by: EndedBy::MaxRuntime,
-        }
+        Admission::of(terms)
     }
 
     /// Where a job of the trace for `leaf` of `cluster` under the contract `contract` (its
@@ -116,6 +109,21 @@ pub(super) struct Admission {
     pub max_runtime: i64,
     /// What a job whose work is cut ends by.
     pub cut_by: EndedBy,
+}
+
+impl Admission {
+    /// A job under `terms` as most policies take it: tier 0, planned with its remaining work
+    /// and cut at its contract's maximum runtime.
+    pub fn of(terms: Option<&Terms>) -> Admission {
+        let contract_max = terms.and_then(|t| t.max_runtime);
+        Admission {
+            tier: 0,
+            contractless: false,
+            limit: contract_max,
+            max_runtime: contract_max.unwrap_or(i64::MAX),
+            cut_by: EndedBy::MaxRuntime,
+        }
+    }
 }
 
 /// Where a job queues (see [`Rules::queue`]).

@@ -127,6 +127,14 @@ fn the_maximum_runtime_ends_a_job() {
     assert_eq!(runs[0].end, 3600);
 }
 
+/// Each preempted run: (job, when it was preempted, the job it made room for).
+fn preemptions(runs: &[Run]) -> Vec<(&str, i64, Option<&str>)> {
+    runs.iter()
+        .filter(|r| r.preempted())
+        .map(|r| (&*r.id, r.end, r.preempted_for.as_ref().map(|(id, _)| &**id)))
+        .collect()
+}
+
 fn start_of(runs: &[Run], id: &str) -> i64 {
     runs.iter().filter(|r| &*r.id == id).map(|r| r.start).min().unwrap()
 }
@@ -950,11 +958,7 @@ fn a_sub_project_beyond_its_entitlement_gives_way_to_its_sibling_not_to_another_
         job(7, "p/c2", 3, 300, 3600, "batch"),
     ];
     let (sim, runs) = run(&model(NESTED), &jobs, Policy::Budget);
-    let preempted: Vec<(&str, i64, Option<&str>)> = runs
-        .iter()
-        .filter(|r| r.preempted())
-        .map(|r| (&*r.id, r.end, r.preempted_for.as_ref().map(|(id, _)| &**id)))
-        .collect();
+    let preempted = preemptions(&runs);
     assert_eq!(preempted, [("2", 300, Some("7"))]);
     assert_eq!(start_of(&runs, "7"), 300);
     // Job 7 ends at 3900 (3 GPUs free): job 2 (c1, beyond) or job 6 (q, within)? q ranks
@@ -1007,11 +1011,7 @@ fn fractional_entitlements_round_down_for_the_job_that_preempts_and_up_for_its_v
     jobs.push(job(10, "a", 1, 100, 3600, "batch"));
     jobs.push(job(11, "a", 1, 100, 3600, "batch"));
     let (sim, runs) = run(&model(text), &jobs, Policy::Budget);
-    let preempted: Vec<(&str, i64, Option<&str>)> = runs
-        .iter()
-        .filter(|r| r.preempted())
-        .map(|r| (&*r.id, r.end, r.preempted_for.as_ref().map(|(id, _)| &**id)))
-        .collect();
+    let preempted = preemptions(&runs);
     assert_eq!(preempted, [("5", 100, Some("10"))]);
     assert_eq!(sim.preemptions, 1);
     // Job 11 waits for job 10's GPU: 3700.
@@ -1144,11 +1144,7 @@ fn debug_work_of_a_budget_beyond_its_entitlement_takes_a_loan_back_at_once() {
     jobs.push(job(13, "a", 1, 100, 600, "debug"));
     let (_, runs) = run(&model(RESERVED), &jobs, Policy::Budget);
     assert_eq!(runs_of(&runs, "13"), [(100, 700)]);
-    let preempted: Vec<(&str, i64, Option<&str>)> = runs
-        .iter()
-        .filter(|r| r.preempted() && r.end <= 700)
-        .map(|r| (&*r.id, r.end, r.preempted_for.as_ref().map(|(id, _)| &**id)))
-        .collect();
+    let preempted: Vec<_> = preemptions(&runs).into_iter().filter(|&(_, end, _)| end <= 700).collect();
     assert_eq!(preempted, [("8", 100, Some("13"))]);
     assert_eq!(start_of(&runs, "9"), 700);
 
