@@ -74,8 +74,8 @@
 #   ALLOT_SLURM_PARTITIONS  [none] a file of partition lines added after the script's own
 #                         (allot's floor partitions): `PartitionName=NAME KEY=VALUE...` with the
 #                         keys Nodes (ALL or the node's name), PriorityTier (a number),
-#                         PreemptMode, QOS, AllowAccounts, TRESBillingWeights (may be in double
-#                         quotes); blank lines and # comments skipped; NAME not `gpu` nor
+#                         PreemptMode, QOS, AllowAccounts, AllowQos, TRESBillingWeights (may be in
+#                         double quotes); blank lines and # comments skipped; NAME not `gpu` nor
 #                         repeated; anything else refused (exit 2).
 #   ALLOT_SLURM_PARTITION_OPTIONS  [none] options added to the script's own partition `gpu`:
 #                         PriorityTier=N, PreemptMode=MODE, TRESBillingWeights=W (replaces
@@ -624,7 +624,7 @@ partition_value_ok() {
         Nodes) [ "$value" = ALL ] || [ "$value" = "$NODE" ] ;;
         PriorityTier) [[ "$value" =~ ^[0-9]{1,5}$ ]] ;;
         PreemptMode) [[ "$value" =~ ^[A-Za-z]+(,[A-Za-z]+)*$ ]] ;;
-        AllowAccounts) [[ "$value" =~ ^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$ ]] ;;
+        AllowAccounts | AllowQos) [[ "$value" =~ ^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$ ]] ;;
         TRESBillingWeights) [[ "$value" =~ ^[A-Za-z0-9/=.,]+$ || "$value" =~ ^\"[A-Za-z0-9/=.,]+\"$ ]] ;;
         *) return 1 ;;
     esac
@@ -648,7 +648,7 @@ read_partitions() {
             key=${word%%=*}
             value=${word#*=}
             { [ "$key" != "$word" ] && partition_value_ok "$key" "$value"; } ||
-                refuse "ALLOT_SLURM_PARTITIONS: refused '$word' in: $line (keys PartitionName, Nodes=ALL or =$NODE, PriorityTier, PreemptMode, QOS, AllowAccounts, TRESBillingWeights; names of letters, digits and _.-)"
+                refuse "ALLOT_SLURM_PARTITIONS: refused '$word' in: $line (keys PartitionName, Nodes=ALL or =$NODE, PriorityTier, PreemptMode, QOS, AllowAccounts, AllowQos, TRESBillingWeights; names of letters, digits and _.-)"
             case "$keys" in *" $key "*) refuse "ALLOT_SLURM_PARTITIONS: $key twice in: $line" ;; esac
             keys="$keys$key "
             if [ -z "$out" ]; then

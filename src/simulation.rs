@@ -103,7 +103,8 @@ struct Given<'a> {
 /// (its budgets' ClusterQueues those named as allot names them), else the objects `allot
 /// build` writes; and the controller `Configuration` of `files`, else allot's for its
 /// objects and Kueue's defaults for a cluster's own. The ClusterQueue of each budget (and
-/// of work no budget covers, `root-unbudgeted`, when there is one). allot's objects follow
+/// of work no budget covers, `root-unbudgeted`, when there is one), and of each contract
+/// that holds a reserve (`root-reserve-<contract>`, when there is one). allot's objects follow
 /// the model's timeline: those of the shares before the first grant boundary, then those
 /// written for each boundary on; a cluster's own objects hold all along.
 fn kueue_policy(model: &Model, files: &KueueFiles) -> Result<Kueue, Error> {
@@ -153,6 +154,9 @@ fn kueue_policy(model: &Model, files: &KueueFiles) -> Result<Kueue, Error> {
         None if files.objects.contains_key(g.cluster) => None,
         None => Some(&allot_configuration),
     };
+    // A contract's reserve has a ClusterQueue of its own (on a cluster's own objects, when
+    // they hold one of the name allot writes).
+    let contracts = kueue::reserve_queues(model);
     let new = |given: &[Given<'_>]| {
         Kueue::new(given.iter().map(|g| ClusterObjects {
             cluster: g.cluster,
@@ -160,6 +164,7 @@ fn kueue_policy(model: &Model, files: &KueueFiles) -> Result<Kueue, Error> {
             configuration: configuration(g),
             resource: g.resource,
             queues: &g.queues,
+            contracts: &contracts,
             later: &g.later,
         }))
     };

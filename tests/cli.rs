@@ -75,8 +75,15 @@ fn exported_shares_multiply_out_and_gpus_add_up() {
                 .iter()
                 .filter_map(|p| p["clusters"][name]["guaranteed_gpus"].as_u64())
                 .sum();
+            // What the contracts' reserves hold on every cluster is no budget's.
+            let reserved: u64 = model["contracts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|c| c["reserve_gpus"].as_u64())
+                .sum();
             assert_eq!(
-                top + cluster["unallocated_gpus"].as_u64().unwrap(),
+                top + cluster["unallocated_gpus"].as_u64().unwrap() + reserved,
                 cluster["gpus"].as_u64().unwrap()
             );
             for project in model["projects"].as_array().unwrap() {

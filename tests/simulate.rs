@@ -93,7 +93,11 @@ fn debug_work_starts_in_seconds_on_the_itp_trace() {
         .unwrap();
     assert!(made.success());
     // The example's expectations hold: every budget 90%, overall 95%, debug p90 a minute.
-    let report = simulated("examples/itp-debug", &trace);
+    let trace = trace.to_str().unwrap();
+    let report = report_in(
+        &root(),
+        &["replay", "simulate", "examples/itp-debug", "--trace", trace, "--policy", "budget"],
+    );
     let budget = run(&report, "budget policy");
     let debug =
         budget["audit"]["contracts"].as_array().unwrap().iter().find(|c| c["contract"] == "debug").unwrap();
@@ -241,6 +245,42 @@ fn kueue_bound_budgets_are_simulated_as_kueue_admits_them_by_default() {
     let (status, _, stderr) = allot(dir.path(), &[&args[..], &["--policy", "kueue"]].concat());
     assert_eq!(status, 1, "{stderr}");
     assert!(stderr.contains("is not bound to Kueue"), "{stderr}");
+}
+
+#[test]
+fn a_reserves_jobs_take_its_quota_back_at_once_under_kueue() {
+    let dir = tempfile::tempdir().unwrap();
+    // 16 GPUs, 2 held for debug: ClusterQueues a and b of 7 GPUs each and
+    // root-reserve-debug of 2, all in Cohort root. Jobs 1 (a) and 2 (b), 8 GPUs each at 0,
+    // borrow a GPU each: the reserve's, idle. Job 3 (b, debug, 1 GPU) comes at 10 and goes
+    // to root-reserve-debug, within its quota: Kueue evicts one borrower at once and
+    // admits job 3 at 10. The evicted job needs 8 GPUs and finds 7 until job 3 ends: it
+    // starts again at 110, and waits 100 s.
+    let bound = "cluster c gpus=16 gpu-type=h100 gpus-per-node=8 {\n    kubernetes kueue\n}\n\
+        contract debug min-runtime=\"0s\" max-gpus=1 reserve=2\n\
+        contract batch min-runtime=\"0s\" default=#true\nproject a share=\"50%\"\nproject b share=\"50%\"\n";
+    std::fs::write(dir.path().join("allot.kdl"), bound).unwrap();
+    let trace = "id,project,gpus,submit,duration,contract\n1,a,8,0,1000,batch\n2,b,8,0,1000,batch\n3,b,1,10,100,debug\n";
+    std::fs::write(dir.path().join("trace.csv"), trace).unwrap();
+    let report =
+        report_in(dir.path(), &["replay", "simulate", ".", "--trace", "trace.csv", "--policy", "kueue"]);
+    let kueue = &report["runs"][0];
+    assert_eq!(kueue["preemptions"], 1, "{kueue}");
+    let waits = |kueue: &Value, contract: &str| {
+        let contracts = kueue["audit"]["contracts"].as_array().unwrap();
+        let c = contracts.iter().find(|c| c["contract"] == contract).unwrap();
+        (c["wait_p50_s"].clone(), c["wait_p90_s"].clone())
+    };
+    assert_eq!(waits(kueue, "debug"), (json!(0), json!(0)), "{kueue}");
+    assert_eq!(waits(kueue, "batch"), (json!(0), json!(100)), "{kueue}");
+    // Without the reserve, job 3 goes to b's ClusterQueue: b borrows nothing then (its job
+    // 2 runs 8 of its 8), so job 3 waits for a job to end, at 1000.
+    std::fs::write(dir.path().join("allot.kdl"), bound.replace(" reserve=2", "")).unwrap();
+    let report =
+        report_in(dir.path(), &["replay", "simulate", ".", "--trace", "trace.csv", "--policy", "kueue"]);
+    let kueue = &report["runs"][0];
+    assert_eq!(kueue["preemptions"], 0, "{kueue}");
+    assert_eq!(waits(kueue, "debug"), (json!(990), json!(990)), "{kueue}");
 }
 
 #[test]

@@ -481,6 +481,157 @@ fn floors_on_a_real_slurm() {
     );
 }
 
+/// A reserve of 2 GPUs for `debug` (1 GPU a job, no protection of its own) beside the
+/// floors: a and b guarantee 3 GPUs each, of the 6 no reserve holds.
+const RESERVE_BUDGETS: &str = r#"
+cluster main gpus=8 gpu-type=h100 gpus-per-node=8 {
+    slurm cluster=reserve partition=gpu
+}
+contract debug min-runtime="0s" max-runtime="1h" max-gpus=1 reserve=2
+contract batch min-runtime="1m" resumable=#true default=#true
+project a share="50%" {
+    users alma
+}
+project b share="50%" {
+    users bert
+}
+"#;
+
+/// allot's reserve on a real Slurm: a debug job of a budget beyond its floor, on a full
+/// cluster, runs in the reserve's partition as soon as the work there may be preempted (its
+/// contract's `PreemptExemptTime`: Slurm applies the victim's to every preemptor); a second
+/// takes the reserve's other GPU at once; a third waits, the reserve full; the floors are
+/// never touched; and only `debug` may run in the reserve's partition. About 2 minutes.
+#[test]
+fn a_reserve_on_a_real_slurm() {
+    let begun = Instant::now();
+    for user in ["alma", "bert"] {
+        let _ = run("useradd", &["-M", user], &[]);
+    }
+    let work = tempfile::tempdir().unwrap();
+    let budgets = budgets_in(work.path(), RESERVE_BUDGETS);
+    let out = work.path().join("out");
+    let built =
+        Allot::new(["build", budgets.as_str(), "--out", out.to_str().unwrap(), "--target", "slurm"]).output();
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let floors = Floors::from_build(&out, "reserve", SCHEDULING);
+    let settings = SlurmSettings::read(&floors.conf).expect("allot's settings");
+    let sched_interval = settings.sched_interval;
+    let env = floors.settings();
+    let Some(_slurm) = Slurm::start_with("reserve", &borrowed(&env)) else { return };
+    apply_budgets(work.path(), &budgets);
+    for (partition, expected) in [
+        ("gpu-floor-a", &["PriorityTier=2", "PreemptMode=OFF", "QoS=gpu-floor-a"][..]),
+        (
+            "gpu-reserve-debug",
+            &["PriorityTier=3", "PreemptMode=OFF", "QoS=gpu-reserve-debug", "AllowQos=debug"],
+        ),
+    ] {
+        let shown = ok("scontrol", &["-o", "show", "partition", partition]);
+        for field in expected {
+            assert!(shown.split_whitespace().any(|f| f == *field), "{partition}: no {field} in {shown}");
+        }
+    }
+    for (qos, gpus) in [("gpu-floor-a", 3), ("gpu-floor-b", 3), ("gpu-reserve-debug", 2)] {
+        let shown = ok("scontrol", &["show", "assoc_mgr", "flags=qos", &format!("qos={qos}")]);
+        assert!(shown.contains(&format!(",gres/gpu={gpus}(")), "slurmctld's QOS {qos}:\n{shown}");
+    }
+
+    // 1. The cluster full: A's 3 jobs in its floor; B's 5, 3 in its floor and 2 in `gpu`.
+    let t1 = now();
+    let a: Vec<String> = (0..3).map(|_| submit("alma", "a", &[])).collect();
+    let b: Vec<String> = (0..5).map(|_| submit("bert", "b", &[])).collect();
+    let q = wait_for("the 8 jobs to run", 60, || {
+        let q = queue();
+        (in_state(&q, &a, "RUNNING").len() + in_state(&q, &b, "RUNNING").len() == 8).then_some(q)
+    });
+    assert!(a.iter().all(|id| q[id].partition == "gpu-floor-a"), "{q:#?}");
+    let b_over: Vec<String> = b.iter().filter(|id| q[*id].partition == "gpu").cloned().collect();
+    assert_eq!(b_over.len(), 2, "{q:#?}");
+    let floor_jobs: Vec<String> = a.iter().chain(&b).filter(|id| !b_over.contains(id)).cloned().collect();
+
+    // 2. B, beyond its floor, asks for a debug GPU: it waits for the protection of the work
+    // in `gpu`, then runs in the reserve.
+    let debug_b = submit("bert", "b", &["--qos=debug"]);
+    let t2 = now();
+    let q = queue();
+    let mut listed: Vec<&str> = q[&debug_b].partition.split(',').collect();
+    listed.sort_unstable();
+    assert_eq!(listed, ["gpu", "gpu-floor-b", "gpu-reserve-debug"], "{:?}", q[&debug_b]);
+    let protection_end = b_over.iter().map(|id| q[id].start.unwrap()).min().unwrap() + PROTECTION;
+    let q = wait_for("B's debug job to run", protection_end + PROTECTION - now(), || {
+        let q = queue();
+        (q[&debug_b].state == "RUNNING").then_some(q)
+    });
+    assert_eq!(q[&debug_b].partition, "gpu-reserve-debug", "{q:#?}");
+    let ran = q[&debug_b].start.unwrap();
+    assert!(
+        ran >= protection_end,
+        "B's debug job ran {} s before the protection ended",
+        protection_end - ran
+    );
+    let taken: Vec<String> = wait_for("sacct to show the preemption", 30, || {
+        let r: Vec<String> = b_over.iter().filter(|id| !preemptions(id).is_empty()).cloned().collect();
+        (!r.is_empty()).then_some(r)
+    });
+    assert_eq!(taken.len(), 1, "one job of B in gpu preempted: {taken:?}");
+    println!(
+        "2. B's debug job (submitted at +{} s): ran in gpu-reserve-debug {} s after the protection of B's work in gpu ended (+{} s), preempting one job there",
+        t2 - t1,
+        ran - protection_end,
+        protection_end - t1
+    );
+
+    // 3. A asks for 2 debug GPUs: one takes the reserve's other GPU at once, from B's last
+    // job in `gpu`; the other waits, the reserve full and A's floor too.
+    let debug_a: Vec<String> = (0..2).map(|_| submit("alma", "a", &["--qos=debug"])).collect();
+    let t3 = now();
+    let q = wait_for("one of A's debug jobs to run", 3 * sched_interval + 30, || {
+        let q = queue();
+        (in_state(&q, &debug_a, "RUNNING").len() == 1).then_some(q)
+    });
+    let started = q[in_state(&q, &debug_a, "RUNNING")[0]].clone();
+    assert_eq!(started.partition, "gpu-reserve-debug", "{q:#?}");
+    std::thread::sleep(Duration::from_secs((sched_interval + 5) as u64));
+    let q = queue();
+    let waiting = in_state(&q, &debug_a, "PENDING");
+    assert_eq!(waiting.len(), 1, "{q:#?}");
+    let reason = q[waiting[0]].reason.clone();
+    assert!(["QOSGrpGRES", "Resources", "Priority"].contains(&reason.as_str()), "the reason: {reason}");
+    assert!(floor_jobs.iter().all(|id| q[id].state == "RUNNING"), "the floors untouched: {q:#?}");
+    assert!(floor_jobs.iter().all(|id| preemptions(id).is_empty()), "no floor job preempted");
+    println!(
+        "3. A's 2 debug jobs: one ran in gpu-reserve-debug {} s after A asked (B's last job in gpu preempted), the other waits ({reason})",
+        started.start.unwrap() - t3
+    );
+
+    // 4. Only `debug` runs in the reserve's partition: a batch job sent there is refused.
+    let refused = run(
+        "runuser",
+        &[
+            "-u",
+            "alma",
+            "--",
+            "sbatch",
+            "--chdir=/tmp",
+            "-o",
+            "/dev/null",
+            "--partition=gpu-reserve-debug",
+            "--account=a",
+            "--gres=gpu:1",
+            "--wrap",
+            "sleep 60",
+        ],
+        &[],
+    );
+    assert!(!refused.status.success(), "a batch job was accepted in the reserve's partition");
+    println!(
+        "4. a batch job sent to gpu-reserve-debug: refused: {}; the whole test took {} s",
+        String::from_utf8_lossy(&refused.stderr).trim(),
+        begun.elapsed().as_secs()
+    );
+}
+
 /// What many floors cost slurmctld, for docs/slurm.md: budgets of `n` projects, each with a
 /// floor of 8 GPUs (`n` floor partitions beside `gpu`), on the test's one node. Per `n`: how
 /// long Slurm took to start (the QOS script run twice, partitions read), slurmctld's memory,

@@ -61,7 +61,8 @@ fn check_floors_loaded(floors: &Floors, cluster: &str) {
         let shown = live.get(name).unwrap_or_else(|| panic!("partition {name} not in slurmctld"));
         if let Some(qos) = line.split(' ').find_map(|w| w.strip_prefix("QOS=")) {
             assert!(shown.contains(&format!(" QoS={qos} ")), "{name} runs without its QOS {qos}: {shown}");
-            assert!(shown.contains(" PriorityTier=2 ") && shown.contains(" PreemptMode=OFF "), "{shown}");
+            let tier = line.split(' ').find(|w| w.starts_with("PriorityTier=")).unwrap();
+            assert!(shown.contains(&format!(" {tier} ")) && shown.contains(" PreemptMode=OFF "), "{shown}");
         }
     }
     eprintln!("{cluster}: slurmctld runs allot's {} partitions beside gpu", wanted.len());

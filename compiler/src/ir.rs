@@ -50,6 +50,12 @@ impl Model {
         go(&self.projects, None, &mut out);
         out
     }
+
+    /// The GPUs the contracts' reserves hold on every cluster: budgets are guaranteed
+    /// shares of the rest.
+    pub fn reserved_gpus(&self) -> u64 {
+        self.contracts.iter().filter_map(|c| c.reserve_gpus).sum()
+    }
 }
 
 /// A pool of GPUs.
@@ -60,7 +66,8 @@ pub struct Cluster {
     pub gpus: u64,
     pub gpu_type: String,
     pub gpus_per_node: u64,
-    /// GPUs no top-level project is guaranteed: they run preemptible work.
+    /// GPUs neither a top-level project is guaranteed nor a contract's reserve holds: they
+    /// run preemptible work.
     pub unallocated_gpus: u64,
     pub bindings: Bindings,
     pub source: Location,
@@ -263,6 +270,7 @@ pub struct Allocation {
     pub normalized_share: f64,
     /// Its fraction of the cluster: the product of normalised shares along its path.
     pub effective_share: f64,
+    /// Its part of the cluster's GPUs that no contract's reserve holds.
     pub guaranteed_gpus: u64,
     /// Of `guaranteed_gpus`, what no child is guaranteed (0 for a leaf).
     pub unallocated_gpus: u64,

@@ -62,16 +62,26 @@ fn divide(
     let cluster_names: Vec<&str> = budget.clusters.iter().map(|c| c.name.value.as_str()).collect();
     let all_contracts: Vec<String> = budget.contracts.iter().map(|c| c.name.value.clone()).collect();
     let overcommit = budget.policy.overcommit.as_ref().is_some_and(|f| f.value);
-    // Each cluster's GPUs, divided among the top-level projects present on it.
+    // Each cluster's GPUs that no reserve holds, divided among the top-level projects
+    // present on it (the checks keep the reserves below every cluster's GPUs).
+    let reserved = reserved_gpus(budget);
     let roots: BTreeMap<&str, Parent> = budget
         .clusters
         .iter()
-        .map(|c| (c.name.value.as_str(), Parent { gpus: c.gpus(), effective: 1.0, max_gpus: None }))
+        .map(|c| {
+            let gpus = c.gpus().saturating_sub(reserved);
+            (c.name.value.as_str(), Parent { gpus, effective: 1.0, max_gpus: None })
+        })
         .collect();
     let context =
         Context { sources, cluster_names: &cluster_names, at, allocations_only, excess: RefCell::default() };
     let (projects, unallocated) = context.siblings(&budget.projects, "", &roots, &all_contracts, overcommit);
     (projects, unallocated, context.excess.into_inner())
+}
+
+/// The GPUs the contracts' reserves hold on every cluster.
+fn reserved_gpus(budget: &Budget) -> u64 {
+    budget.contracts.iter().filter_map(|c| c.reserve.as_ref()).map(|r| r.value).sum()
 }
 
 /// Normalises a budget that passed the checks, with the grants in force at `at`.
@@ -88,7 +98,10 @@ pub fn normalize(budget: &Budget, sources: &Sources, at: Instant) -> Model {
                 gpus: c.gpus(),
                 gpu_type: c.gpu_type.as_ref().map(|t| t.value.clone()).unwrap_or_default(),
                 gpus_per_node: c.gpus_per_node(),
-                unallocated_gpus: unallocated.get(c.name.value.as_str()).copied().unwrap_or(c.gpus()),
+                unallocated_gpus: unallocated
+                    .get(c.name.value.as_str())
+                    .copied()
+                    .unwrap_or(c.gpus().saturating_sub(reserved_gpus(budget))),
                 bindings: bindings(c),
                 source: location(sources, c.name.span),
             })

@@ -1048,6 +1048,7 @@ mod tests {
             configuration: None,
             resource: gpu,
             queues: &[],
+            contracts: &[],
             later: &[],
         };
         let policy = allot_simulate::Policy::Kueue(Arc::new(Setup::new([given]).unwrap()));

@@ -91,6 +91,7 @@ fn kueue_over_time(objects: Vec<Value>, later: &[(i64, Vec<Value>)], configurati
         configuration: configuration.as_ref(),
         resource: GPU,
         queues: &queues,
+        contracts: &[],
         later,
     };
     Policy::Kueue(Arc::new(Kueue::new([given]).unwrap()))
@@ -393,6 +394,7 @@ fn jobs_without_a_queue_or_beyond_their_quota_are_not_replayed() {
         configuration: Some(&configuration),
         resource: GPU,
         queues,
+        contracts: &[],
         later: &[],
     };
     let error = Kueue::new([given(&[])]).unwrap_err().to_string();
@@ -493,6 +495,7 @@ fn later_objects_may_change_quotas_and_weights_only() {
             configuration: None,
             resource: GPU,
             queues: &[],
+            contracts: &[],
             later,
         }])
         .map(|_| ())

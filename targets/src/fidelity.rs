@@ -5,19 +5,24 @@
 
 use allot_compiler::ir::Model;
 
-/// The row for the contracts' reserves, when a contract holds one: no target emits them yet.
-pub fn reserve_row(model: &Model) -> Option<Row> {
+/// The contracts' reserves as a report names them (`` `debug` (8 GPUs) ``); none when no
+/// contract holds one.
+pub fn reserves(model: &Model) -> Option<String> {
     let held: Vec<String> = model
         .contracts
         .iter()
         .filter_map(|c| Some(format!("`{}` ({} GPUs)", c.name, c.reserve_gpus?)))
         .collect();
-    (!held.is_empty()).then(|| {
+    (!held.is_empty()).then(|| held.join(", "))
+}
+
+/// The row of a target that does not emit the contracts' reserves, when a contract holds one.
+pub fn reserve_lost(model: &Model) -> Option<Row> {
+    reserves(model).map(|held| {
         Row::lost(
             "reserve per contract",
             format!(
-                "not emitted yet: nothing holds GPUs for {}, whose jobs queue and are preempted as other jobs; `allot replay simulate --policy budget` simulates the reserve",
-                held.join(", ")
+                "not emitted: the GPUs of {held} are guaranteed to no budget, so any queue may use them, but nothing holds them for the contract's jobs, which queue and are preempted as other jobs"
             ),
         )
     })

@@ -177,7 +177,7 @@ fn examples_with_a_slurm_binding_match_their_snapshots() {
     let mut settings = insta::Settings::clone_current();
     settings.set_prepend_module_to_snapshot(false);
     let _guard = settings.bind_to_scope();
-    for name in ["published-case", "university-hpc"] {
+    for name in ["itp-debug", "published-case", "university-hpc"] {
         let model = inputs::example(name);
         assert!(!flat_files_read_back(&model).is_empty(), "{name}");
         for file in &Slurm.emit(&model).files {

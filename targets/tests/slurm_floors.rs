@@ -142,6 +142,114 @@ fn a_floor_name_slurm_cannot_take_is_refused() {
     );
 }
 
+/// [`BUDGETS`] with a contract `debug` holding 4 GPUs: the budgets share the other 60.
+fn with_reserve() -> String {
+    BUDGETS
+        .replace("contract batch", "contract debug min-runtime=\"0s\" max-gpus=1 reserve=4\ncontract batch")
+}
+
+#[test]
+fn a_reserve_is_a_partition_of_the_highest_tier_for_its_contract_alone() {
+    let model = model(&with_reserve());
+    let (found, violations) = floors(&model, "lab", "lab-slurm.conf");
+    assert!(violations.is_empty(), "{violations:?}");
+    // Of the 60 GPUs no reserve holds: ml 60% = 36 (nlp and vision 18 each), physics 30%
+    // = 18, 6 unguaranteed.
+    assert_eq!(
+        caps(&found),
+        [
+            ("gpu-floor-nlp", 18, vec!["nlp"]),
+            ("gpu-floor-vision", 18, vec!["vision"]),
+            ("gpu-floor-physics", 18, vec!["physics"])
+        ]
+    );
+    let [reserve] = found.reserves.as_slice() else { panic!("{:?}", found.reserves) };
+    assert_eq!(
+        (reserve.name.as_str(), reserve.gpus, reserve.contract.as_str()),
+        ("gpu-reserve-debug", 4, "debug")
+    );
+    let emitted = Slurm.emit(&model);
+    assert!(emitted.violations.is_empty(), "{:?}", emitted.violations);
+    let conf = file(&emitted, "lab-slurm.conf");
+    assert!(
+        conf.contains("\nPartitionName=gpu-reserve-debug Nodes=ALL PriorityTier=3 PreemptMode=OFF QOS=gpu-reserve-debug AllowQos=debug "),
+        "{conf}"
+    );
+    let qos = file(&emitted, "lab-qos.sh");
+    assert!(qos.contains("\nqos gpu-reserve-debug Priority=0 PreemptMode=cluster PreemptExemptTime=-1 MaxWall=-1 MaxTRESPerJob=gres/gpu=-1 GrpTRES=gres/gpu=4\n"), "{qos}");
+    assert!(qos.contains("    gpu-reserve-debug"), "made with the other QOS: {qos}");
+}
+
+#[test]
+fn a_reserve_whose_name_slurm_cannot_take_or_another_has_is_refused() {
+    let long = "d".repeat(60);
+    let emitted = Slurm.emit(&model(&with_reserve().replace("contract debug", &format!("contract {long}"))));
+    assert!(
+        emitted.violations.iter().any(|v| v.message.contains("a reserve partition's name")),
+        "{:?}",
+        emitted.violations
+    );
+    // Project `reserve-debug` of partition `gpu-floor`... is not possible; a floor of
+    // partition `gpu` named as the reserve of another bound partition `gpu-floor` is.
+    let text = r#"cluster a gpus=8 gpu-type=h100 gpus-per-node=8 {
+        slurm cluster=lab partition=gpu nodes="a[1]"
+    }
+    cluster b gpus=8 gpu-type=h100 gpus-per-node=8 {
+        slurm cluster=lab partition=gpu-floor nodes="b[1]"
+    }
+    contract x min-runtime="0s" reserve=1
+    contract batch min-runtime="1h" default=#true
+    project reserve-x share=1
+    "#;
+    let (_, violations) = floors(&model(text), "lab", "lab-slurm.conf");
+    assert!(
+        violations
+            .iter()
+            .any(|v| v.message.contains("reserve gpu-floor-reserve-x takes the name of a partition or QOS")),
+        "{violations:?}"
+    );
+}
+
+#[test]
+fn job_submit_lua_puts_a_contracts_reserve_first_in_a_real_lua() {
+    let emitted = Slurm.emit(&model(&with_reserve()));
+    let script = file(&emitted, "lab-job_submit.lua");
+    let script = script.strip_suffix("return slurm.SUCCESS\n").expect("the script's last line");
+    let jobs = r#"
+        local cases = {
+          { partition = "gpu", account = "nlp", qos = "debug" },
+          { partition = "gpu", account = "nlp", default_qos = "debug" },
+          { partition = "gpu", account = "nlp", qos = "batch", default_qos = "debug" },
+          { partition = "gpu", account = "ml", qos = "debug" },
+          { partition = "gpu", account = "vision", qos = "debug", requeue = 0 },
+          { partition = "gpu", account = "ml", qos = "debug", requeue = 0 },
+          { partition = "gpu", account = "nlp", qos = "preemptible" },
+          { partition = "cpu", account = "nlp", qos = "debug" },
+        }
+        for _, job in ipairs(cases) do
+          local rc = slurm_job_submit(job, {}, 1000)
+          io.write(rc, ' ', show(job), '
+')
+        end
+    "#;
+    let Some(answer) = run_lua(script, jobs) else {
+        assert!(std::env::var_os("CI").is_none(), "no Lua 5.1 interpreter (scripts/test.sh installs lua5.1)");
+        eprintln!("skipped: no Lua interpreter");
+        return;
+    };
+    assert_eq!(
+        answer,
+        "0 gpu-reserve-debug,gpu-floor-nlp,gpu debug\n\
+         0 gpu-reserve-debug,gpu-floor-nlp,gpu nil\n\
+         0 gpu-floor-nlp,gpu batch\n\
+         0 gpu-reserve-debug,gpu debug\n\
+         0 gpu-reserve-debug,gpu-floor-vision debug\n\
+         0 gpu-reserve-debug debug\n\
+         0 gpu preemptible\n\
+         0 cpu debug\n"
+    );
+}
+
 #[test]
 fn lua_strings_carry_any_text_as_itself() {
     assert_eq!(lua_string("gpu-floor-a"), "\"gpu-floor-a\"");

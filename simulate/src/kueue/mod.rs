@@ -72,7 +72,11 @@ impl PartialEq for Kueue {
     fn eq(&self, other: &Kueue) -> bool {
         self.clusters.len() == other.clusters.len()
             && self.clusters.iter().zip(&other.clusters).all(|((a, x), (b, y))| {
-                a == b && x.setup == y.setup && x.by_path == y.by_path && x.later == y.later
+                a == b
+                    && x.setup == y.setup
+                    && x.by_path == y.by_path
+                    && x.by_contract == y.by_contract
+                    && x.later == y.later
             })
     }
 }
@@ -93,6 +97,11 @@ pub struct ClusterObjects<'a> {
     /// leaf's jobs go to. A Cohort stands for an inner project, whose own jobs Kueue cannot
     /// queue. [`UNBUDGETED`] names the work no budget covers.
     pub queues: &'a [(String, String)],
+    /// (contract, ClusterQueue name) for each contract whose jobs go to a ClusterQueue of
+    /// its own, whatever their budget: a contract's reserve (`allot build` writes
+    /// `root-reserve-<contract>`). A pair whose ClusterQueue is not among the objects is
+    /// left out.
+    pub contracts: &'a [(String, String)],
     /// The objects in force from each later moment on (grants starting and ending), in
     /// order: the same Cohorts, ClusterQueues, LocalQueues and priority classes, their
     /// quotas and Fair Sharing weights changed. Empty: the objects hold all along.
@@ -107,6 +116,8 @@ pub(super) struct Queues {
     pub(super) tree: QuotaTree,
     /// Each project path's ClusterQueue (an index of the setup's nodes).
     pub(super) by_path: BTreeMap<String, usize>,
+    /// The ClusterQueue of each contract whose jobs go to one of its own.
+    pub(super) by_contract: BTreeMap<String, usize>,
     /// The ClusterQueue each name a job's `queue` may give stands for: a ClusterQueue's
     /// name (one without a `/`), or a LocalQueue's `NAMESPACE/NAME`.
     by_queue: HashMap<String, usize>,
@@ -194,6 +205,11 @@ impl Kueue {
                     return Err(fail(format!("project {path:?} is given two ClusterQueues")));
                 }
             }
+            let by_contract = given
+                .contracts
+                .iter()
+                .filter_map(|(contract, name)| Some((contract.clone(), *queues.get(name.as_str())?)))
+                .collect();
             let locals = setup
                 .local_queues
                 .iter()
@@ -220,7 +236,7 @@ impl Kueue {
                 }
                 later.push((*from, QuotaTree::new(&then.nodes)));
             }
-            let queues = Queues { setup, tree, by_path, by_queue, later };
+            let queues = Queues { setup, tree, by_path, by_contract, by_queue, later };
             if out.insert(given.cluster.to_string(), queues).is_some() {
                 return Err(fail("given twice".into()));
             }

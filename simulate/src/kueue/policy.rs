@@ -137,7 +137,8 @@ impl EngineRules for Rules {
         Ranking::Flat
     }
 
-    /// The job's ClusterQueue as its lane (the one its `queue` names, else its budget's),
+    /// The job's ClusterQueue as its lane (the one its `queue` names, else its contract's
+    /// own, else its budget's),
     /// and its priority (its own, else its contract's priority class on its cluster) as its
     /// tier; none (never run) when it has no ClusterQueue, its ClusterQueue does not cover
     /// GPUs, or it asks for more than its ClusterQueue could ever hold (Kueue's
@@ -153,7 +154,10 @@ impl EngineRules for Rules {
         let kueue = self.kueue.clone();
         let queues = kueue.clusters.get(&*cluster.name)?;
         let node = match job.queue.as_str() {
-            "" => *queues.by_path.get(&*cluster.paths[leaf])?,
+            "" => match queues.by_contract.get(contract) {
+                Some(&node) => node,
+                None => *queues.by_path.get(&*cluster.paths[leaf])?,
+            },
             named => queues.cluster_queue(named)?,
         };
         let Kind::ClusterQueue { preemption, .. } = &queues.setup.nodes[node].kind else {

@@ -111,6 +111,7 @@ fn policy(cluster: &str, resource: &str, objects: &[Value], live: &Kueue) -> Res
         configuration: configuration.as_ref(),
         resource,
         queues: &[],
+        contracts: &[],
         later: &[],
     };
     let setup = allot_simulate::Kueue::new([given]).map_err(|e| format!("Kueue's {e}"))?;

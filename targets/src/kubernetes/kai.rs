@@ -268,6 +268,6 @@ fn fidelity(model: &Model) -> Report {
             "jobs name their queue (`kai.scheduler/queue`); namespaces, users and groups do not bind to queues",
         ),
     ]);
-    rows.extend(crate::fidelity::reserve_row(model));
+    rows.extend(crate::fidelity::reserve_lost(model));
     Report { scheduler: "KAI Scheduler", short_name: "KAI", rows, notes: Vec::new() }
 }

@@ -1,8 +1,9 @@
 //! Kueue (`kueue.x-k8s.io/v1beta2`): per cluster, a ResourceFlavor for its GPUs, a Cohort
 //! tree mirroring the projects (`root` at the top, holding unallocated GPUs as a shared
 //! pool), a ClusterQueue per budgeted leaf whose `nominalQuota` is its guaranteed GPUs, a
-//! LocalQueue per member namespace, a WorkloadPriorityClass per contract, and the
-//! controller `Configuration` fragment that turns fair sharing on.
+//! LocalQueue per member namespace, a ClusterQueue and LocalQueues per contract's reserve
+//! ([`RESERVE`]), a WorkloadPriorityClass per contract, and the controller `Configuration`
+//! fragment that turns fair sharing on.
 
 use std::collections::BTreeMap;
 
@@ -22,6 +23,9 @@ pub struct Kueue;
 
 const API: &str = "kueue.x-k8s.io/v1beta2";
 const ROOT: &str = "root";
+/// A contract's reserve is ClusterQueue `root-reserve-<contract>` (no project's flattened
+/// name starts with `root-`), and a LocalQueue of that name in each budget's namespace.
+pub const RESERVE: &str = "root-reserve-";
 
 impl Target for Kueue {
     fn name(&self) -> &'static str {
@@ -31,6 +35,7 @@ impl Target for Kueue {
     fn emit(&self, model: &Model) -> Emitted {
         let violations = super::binding_names(model, KubernetesScheduler::Kueue, true);
         let mut emitted = Emitted { files: Vec::new(), violations };
+        let reserves = reserves(model);
         for (cluster, binding) in bound(model, KubernetesScheduler::Kueue) {
             let nodes = tree(model, &cluster.name);
             let path = |name: &str| format!("{}/{name}", cluster.name);
@@ -40,11 +45,11 @@ impl Target for Kueue {
             let problems =
                 cohorts.iter().flat_map(|c| quota_rules(c, c.spec.parent_name, &c.spec.resource_groups));
             add(&mut emitted, path("cohorts.yaml"), &cohorts, problems.collect());
-            let queues = cluster_queues(model, binding, &nodes);
+            let queues = cluster_queues(model, cluster, binding, &nodes, &reserves);
             let problems =
                 queues.iter().flat_map(|q| quota_rules(q, Some(q.spec.cohort_name), &q.spec.resource_groups));
             add(&mut emitted, path("clusterqueues.yaml"), &queues, problems.collect());
-            let local = local_queues(&nodes);
+            let local = local_queues(&nodes, &reserves);
             let problems = local.iter().filter_map(|q| name_rule(q.kind, q.metadata.name));
             add(&mut emitted, path("localqueues.yaml"), &local, problems.collect());
             let classes = priority_classes(model);
@@ -70,12 +75,20 @@ pub fn objects(model: &Model, cluster: &str) -> Vec<Value> {
         return Vec::new();
     };
     let nodes = tree(model, &cluster.name);
+    let reserves = reserves(model);
     let mut out = values(&[flavor(binding)]);
     out.extend(values(&cohorts(model, cluster, binding, &nodes)));
-    out.extend(values(&cluster_queues(model, binding, &nodes)));
-    out.extend(values(&local_queues(&nodes)));
+    out.extend(values(&cluster_queues(model, cluster, binding, &nodes, &reserves)));
+    out.extend(values(&local_queues(&nodes, &reserves)));
     out.extend(values(&priority_classes(model)));
     out
+}
+
+/// The ClusterQueue allot writes for each contract that holds a reserve: (contract,
+/// ClusterQueue), the queue of the contract's jobs whatever their budget.
+pub fn reserve_queues(model: &Model) -> Vec<(String, String)> {
+    let held = model.contracts.iter().filter(|c| c.reserve_gpus.is_some());
+    held.map(|c| (c.name.clone(), format!("{RESERVE}{}", c.name))).collect()
 }
 
 /// The budget each ClusterQueue and Cohort allot writes for allot cluster `cluster` stands
@@ -235,7 +248,7 @@ struct NamespaceSelector<'a> {
 struct MatchExpression<'a> {
     key: &'static str,
     operator: &'static str,
-    values: &'a [String],
+    values: Vec<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -247,8 +260,10 @@ struct Preemption {
 
 fn cluster_queues<'a>(
     model: &Model,
+    cluster: &Cluster,
     binding: &'a KubernetesBinding,
     nodes: &'a [Node<'_>],
+    reserves: &'a [Reserve],
 ) -> Vec<ClusterQueue<'a>> {
     let mut out = Vec::new();
     for node in nodes.iter().flat_map(|n| n.flatten()).filter(|n| n.is_leaf()) {
@@ -256,7 +271,7 @@ fn cluster_queues<'a>(
         let match_expressions = if namespaces.is_empty() {
             Vec::new()
         } else {
-            vec![MatchExpression { key: "kubernetes.io/metadata.name", operator: "In", values: namespaces }]
+            vec![in_namespaces(namespaces.iter().map(String::as_str).collect())]
         };
         let spec = ClusterQueueSpec {
             cohort_name: node.parent.as_deref().unwrap_or(ROOT),
@@ -271,6 +286,24 @@ fn cluster_queues<'a>(
             ),
         };
         out.push(Object::new(API, "ClusterQueue", &node.name, spec));
+    }
+    for reserve in reserves {
+        // Its quota is lent to the cohort while idle and reclaimed at once for the
+        // contract's jobs. Beyond it they borrow as work beyond a budget does, weighted by
+        // the reserve's part of the cluster: small, so they borrow last and go first.
+        let spec = ClusterQueueSpec {
+            cohort_name: ROOT,
+            fair_sharing: fair_sharing((reserve.gpus * 100_000).checked_div(cluster.gpus).unwrap_or(0)),
+            namespace_selector: NamespaceSelector { match_expressions: budget_namespaces(nodes) },
+            preemption: Preemption { reclaim_within_cohort: "Any", within_cluster_queue: "Never" },
+            queueing_strategy: "BestEffortFIFO",
+            resource_groups: resources(
+                binding,
+                reserve.gpus,
+                (model.policy.overflow == WorkRule::Deny).then_some(0),
+            ),
+        };
+        out.push(Object::new(API, "ClusterQueue", &reserve.queue, spec));
     }
     if model.policy.unbudgeted == WorkRule::Preemptible {
         // Everything it runs is borrowed, so it is reclaimed first; weight 0 loses every tie.
@@ -293,12 +326,55 @@ struct LocalQueueSpec<'a> {
     cluster_queue: &'a str,
 }
 
-fn local_queues<'a>(nodes: &'a [Node<'_>]) -> Vec<Object<'a, LocalQueueSpec<'a>>> {
+/// A contract's reserve: its ClusterQueue's and LocalQueues' name, and its GPUs.
+struct Reserve {
+    queue: String,
+    gpus: u64,
+}
+
+fn reserves(model: &Model) -> Vec<Reserve> {
+    let gpus = model.contracts.iter().filter_map(|c| c.reserve_gpus);
+    reserve_queues(model).into_iter().zip(gpus).map(|((_, queue), gpus)| Reserve { queue, gpus }).collect()
+}
+
+/// The namespaces of the budgets' ClusterQueues, as a selector: none when a budget takes
+/// every namespace.
+fn budget_namespaces<'a>(nodes: &'a [Node<'_>]) -> Vec<MatchExpression<'a>> {
+    let leaves = nodes.iter().flat_map(|n| n.flatten()).filter(|n| n.is_leaf());
+    if leaves.clone().any(|n| n.project.namespaces.is_empty()) {
+        return Vec::new();
+    }
+    let mut namespaces: Vec<&str> =
+        leaves.flat_map(|n| n.project.namespaces.iter().map(String::as_str)).collect();
+    namespaces.sort_unstable();
+    namespaces.dedup();
+    vec![in_namespaces(namespaces)]
+}
+
+fn in_namespaces(values: Vec<&str>) -> MatchExpression<'_> {
+    MatchExpression { key: "kubernetes.io/metadata.name", operator: "In", values }
+}
+
+/// A LocalQueue per budget and namespace, then per reserve and namespace of any budget.
+fn local_queues<'a>(nodes: &'a [Node<'_>], reserves: &'a [Reserve]) -> Vec<Object<'a, LocalQueueSpec<'a>>> {
     let mut out = Vec::new();
     for node in nodes.iter().flat_map(|n| n.flatten()).filter(|n| n.is_leaf()) {
         for namespace in &node.project.namespaces {
             let metadata = Metadata { labels: LABELS, name: &node.name, namespace: Some(namespace) };
             let spec = LocalQueueSpec { cluster_queue: &node.name };
+            out.push(Object { api_version: API, kind: "LocalQueue", metadata, spec });
+        }
+    }
+    let namespaces: std::collections::BTreeSet<&str> = nodes
+        .iter()
+        .flat_map(|n| n.flatten())
+        .filter(|n| n.is_leaf())
+        .flat_map(|n| n.project.namespaces.iter().map(String::as_str))
+        .collect();
+    for reserve in reserves {
+        for namespace in &namespaces {
+            let metadata = Metadata { labels: LABELS, name: &reserve.queue, namespace: Some(namespace) };
+            let spec = LocalQueueSpec { cluster_queue: &reserve.queue };
             out.push(Object { api_version: API, kind: "LocalQueue", metadata, spec });
         }
     }
@@ -440,7 +516,13 @@ fn fidelity(model: &Model) -> Report {
             vec![c.name.clone(), go_duration(c.min_runtime_seconds), (c.min_runtime_seconds / 60).to_string()]
         })
         .collect();
-    rows.extend(crate::fidelity::reserve_row(model));
+    rows.extend(crate::fidelity::reserves(model).map(|held| {
+        Row::approximated(
+            "reserve per contract",
+            format!("{held}: ClusterQueue `{RESERVE}<contract>` in Cohort `root` with `nominalQuota` = the reserve, and a LocalQueue of that name in each budget's namespace; the budgets' quotas share the other GPUs. Its idle quota is lent to the cohort and taken back at once (`reclaimWithinCohort: Any`); beyond it, the contract's jobs borrow as work beyond a budget does, with the weight of the reserve's part of the cluster. A queue cannot be tied to a priority class: whatever a job sent to the reserve's LocalQueue runs under, it runs there, and its GPUs are not counted against its budget's ClusterQueue"),
+        )
+        .qualified("by queue label, not contract")
+    }));
     Report {
         scheduler: "Kueue",
         short_name: "Kueue",

@@ -189,7 +189,7 @@ fn fidelity(model: &Model) -> Report {
             ]
         })
         .collect();
-    rows.extend(crate::fidelity::reserve_row(model));
+    rows.extend(crate::fidelity::reserve_lost(model));
     Report {
         scheduler: "Volcano",
         short_name: "Volcano",

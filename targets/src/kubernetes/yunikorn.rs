@@ -254,7 +254,7 @@ fn fidelity(model: &Model) -> Report {
         )
         .qualified("for users and groups"),
     ];
-    rows.extend(crate::fidelity::reserve_row(model));
+    rows.extend(crate::fidelity::reserve_lost(model));
     Report {
         scheduler: "YuniKorn",
         short_name: "YuniKorn",

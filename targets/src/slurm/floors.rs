@@ -5,7 +5,10 @@
 //! `PreemptType=preempt/partition_prio` lets a job in a floor with room preempt jobs there
 //! once their contract's `PreemptExemptTime` has passed. `job_submit.lua` gives each job of
 //! a bound partition the floors of its account and of the accounts above it, then the
-//! bound partition. docs/slurm.md says how the pieces are loaded and in what order.
+//! bound partition. A contract's reserve is a partition of the highest tier
+//! (`PriorityTier=3`, `PreemptMode=OFF`) over the same nodes, capped by its partition QOS and
+//! open to the contract's QOS alone; `job_submit.lua` puts it first for the contract's jobs.
+//! docs/slurm.md says how the pieces are loaded and in what order.
 
 use allot_compiler::ir::{Location, Model, Project};
 use allot_compiler::names::{self, PREEMPTIBLE_QOS};
@@ -13,12 +16,23 @@ use allot_compiler::names::{self, PREEMPTIBLE_QOS};
 use crate::Violation;
 use crate::text::{Named, Rule, refused};
 
-/// What [`floors`] finds for one Slurm cluster: its floors, and for each bound partition
-/// the partitions each account's jobs are given.
+/// What [`floors`] finds for one Slurm cluster: its floors and reserves, and for each bound
+/// partition the partitions each account's jobs are given.
 #[derive(Debug, Default)]
 pub struct Floors {
     pub floors: Vec<Floor>,
+    pub reserves: Vec<Reserve>,
     pub routes: Vec<Route>,
+}
+
+impl Floors {
+    /// The partitions' QOS, floors then reserves ([`super::qos::partition_cap`]).
+    pub fn caps(&self) -> Vec<super::qos::Qos> {
+        let floors = self.floors.iter().map(|f| super::qos::partition_cap(&f.name, f.gpus, &f.source));
+        floors
+            .chain(self.reserves.iter().map(|r| super::qos::partition_cap(&r.name, r.gpus, &r.source)))
+            .collect()
+    }
 }
 
 /// A budget's floor on one bound partition.
@@ -33,6 +47,21 @@ pub struct Floor {
     pub gpus: u64,
     /// The project's account and the accounts below it: `AllowAccounts=`.
     pub accounts: Vec<String>,
+    pub source: Location,
+}
+
+/// A contract's reserve on one bound partition.
+#[derive(Debug)]
+pub struct Reserve {
+    /// The partition's name, and its QOS's: `<bound partition>-reserve-<contract>`.
+    pub name: String,
+    /// The bound partition it lies over, and its nodes (`Nodes=`).
+    pub over: String,
+    pub nodes: String,
+    /// The GPUs it holds: its QOS's `GrpTRES=gres/gpu=N`.
+    pub gpus: u64,
+    /// The contract, whose QOS alone it takes (`AllowQos=`).
+    pub contract: String,
     pub source: Location,
 }
 
@@ -99,40 +128,81 @@ pub fn floors(model: &Model, cluster: &str, path: &str) -> (Floors, Vec<Violatio
         }
         let mut walk = Walk { cluster: &c.name, over: &binding.partition, nodes: &nodes, out: &mut out };
         walk.projects(&model.projects, &[]);
-    }
-    let mut refusals = Vec::new();
-    for floor in &out.floors {
-        let names: [(Named, Rule); 1] = [(
-            Named { what: "a floor partition's name", value: &floor.name, source: Some(&floor.source) },
-            names::bad_slurm_partition,
-        )];
-        refusals.extend(refused(path, names));
-        if floor.name == PREEMPTIBLE_QOS || model.contracts.iter().any(|c| c.name == floor.name) {
-            violations.push(Violation::at(
-                path,
-                format!(
-                    "floor {} takes the name of a QOS allot writes; rename the project or the contract",
-                    floor.name
-                ),
-                vec![floor.source.clone()],
-            ));
+        for contract in &model.contracts {
+            let Some(gpus) = contract.reserve_gpus else { continue };
+            out.reserves.push(Reserve {
+                name: format!("{}-reserve-{}", binding.partition, contract.name),
+                over: binding.partition.clone(),
+                nodes: nodes.clone(),
+                gpus,
+                contract: contract.name.clone(),
+                source: contract.source.clone(),
+            });
         }
     }
-    violations.extend(refusals);
-    // A floor whose name or accounts Slurm cannot take is not written: its violation (or its
-    // account's, from the association tree's checks) stops the build, and the files keep
-    // every line whole meanwhile.
+    violations.extend(partition_names(model, &bound, &out, path));
+    // A floor or reserve whose name, accounts or contract Slurm cannot take is not written:
+    // its violation (or its account's, from the association tree's checks) stops the build,
+    // and the files keep every line whole meanwhile.
     let writable = |floor: &Floor| {
         names::bad_slurm_partition(&floor.name).is_none()
             && floor.accounts.iter().all(|a| super::slurm_name_problem(a).is_none())
     };
     let dropped: Vec<String> = out.floors.iter().filter(|f| !writable(f)).map(|f| f.name.clone()).collect();
     out.floors.retain(writable);
+    out.reserves.retain(|r| {
+        names::bad_slurm_partition(&r.name).is_none() && super::slurm_name_problem(&r.contract).is_none()
+    });
     out.routes.retain(|r| super::slurm_name_problem(&r.account).is_none());
     for route in &mut out.routes {
         route.partitions.retain(|p| !dropped.contains(p));
     }
     (out, violations)
+}
+
+/// What is wrong with the names of the partitions allot adds, floors and reserves: one
+/// Slurm cannot take, or one that another partition or QOS allot writes already has (each
+/// is also its own partition QOS's name). Two floors of one name are two accounts of one
+/// name, which the association tree's checks report.
+fn partition_names(
+    model: &Model,
+    bound: &[(&allot_compiler::ir::Cluster, &allot_compiler::ir::SlurmBinding)],
+    found: &Floors,
+    path: &str,
+) -> Vec<Violation> {
+    let added = found
+        .floors
+        .iter()
+        .map(|f| ("floor", &f.name, &f.source))
+        .chain(found.reserves.iter().map(|r| ("reserve", &r.name, &r.source)));
+    let mut violations = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for (what, name, source) in added {
+        let names: [(Named, Rule); 1] = [(
+            Named {
+                what: if what == "floor" { "a floor partition's name" } else { "a reserve partition's name" },
+                value: name,
+                source: Some(source),
+            },
+            names::bad_slurm_partition,
+        )];
+        violations.extend(refused(path, names));
+        let taken = name == PREEMPTIBLE_QOS
+            || model.contracts.iter().any(|c| c.name == *name)
+            || bound.iter().any(|(_, b)| b.partition == *name)
+            || (what == "reserve" && seen.contains(&name.as_str()));
+        if taken {
+            violations.push(Violation::at(
+                path,
+                format!(
+                    "{what} {name} takes the name of a partition or QOS allot writes; rename the project, the contract or the partition"
+                ),
+                vec![source.clone()],
+            ));
+        }
+        seen.push(name);
+    }
+    violations
 }
 
 /// The projects of one allot cluster, walked down the tree.
@@ -207,9 +277,10 @@ pub fn lua_string(text: &str) -> String {
 
 /// `job_submit.lua` for a Slurm cluster: on submission, a job sent to a bound partition
 /// (`-p <partition>`, or none when the bound partition is the cluster's default) is given
-/// its account's floors then that partition; a job of QOS `preemptible`, or one that may
-/// not be requeued (`--no-requeue`), keeps one of them only (the bound partition, where it
-/// may be preempted; its nearest floor, where it never is). On modification, only root may
+/// its account's floors then that partition, after its contract's reserve when the contract
+/// holds one (its QOS, or its association's default QOS); a job of QOS `preemptible` keeps
+/// the bound partition, where it may be preempted, and one that may not be requeued
+/// (`--no-requeue`) its reserve and nearest floor only, where it never is. On modification, only root may
 /// change a job's partitions or QOS (Slurm 22.05 shows no message of the script's there:
 /// the user reads "Access/permission denied").
 pub fn job_submit_lua(cluster: &str, floors: &Floors) -> String {
@@ -231,6 +302,22 @@ pub fn job_submit_lua(cluster: &str, floors: &Floors) -> String {
                 "        [{}] = {},\n",
                 lua_string(&route.account),
                 lua_string(&route.partitions.join(","))
+            ));
+        }
+        out.push_str("    },\n");
+    }
+    out.push_str("}\n\n");
+    out.push_str("-- For each bound partition, the reserve of each contract (QOS) that holds one.\n");
+    out.push_str("local reserves = {\n");
+    let mut overs: Vec<&str> = floors.reserves.iter().map(|r| r.over.as_str()).collect();
+    overs.dedup();
+    for over in overs {
+        out.push_str(&format!("    [{}] = {{\n", lua_string(over)));
+        for reserve in floors.reserves.iter().filter(|r| r.over == over) {
+            out.push_str(&format!(
+                "        [{}] = {},\n",
+                lua_string(&reserve.contract),
+                lua_string(&reserve.name)
             ));
         }
         out.push_str("    },\n");
@@ -264,13 +351,21 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     if job_desc.qos == {preemptible} then
         return slurm.SUCCESS
     end
+    local qos = job_desc.qos or job_desc.default_qos
+    local reserve = qos and reserves[partition] and reserves[partition][qos]
     if job_desc.requeue == 0 then
-        -- A job that may not be requeued would be killed if preempted: its floors only.
+        -- A job that may not be requeued would be killed if preempted: its reserve and
+        -- nearest floor only.
         local floor = string.match(partitions, "^([^,]+),")
-        if floor ~= nil then
-            job_desc.partition = floor
+        if reserve ~= nil and floor ~= nil then
+            job_desc.partition = reserve .. "," .. floor
+        elseif reserve ~= nil or floor ~= nil then
+            job_desc.partition = reserve or floor
         end
         return slurm.SUCCESS
+    end
+    if reserve ~= nil then
+        partitions = reserve .. "," .. partitions
     end
     job_desc.partition = partitions
     return slurm.SUCCESS

@@ -160,17 +160,18 @@ pub fn slurm_duration(seconds: u64) -> String {
 /// budgets.
 fn qos_script(model: &Model, cluster: &str, floors: &floors::Floors) -> String {
     let cluster = comment(cluster);
+    let reserves = if floors.reserves.is_empty() { "" } else { " and per contract's reserve" };
     let mut out = format!(
-        "#!/bin/sh\n# allot: QOS of Slurm cluster {cluster}, one per contract plus `{PREEMPTIBLE_QOS}`, and one per budget's floor.\n# Run before loading {cluster}.cfg and before slurmctld reads {cluster}-slurm.conf's partitions; running it again changes nothing.\n# It makes every QOS first, then sets them: on a Slurm whose accounting does not know the gres/gpu TRES yet\n# (slurmctld registers it when it runs with AccountingStorageTRES=gres/gpu), the settings stop at the\n# first GPU limit; run it again once slurmctld has started.\nset -eu\n\n"
+        "#!/bin/sh\n# allot: QOS of Slurm cluster {cluster}, one per contract plus `{PREEMPTIBLE_QOS}`, and one per budget's floor{reserves}.\n# Run before loading {cluster}.cfg and before slurmctld reads {cluster}-slurm.conf's partitions; running it again changes nothing.\n# It makes every QOS first, then sets them: on a Slurm whose accounting does not know the gres/gpu TRES yet\n# (slurmctld registers it when it runs with AccountingStorageTRES=gres/gpu), the settings stop at the\n# first GPU limit; run it again once slurmctld has started.\nset -eu\n\n"
     );
     out.push_str("# Sets QOS $1 (a name, or names separated by commas) as the rest of the arguments say.\n");
     out.push_str("qos() {\n    name=\"$1\"\n    shift\n    sacctmgr -i modify qos where name=\"$name\" set \"$@\"\n}\n\n");
     // Slurm 22.05 reports a preemption loop when a QOS's Preempt list is set to what it is.
     out.push_str("preempt() {\n    [ \"$(sacctmgr -n -P show qos \"$1\" format=preempt)\" = \"$2\" ] || sacctmgr -i modify qos where name=\"$1\" set Preempt=\"$2\"\n}\n\n");
     let contracts = qos::wanted(model);
-    let floors: Vec<qos::Qos> = floors.floors.iter().map(qos::of_floor).collect();
+    let caps = floors.caps();
     out.push_str("# Every QOS that Slurm does not hold yet, made in one call.\nhave=\"$(sacctmgr -n -P show qos format=name)\"\nmissing=\nfor name in");
-    for q in contracts.iter().chain(&floors) {
+    for q in contracts.iter().chain(&caps) {
         out.push_str(&format!(" \\\n    {}", shell_word(&q.name)));
     }
     out.push_str("; do\n    printf '%s\\n' \"$have\" | grep -qxF -- \"$name\" || missing=\"$missing${missing:+,}$name\"\ndone\n");
@@ -188,11 +189,13 @@ fn qos_script(model: &Model, cluster: &str, floors: &floors::Floors) -> String {
             shell_word(&q.setting("preempt"))
         ));
     }
-    if !floors.is_empty() {
+    if floors.reserves.is_empty() && !caps.is_empty() {
         out.push_str("\n# The budgets' floors, those of the same cap in one call: each caps its partition at the\n# budget's guaranteed GPUs. No PreemptExemptTime of their own: a partition QOS's would\n# override every contract's.\n");
+    } else if !caps.is_empty() {
+        out.push_str("\n# The budgets' floors and the contracts' reserves, those of the same cap in one call: each\n# caps its partition at the budget's guaranteed GPUs or the GPUs of the reserve. No\n# PreemptExemptTime of their own: a partition QOS's would override every contract's.\n");
     }
     let mut by_settings: BTreeMap<String, Vec<&str>> = BTreeMap::new();
-    for q in &floors {
+    for q in &caps {
         by_settings.entry(qos_settings(q)).or_default().push(&q.name);
     }
     for (settings, names) in by_settings {
@@ -274,6 +277,23 @@ fn slurm_conf(model: &Model, cluster: &str, tree: &Tree, floors: &floors::Floors
                 name = floor.name,
             ));
         }
+        let reserves: Vec<&floors::Reserve> =
+            floors.reserves.iter().filter(|r| r.over == partition).collect();
+        if !reserves.is_empty() {
+            out.push_str(&format!(
+                "# The contracts' reserves over partition {partition}: the highest tier, the contract's QOS only\n"
+            ));
+        }
+        for reserve in reserves {
+            let accounts =
+                if restricted { format!(" AllowAccounts={}", allowed.join(",")) } else { String::new() };
+            out.push_str(&format!(
+                "PartitionName={name} Nodes={} PriorityTier=3 PreemptMode=OFF QOS={name} AllowQos={}{accounts} TRESBillingWeights=\"GRES/gpu=1.0\"\n",
+                reserve.nodes,
+                reserve.contract,
+                name = reserve.name,
+            ));
+        }
     }
     out
 }
@@ -344,7 +364,15 @@ fn fidelity(model: &Model) -> Report {
         .filter(|q| q.name != PREEMPTIBLE_QOS)
         .map(|q| vec![q.name.clone(), format!("`{}`", qos_settings(q))])
         .collect();
-    rows.extend(crate::fidelity::reserve_row(model));
+    rows.extend(crate::fidelity::reserves(model).map(|held| {
+        // src/interfaces/preempt.c, _is_job_preempt_exempt_internal: every preemptor
+        // waits for acct_policy_is_job_preempt_exempt (src/slurmctld/acct_policy.c).
+        Row::approximated(
+            "reserve per contract",
+            format!("{held}: a partition per reserve over the bound partition's nodes (`<partition>-reserve-<contract>`, `PriorityTier=3`, `PreemptMode=OFF`, `AllowQos=<contract>`), capped at the reserve by its partition QOS (`GrpTRES=gres/gpu=N`); `job_submit.lua` gives the contract's jobs (its QOS, or their association's default QOS) the reserve first; the budgets' floors share the other GPUs. Other work runs on the reserved GPUs while they are idle, and a job of the contract preempts it, but only once that work's own contract's `PreemptExemptTime` has passed: Slurm applies a job's exempt time to every preemptor"),
+        )
+        .qualified("while the work on it is protected")
+    }));
     Report {
         scheduler: "Slurm",
         short_name: "Slurm",

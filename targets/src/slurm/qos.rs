@@ -2,7 +2,8 @@
 //! beyond a budget, with the settings allot writes (priority, preemption mode, the
 //! contract's protected minimum runtime as `PreemptExemptTime`, its maximum runtime as
 //! `MaxWall`, its GPUs per job as `MaxTRESPerJob=gres/gpu=N`, and the QOS it may preempt);
-//! and one per budget's floor ([`of_floor`]: its cap as `GrpTRES=gres/gpu=N`).
+//! and one per budget's floor and per contract's reserve ([`partition_cap`]: its cap as
+//! `GrpTRES=gres/gpu=N`).
 //! The live side is read from `sacctmgr show qos` in [`SHOW_FORMAT`]; the wanted side is
 //! written in the same format, so that a saved plan holds both as text. A QOS allot does not
 //! want is left as it is: allot never deletes one.
@@ -80,14 +81,14 @@ pub fn wanted(model: &Model) -> Vec<Qos> {
     std::iter::once(preemptible).chain(model.contracts.iter().map(of_contract)).collect()
 }
 
-/// A budget's floor as its partition QOS: its cap, and nothing else of its own (a partition
-/// QOS's `PreemptExemptTime` would override every contract's).
-pub fn of_floor(floor: &super::floors::Floor) -> Qos {
+/// The partition QOS of a budget's floor or a contract's reserve: its cap, and nothing else
+/// of its own (a partition QOS's `PreemptExemptTime` would override every contract's).
+pub fn partition_cap(name: &str, gpus: u64, source: &Location) -> Qos {
     Qos {
-        name: floor.name.clone(),
+        name: name.to_string(),
         preempt_mode: "cluster".into(),
-        grp_gpus: Some(floor.gpus),
-        source: Some(floor.source.clone()),
+        grp_gpus: Some(gpus),
+        source: Some(source.clone()),
         ..Qos::default()
     }
 }

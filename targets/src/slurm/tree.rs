@@ -122,12 +122,12 @@ pub fn desired_with_loss(model: &Model, cluster: &str) -> (Tree, f64) {
 }
 
 /// The QOS the budgets want on Slurm cluster `cluster`: the contracts' and
-/// [`PREEMPTIBLE_QOS`] ([`qos::wanted`]), then the floors' ([`qos::of_floor`];
-/// a floor Slurm could not take is the build's violation, and left out).
+/// [`PREEMPTIBLE_QOS`] ([`qos::wanted`]), then the floors' and reserves'
+/// ([`floors::Floors::caps`]; one Slurm could not take is the build's violation, and left out).
 pub fn wanted_qos(model: &Model, cluster: &str) -> Vec<qos::Qos> {
     let mut qos = qos::wanted(model);
     let (floors, _) = floors::floors(model, cluster, "");
-    qos.extend(floors.floors.iter().map(qos::of_floor));
+    qos.extend(floors.caps());
     qos
 }
 
@@ -135,8 +135,9 @@ pub fn wanted_qos(model: &Model, cluster: &str) -> Vec<qos::Qos> {
 /// not (a saved plan's wanted QOS are read back, and must not reach a QOS allot does not
 /// manage, or set what allot never sets): [`PREEMPTIBLE_QOS`] as `wanted` makes it, QOS
 /// named by the tree's accounts, of priority 0, cancelled or requeued, that may preempt
-/// [`PREEMPTIBLE_QOS`] alone, and floors as [`qos::of_floor`] makes them, each named
-/// `<partition>-floor-<account>` for an account of the tree.
+/// [`PREEMPTIBLE_QOS`] alone, and floors and reserves as [`qos::partition_cap`] makes them,
+/// each named `<partition>-floor-<account>` for an account of the tree or
+/// `<partition>-reserve-<QOS>` for a QOS the tree names.
 pub fn unwanted_qos(qos: &[Qos], tree: &Tree) -> Option<String> {
     let named: std::collections::HashSet<&str> =
         tree.accounts.iter().flat_map(|a| a.qos.iter().map(String::as_str)).collect();
@@ -144,12 +145,14 @@ pub fn unwanted_qos(qos: &[Qos], tree: &Tree) -> Option<String> {
     if !qos.iter().any(|q| q.name == PREEMPTIBLE_QOS) {
         return Some(format!("it lacks QOS {PREEMPTIBLE_QOS}"));
     }
+    let over = |name: &str, kind: &str, of: &str| {
+        name.strip_suffix(of)
+            .and_then(|rest| rest.strip_suffix(kind))
+            .is_some_and(|partition| allot_compiler::names::bad_slurm_partition(partition).is_none())
+    };
     let floor_of_account = |name: &str| {
-        tree.accounts.iter().any(|a| {
-            name.strip_suffix(a.name.as_str())
-                .and_then(|rest| rest.strip_suffix("-floor-"))
-                .is_some_and(|partition| allot_compiler::names::bad_slurm_partition(partition).is_none())
-        })
+        tree.accounts.iter().any(|a| over(name, "-floor-", &a.name))
+            || named.iter().any(|q| over(name, "-reserve-", q))
     };
     qos.iter().find_map(|q| {
         let fine = if q.name == PREEMPTIBLE_QOS {

@@ -248,6 +248,6 @@ fn fidelity(model: &Model) -> Report {
         items.push(mode.into());
         notes.push(Note::List(items));
     }
-    rows.extend(crate::fidelity::reserve_row(model));
+    rows.extend(crate::fidelity::reserve_lost(model));
     Report { scheduler: "YARN", short_name: "YARN", rows, notes }
 }
