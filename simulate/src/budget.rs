@@ -56,7 +56,7 @@ use super::cluster::ClusterState;
 use super::engine::{Admission, Engine, Rules, Start};
 use super::jobs::{Holding, JobId, SimJob, Slots, Terms};
 use super::passes::{self, Passes};
-use super::victims::Search;
+use super::victims::{ByLeaf, Search};
 
 /// Running GPUs and entitlements closer than this are equal: entitlements come out of
 /// floating-point water-filling, running GPUs are whole numbers.
@@ -158,7 +158,7 @@ impl Passes for Budget {
                 gpus,
                 class: |job: &SimJob| (job.holding == Holding::Loan).then_some(0),
                 allows: |_: &[JobId]| true,
-                among: None,
+                by_leaf: None,
             };
             if let Some(victims) = loans.run() {
                 return Some(engine.spare(&cluster.pool, gpus, victims, |_| true));
@@ -174,16 +174,9 @@ impl Passes for Budget {
             jobs: &engine.jobs,
             gpus,
             // Past its protection, and not within its contract's reserve.
-            class: |job: &SimJob| classes[job.leaf as usize].filter(|_| job.preemptible),
+            class: |job: &SimJob| classes.class[job.leaf as usize].filter(|_| job.preemptible),
             allows: |set: &[JobId]| exchange.allows(set),
-            among: Some(
-                cluster
-                    .leaves
-                    .iter()
-                    .filter(|&&l| classes[l].is_some())
-                    .flat_map(|&l| cluster.preemptible[l].iter().map(|&(_, j)| j))
-                    .collect(),
-            ),
+            by_leaf: Some(&classes),
         };
         let allowed = |set: &[JobId]| exchange.allows(set) && exchange.stays_within(set);
         let victims = engine.spare(&cluster.pool, gpus, search.run()?, allowed);
@@ -209,14 +202,14 @@ fn whole(entitlement: f64) -> f64 {
 }
 
 /// The order in which each leaf's running jobs are taken as victims (lower first), `None`
-/// for a leaf whose jobs are not taken: unbudgeted work's first (0), then the budgets
+/// for a leaf whose jobs are not taken, and the most GPUs each may give: unbudgeted work's first (0), then the budgets
 /// beyond their entitlements, furthest beyond first (running GPUs minus entitlement; ties
 /// by their order in the tree). `leaf`'s own are none of them (it is within its
 /// entitlement). `None` when the leaves cannot give `short` GPUs, the least that must be
 /// freed (a quick bound: each budget gives at most its preemptible
 /// GPUs, and at most its running GPUs above its entitlement's whole ones unless one of its
-/// preemptible jobs may be larger than its entitlement).
-fn classes(cluster: &ClusterState, entitled: &[f64], leaf: usize, short: u64) -> Option<Vec<Option<u32>>> {
+/// preemptible jobs may be larger than its entitlement; unbudgeted work without limit).
+fn classes(cluster: &ClusterState, entitled: &[f64], leaf: usize, short: u64) -> Option<ByLeaf> {
     let unbudgeted = cluster.budgets.unbudgeted.0;
     let mut over: Vec<(f64, usize)> = cluster
         .leaves
@@ -240,14 +233,18 @@ fn classes(cluster: &ClusterState, entitled: &[f64], leaf: usize, short: u64) ->
         return None;
     }
     over.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    let mut classes = vec![None; cluster.running.len()];
+    let mut by_leaf =
+        ByLeaf { class: vec![None; cluster.running.len()], gives: vec![0; cluster.running.len()] };
     if unbudgeted_gives {
-        classes[unbudgeted] = Some(0);
+        by_leaf.class[unbudgeted] = Some(0);
+        by_leaf.gives[unbudgeted] = u32::MAX;
     }
     for (place, (_, l)) in over.into_iter().enumerate() {
-        classes[l] = Some(place as u32 + 1);
+        by_leaf.class[l] = Some(place as u32 + 1);
+        // Whole GPUs (a budget's running GPUs and its whole entitlement are whole).
+        by_leaf.gives[l] = (may_give(l) + EPSILON).floor().min(f64::from(u32::MAX)) as u32;
     }
-    Some(classes)
+    Some(by_leaf)
 }
 /// A waiting job of `gpus` for `leaf` started in place of some running jobs, as the rule
 /// judges it.
@@ -259,6 +256,8 @@ struct Exchange<'a> {
     gpus: u32,
     /// Each node's covered GPUs as far as read (see [`Exchange::covered`]).
     covered: RefCell<Vec<(usize, f64)>>,
+    /// [`Exchange::allows_all`]'s buffer, kept from call to call.
+    freed: RefCell<Vec<(usize, f64)>>,
 }
 
 impl<'a> Exchange<'a> {
@@ -269,7 +268,15 @@ impl<'a> Exchange<'a> {
         leaf: usize,
         gpus: u32,
     ) -> Self {
-        Exchange { cluster, jobs, entitled, leaf, gpus, covered: RefCell::new(Vec::new()) }
+        Exchange {
+            cluster,
+            jobs,
+            entitled,
+            leaf,
+            gpus,
+            covered: RefCell::new(Vec::new()),
+            freed: RefCell::new(Vec::new()),
+        }
     }
 
     /// A tree node's *covered* GPUs: those of its subtree's running jobs that are no
@@ -306,7 +313,8 @@ impl<'a> Exchange<'a> {
         let cluster = self.cluster;
         let unbudgeted = cluster.budgets.unbudgeted.0;
         // Per node touched: the covered GPUs freed (in jobs no larger than its entitlement).
-        let mut freed: Vec<(usize, f64)> = Vec::new();
+        let mut freed = self.freed.borrow_mut();
+        freed.clear();
         for victim in victims {
             let job = &self.jobs[victim];
             let gpus = f64::from(job.gpus);
@@ -320,7 +328,7 @@ impl<'a> Exchange<'a> {
                 }
             }
         }
-        freed.into_iter().all(|(node, covered)| {
+        freed.iter().all(|&(node, covered)| {
             let gain = if cluster.path(self.leaf).any(|n| n == node) { f64::from(self.gpus) } else { 0.0 };
             covered <= gain + EPSILON || self.covered(node) + gain - covered >= whole(self.entitled[node])
         })

@@ -66,6 +66,8 @@ pub(super) struct ClusterState<'b> {
     pub(super) ends: BTreeSet<(i64, JobId)>,
     /// The running jobs on each node (a job on several nodes is on each of them).
     pub(super) on_node: Vec<Vec<JobId>>,
+    /// The GPUs of preemptible runs on each node, by leaf: (leaf, GPUs), no leaf twice.
+    pub(super) preemptible_here: Vec<Vec<(u32, u32)>>,
     /// Each contract's reserve and the GPUs its jobs run within it, by contract (see
     /// [`Holding`]); the GPUs running on loan from the reserves.
     pub(super) reserves: Vec<Reserve>,
@@ -127,6 +129,7 @@ impl<'b> ClusterState<'b> {
         let pool = Pool::new(budgets.gpus, gpus_per_node.max(1));
         ClusterState {
             on_node: vec![Vec::new(); pool.capacity.len()],
+            preemptible_here: vec![Vec::new(); pool.capacity.len()],
             reserves: reserves.map(|gpus| Reserve { gpus, held: 0 }).collect(),
             on_loan: 0,
             budgets,
@@ -264,6 +267,27 @@ impl<'b> ClusterState<'b> {
         job.preemptible = true;
         self.preemptible[job.leaf as usize].insert((job.started.expect("a running job"), id));
         self.preemptible_gpus[job.leaf as usize] += u64::from(job.gpus);
+        self.count_preemptible(job, true);
+    }
+
+    /// Counts a preemptible run's GPUs on its nodes in, or out.
+    fn count_preemptible(&mut self, job: &SimJob, add: bool) {
+        for &(node, gpus) in &job.placement {
+            let here = &mut self.preemptible_here[node as usize];
+            match here.iter().position(|&(leaf, _)| leaf == job.leaf) {
+                Some(i) if add => here[i].1 += gpus,
+                Some(i) => {
+                    here[i].1 -= gpus;
+                    if here[i].1 == 0 {
+                        here.swap_remove(i);
+                    }
+                }
+                None => {
+                    debug_assert!(add, "a preemptible run counted out before in");
+                    here.push((job.leaf, gpus));
+                }
+            }
+        }
     }
 
     /// The fewest GPUs that running jobs must free before `gpus` fit: those the node with the
@@ -295,6 +319,7 @@ impl<'b> ClusterState<'b> {
         if job.preemptible {
             self.preemptible[job.leaf as usize].insert((now, id));
             self.preemptible_gpus[job.leaf as usize] += u64::from(job.gpus);
+            self.count_preemptible(job, true);
         }
         self.ends.insert((job.expected_end, id));
         for &(node, _) in &job.placement {
@@ -315,6 +340,7 @@ impl<'b> ClusterState<'b> {
         if std::mem::take(&mut job.preemptible) {
             self.preemptible[leaf].remove(&(started, id));
             self.preemptible_gpus[leaf] -= u64::from(job.gpus);
+            self.count_preemptible(job, false);
         }
         self.ends.remove(&(job.expected_end, id));
         self.hold(job, -i64::from(job.gpus));

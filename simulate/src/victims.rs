@@ -32,9 +32,18 @@ pub(super) struct Search<'a, C, A> {
     pub(super) class: C,
     /// Whether the policy lets a set of victims go together (checked as each is added).
     pub(super) allows: A,
-    /// The running jobs `class` may let go, when the policy knows them (only their nodes
-    /// are looked at); `None`: every node.
-    pub(super) among: Option<Vec<JobId>>,
+    /// When `class` lets only preemptible runs go, by their leaf, and `allows` lets each
+    /// leaf give no more than [`ByLeaf::gives`]: a node whose runs that may go cannot make
+    /// the room is then not looked at. `None`: every node is.
+    pub(super) by_leaf: Option<&'a ByLeaf>,
+}
+
+/// The classes of a policy that takes preemptible runs by their leaf.
+pub(super) struct ByLeaf {
+    /// Each leaf's class (`None`: its runs may not go).
+    pub(super) class: Vec<Option<u32>>,
+    /// The most GPUs each leaf's runs may give together.
+    pub(super) gives: Vec<u32>,
 }
 
 impl<C: Fn(&SimJob) -> Option<u32>, A: Fn(&[JobId]) -> bool> Search<'_, C, A> {
@@ -44,33 +53,28 @@ impl<C: Fn(&SimJob) -> Option<u32>, A: Fn(&[JobId]) -> bool> Search<'_, C, A> {
         if self.gpus <= self.cluster.pool.per_node { self.on_one_node() } else { self.on_whole_nodes() }
     }
 
-    /// The nodes where victims may be: those of [`Search::among`], else all, in order.
-    fn nodes(&self) -> Vec<usize> {
-        match &self.among {
-            None => (0..self.cluster.pool.capacity.len()).collect(),
-            Some(among) => {
-                let mut nodes: Vec<usize> = among
-                    .iter()
-                    .flat_map(|&j| self.jobs[j].placement.iter().map(|&(n, _)| n as usize))
-                    .collect();
-                nodes.sort_unstable();
-                nodes.dedup();
-                nodes
-            }
-        }
+    /// The nodes where victims could free `room` GPUs (each node's own need), in order:
+    /// all of them, or under [`Search::by_leaf`] those whose runs that may go hold that many.
+    fn nodes(&self, room: impl Fn(usize) -> u32) -> impl Iterator<Item = usize> {
+        let here = &self.cluster.preemptible_here;
+        let by_leaf = self.by_leaf;
+        (0..self.cluster.pool.capacity.len()).filter(move |&node| {
+            by_leaf.is_none_or(|by_leaf| {
+                let may_go = here[node].iter().filter(|&&(leaf, _)| by_leaf.class[leaf as usize].is_some());
+                may_go.map(|&(leaf, gpus)| gpus.min(by_leaf.gives[leaf as usize])).sum::<u32>() >= room(node)
+            })
+        })
     }
 
-    /// The running jobs on `node` that may be victims.
-    fn candidates(&self, node: usize) -> Vec<Candidate> {
-        self.cluster.on_node[node]
-            .iter()
-            .filter_map(|&id| {
-                let job = &self.jobs[id];
-                let class = (self.class)(job)?;
-                let here = job.placement.iter().filter(|&&(n, _)| n as usize == node).map(|&(_, g)| g).sum();
-                Some(Candidate { class, here, gpus: job.gpus, start: job.started.expect("running"), id })
-            })
-            .collect()
+    /// The running jobs on `node` that may be victims, into `out` (emptied first).
+    fn candidates(&self, node: usize, out: &mut Vec<Candidate>) {
+        out.clear();
+        out.extend(self.cluster.on_node[node].iter().filter_map(|&id| {
+            let job = &self.jobs[id];
+            let class = (self.class)(job)?;
+            let here = job.placement.iter().filter(|&&(n, _)| n as usize == node).map(|&(_, g)| g).sum();
+            Some(Candidate { class, here, gpus: job.gpus, start: job.started.expect("running"), id })
+        }));
     }
 
     /// On the one node where room is made at the least [`Cost`]. On each node, class by
@@ -80,12 +84,13 @@ impl<C: Fn(&SimJob) -> Option<u32>, A: Fn(&[JobId]) -> bool> Search<'_, C, A> {
         let pool = &self.cluster.pool;
         let mut best: Option<(Cost, Vec<JobId>)> = None;
         let mut chosen: Vec<JobId> = Vec::new();
-        for node in self.nodes() {
+        let (mut candidates, mut order) = (Vec::new(), Vec::new());
+        for node in self.nodes(|node| self.gpus.saturating_sub(pool.free[node])) {
             if pool.capacity[node] < self.gpus {
                 continue;
             }
             let mut need = self.gpus.saturating_sub(pool.free[node]);
-            let mut candidates = self.candidates(node);
+            self.candidates(node, &mut candidates);
             if candidates.iter().map(|c| c.here).sum::<u32>() < need {
                 continue;
             }
@@ -98,13 +103,14 @@ impl<C: Fn(&SimJob) -> Option<u32>, A: Fn(&[JobId]) -> bool> Search<'_, C, A> {
                 let in_class = candidates.iter().take_while(|c| c.class == class).count();
                 // The smallest that completes the room (the newest among equals), then the
                 // others by the most freed here: the first the policy allows.
-                let mut order: Vec<usize> = (0..in_class).collect();
+                order.clear();
+                order.extend(0..in_class);
                 order.sort_by_key(|&i| {
                     let c = &candidates[i];
                     let short = c.here < need;
                     (short, Reverse(if short { c.here } else { 0 }), c.gpus, Reverse((c.start, c.id)))
                 });
-                let pick = order.into_iter().find(|&i| {
+                let pick = order.iter().copied().find(|&i| {
                     chosen.push(candidates[i].id);
                     let allowed = (self.allows)(&chosen);
                     chosen.pop();
@@ -137,11 +143,11 @@ impl<C: Fn(&SimJob) -> Option<u32>, A: Fn(&[JobId]) -> bool> Search<'_, C, A> {
     fn on_whole_nodes(&self) -> Option<Vec<JobId>> {
         let pool = &self.cluster.pool;
         let mut nodes: Vec<(Cost, Vec<JobId>)> = self
-            .nodes()
-            .into_iter()
+            .nodes(|node| pool.capacity[node] - pool.free[node])
             .filter(|&node| pool.free[node] < pool.capacity[node])
             .filter_map(|node| {
-                let candidates = self.candidates(node);
+                let mut candidates = Vec::new();
+                self.candidates(node, &mut candidates);
                 let occupied = pool.capacity[node] - pool.free[node];
                 if candidates.iter().map(|c| c.here).sum::<u32>() < occupied {
                     return None;
