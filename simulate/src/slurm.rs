@@ -12,7 +12,9 @@
 //! `cred_expire` + 1, its place lost. Jobs end at their time limits. Under
 //! `preempt/qos` (the configuration allot wrote before floors) there are no floors, and
 //! only QOS [`PREEMPTIBLE_QOS`] is preempted, by any other job, which it follows in the
-//! queue. What is not modelled is in docs/verifier.md.
+//! queue. A contract's reserve is a partition of the highest tier for its jobs, capped at
+//! the reserve, walked before the floors by the main scheduler. What is not modelled is in
+//! docs/verifier.md.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -34,13 +36,15 @@ pub(super) struct Slurm {
     settings: SlurmSettings,
     plan: Plan,
     /// The partition the job about to start runs in: a floor (its tree node's), or `None`
-    /// for the partition of all other work (`over`).
+    /// for the partition of all other work (`over`), unless `in_reserve`: its contract's
+    /// reserve.
     partition: Option<u32>,
+    in_reserve: bool,
 }
 
 impl Slurm {
     pub(super) fn new(settings: SlurmSettings) -> Slurm {
-        Slurm { settings, plan: Plan::default(), partition: None }
+        Slurm { settings, plan: Plan::default(), partition: None, in_reserve: false }
     }
 }
 
@@ -81,6 +85,14 @@ impl Rules for Slurm {
         if self.settings.floors {
             // QOS `preemptible` sets no PreemptExemptTime: Slurm's global one (0) applies.
             let protected_for = if job.contractless { 0 } else { min_runtime };
+            if self.in_reserve {
+                return Start {
+                    floor: None,
+                    preemptible: false,
+                    protected_for: 0,
+                    holding: Holding::Reserve,
+                };
+            }
             return match self.partition {
                 Some(floor) => {
                     Start { floor: Some(floor), preemptible: false, protected_for: 0, holding: Holding::Own }
@@ -183,6 +195,35 @@ impl Slurm {
         heads: &mut BinaryHeap<Reverse<Head>>,
         now: i64,
     ) -> bool {
+        // The reserves' partitions first, of the highest tier: each holds its contract's
+        // jobs only, up to its GPUs.
+        if cluster.reserves.iter().any(|r| r.holds(1)) {
+            let mut cursor = Cursor::new(heads);
+            while let Some(head) = cursor.next(cluster) {
+                let Head(_, _, _, id, leaf, gpus, _) = head;
+                if !cluster.within_limits(leaf, gpus) {
+                    continue;
+                }
+                cursor.follow(cluster, head);
+                let reserve = engine.jobs[id].terms.map(|t| cluster.reserves[usize::from(t)]);
+                if !reserve.is_some_and(|r| r.holds(gpus)) {
+                    continue;
+                }
+                // As in a floor: it starts on free GPUs, or by preempting work in `over`
+                // past its protection, or it ends the pass.
+                self.in_reserve = true;
+                let Some(placement) = cluster.pool.place(gpus) else {
+                    let preempted = self.preempt_for(engine, cluster, id, now);
+                    self.in_reserve = false;
+                    return preempted;
+                };
+                engine.start(self, cluster, id, placement, now);
+                self.in_reserve = false;
+                if !cluster.reserves.iter().any(|r| r.holds(1)) {
+                    break;
+                }
+            }
+        }
         let mut cursor = Cursor::new(heads);
         // Floors only fill as the walk goes on: once none has room, none will.
         let mut room = cluster.any_floor_room();

@@ -427,6 +427,46 @@ fn a_budget_under_its_floor_takes_gpus_back_from_over_once_their_protection_ends
 }
 
 #[test]
+fn under_floors_a_reserve_is_a_partition_of_the_highest_tier_for_its_contract() {
+    // 8 GPUs, 2 held for debug: a's and b's floors are 3 each, of the other 6. a runs three
+    // jobs (1-3) in its floor; b five (4-8): 4-6 in its floor, 7 and 8 in `over`, protected
+    // to 120. b's debug job 9 comes at 10: the reserve has room, no GPU is free, nothing in
+    // `over` may go yet; at the pass after the protection ends (130) it preempts the
+    // youngest, 8, and runs in the reserve to 730. a's debug jobs 10 and 11 come at 300: 10
+    // takes the reserve's other GPU from 7 (past its protection: at once) and runs to 900;
+    // 11 finds the reserve full and a's floor full: it waits for 9 and starts in the reserve
+    // at 730. 8 and 7 (held 121 s) wait in `over`: 8 (back at 251) takes 10's GPU at 900,
+    // 7 (back at 421) takes 11's at 1330, each resuming its 3470 and 3300 s left. No floor
+    // job is touched.
+    let text = "cluster c gpus=8 gpu-type=h100 gpus-per-node=8\n\
+        contract debug min-runtime=\"0s\" max-gpus=1 reserve=2\n\
+        contract batch min-runtime=\"2m\" resumable=#true default=#true\n\
+        project a share=\"50%\"\nproject b share=\"50%\"\n";
+    let mut jobs: Vec<Job> = (1..=3).map(|i| job(i, "a", 1, 0, 3600, "batch")).collect();
+    jobs.extend((4..=8).map(|i| job(i, "b", 1, 0, 3600, "batch")));
+    jobs.push(job(9, "b", 1, 10, 600, "debug"));
+    jobs.extend((10..=11).map(|i| job(i, "a", 1, 300, 600, "debug")));
+    let (sim, runs) = run(&model(text), &jobs, floors());
+    for id in ["1", "2", "3", "4", "5", "6"] {
+        assert_eq!(runs_of(&runs, id), [(0, 3600)], "the floors are untouched: job {id}");
+    }
+    assert_eq!(runs_of(&runs, "9"), [(130, 730)]);
+    assert_eq!(runs_of(&runs, "10"), [(300, 900)]);
+    assert_eq!(runs_of(&runs, "11"), [(730, 1330)]);
+    assert_eq!(runs_of(&runs, "8"), [(0, 130), (900, 4370)]);
+    assert_eq!(runs_of(&runs, "7"), [(0, 300), (1330, 4630)]);
+    assert_eq!(sim.preemptions, 2);
+    // Without the reserve, the floors are 4 each (b's jobs 4-7; 8 in `over`): b's debug
+    // job 9 waits, b's floor full and `over` preempting nothing, while a's debug jobs take
+    // the last GPU of a's floor in turn (10 from 8 at 300, then 11 at 900); it starts when
+    // 11 ends, at 1500.
+    let (_, runs) = run(&model(&text.replace(" reserve=2", "")), &jobs, floors());
+    assert_eq!(runs_of(&runs, "10"), [(300, 900)]);
+    assert_eq!(runs_of(&runs, "11"), [(900, 1500)]);
+    assert_eq!(runs_of(&runs, "9"), [(1500, 2100)]);
+}
+
+#[test]
 fn backfill_leaves_the_reserved_nodes_free() {
     // Two 8-GPU nodes. Job 1 (6 GPUs, 0..1000) goes on node 0; job 2 (4 GPUs, 0..5000,
     // budget b) best-fits on node 1. Job 3 (8 GPUs, at 10) fits no node: reserved at 1000 on
