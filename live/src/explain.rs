@@ -172,6 +172,8 @@ pub fn running_in(jobs: &[QueuedJob], partition: &str) -> u64 {
 pub enum Tier<'f> {
     /// In a budget's floor: never preempted.
     Floor(&'f FloorPartition),
+    /// In a contract's reserve: never preempted.
+    Reserve(&'f FloorPartition),
     /// In the bound partition `over`, beyond the floors: a job in a floor with room may
     /// preempt it from `from` (its start plus its contract's protection), the youngest first.
     Over { over: &'f str, from: i64 },
@@ -187,7 +189,7 @@ pub fn tier<'f>(
     let start = job.job.start?;
     let partition = job.job.partition.as_str();
     if let Some(floor) = floors.iter().find(|f| f.partition == partition) {
-        return Some(Tier::Floor(floor));
+        return Some(if floor.contract.is_some() { Tier::Reserve(floor) } else { Tier::Floor(floor) });
     }
     let over = floors.iter().find(|f| f.over == partition)?;
     Some(Tier::Over { over: &over.over, from: start.saturating_add(exempt(&job.job.contract)) })
@@ -255,8 +257,10 @@ pub fn floor_wait<'f, 'q>(
     }
     let listed: Vec<&str> = job.job.partition.split(',').map(str::trim).collect();
     let over = home_partition(&job.job.partition, floors)?;
-    let mut mine: Vec<&FloorPartition> =
-        floors.iter().filter(|f| f.over == over && listed.contains(&f.partition.as_str())).collect();
+    let mut mine: Vec<&FloorPartition> = floors
+        .iter()
+        .filter(|f| f.over == over && f.contract.is_none() && listed.contains(&f.partition.as_str()))
+        .collect();
     // The deepest budget's floor is the nearest (its own account's, or the nearest above it).
     mine.sort_by_key(|f| std::cmp::Reverse(f.budget.matches('/').count()));
     let mine: Vec<FloorRoom<'f>> = mine
@@ -368,6 +372,7 @@ mod tests {
         let floor = |budget: &str| FloorPartition {
             cluster: "c".into(),
             budget: budget.into(),
+            contract: None,
             partition: format!("gpu-floor-{budget}"),
             over: "gpu".into(),
             gpus: 4,
@@ -419,6 +424,21 @@ mod tests {
         // A job of a partition no floor lies over has no floors.
         let elsewhere = on("debug", "a", queued("6", 1, None, 60, 0, 0));
         assert_eq!(floor_wait(&jobs, &elsewhere, &floors, 8, exempt), None);
+        // A contract's reserve over gpu: a job running there is in it, never preempted; a
+        // pending job listing it is still given its budget's floors only.
+        let reserve = FloorPartition {
+            contract: Some("debug".into()),
+            budget: String::new(),
+            partition: "gpu-reserve-debug".into(),
+            gpus: 2,
+            ..floor("a")
+        };
+        let with_reserve = [floor("a"), floor("b"), reserve];
+        let in_reserve = on("gpu-reserve-debug", "b", queued("7", 1, Some(900), 60, 0, 0));
+        assert_eq!(tier(&in_reserve, &with_reserve, exempt), Some(Tier::Reserve(&with_reserve[2])));
+        let listing = on("gpu-reserve-debug,gpu-floor-a,gpu", "a", queued("8", 4, None, 3_600, 10, 900));
+        let a = floor_wait(&jobs, &listing, &with_reserve, 8, exempt).unwrap();
+        assert_eq!(a.floors.iter().map(|f| f.floor.partition.as_str()).collect::<Vec<_>>(), ["gpu-floor-a"]);
         assert!(reason(NODES_TAKEN).starts_with("the nodes it could use are taken by, or kept for,"));
     }
 }

@@ -264,6 +264,7 @@ mod tests {
         let floor = |budget: &str| FloorPartition {
             cluster: "c".into(),
             budget: budget.into(),
+            contract: None,
             partition: format!("gpu-floor-{budget}"),
             over: "gpu".into(),
             gpus: 4,

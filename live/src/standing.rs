@@ -76,9 +76,14 @@ pub struct BudgetNow {
 /// and is preempted by a job in a floor with room once past its protection.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FloorPartition {
-    /// The allot cluster, and the path of the budget (project) whose floor it is.
+    /// The allot cluster, and the path of the budget (project) whose floor it is (empty for
+    /// a reserve).
     pub cluster: String,
     pub budget: String,
+    /// The contract whose reserve it is, when it is no budget's floor but a partition of
+    /// the highest tier for that contract's jobs: never preempted, counted in no budget's
+    /// floor, its jobs placed on the bound partition as a floor's are.
+    pub contract: Option<String>,
     /// Its partition's name, and the bound partition it lies over.
     pub partition: String,
     pub over: String,
@@ -232,6 +237,7 @@ pub fn status_with_floors<'j>(
     // too: its floor holds the jobs of the budgets below it).
     let floor_nodes: Vec<(&FloorPartition, usize, usize)> = floors
         .iter()
+        .filter(|f| f.contract.is_none())
         .filter_map(|f| {
             let cluster = budgets.clusters.iter().position(|c| c.name == f.cluster)?;
             let node = budgets.clusters[cluster].paths.iter().position(|p| *p == f.budget)?;
@@ -457,6 +463,7 @@ mod tests {
         FloorPartition {
             cluster: cluster.into(),
             budget: budget.into(),
+            contract: None,
             partition: format!("{over}-floor-{account}"),
             over: over.into(),
             gpus,
@@ -493,6 +500,42 @@ mod tests {
         // Without floors, none.
         let plain = status(&model, &jobs, 1_000);
         assert!(plain.is_ok_and(|s| s.clusters[0].budgets.iter().all(|b| b.floor.is_none())));
+    }
+
+    #[test]
+    fn a_job_in_a_reserve_is_placed_on_its_bound_partition_and_counts_in_no_floor() {
+        // Two allot clusters on one Slurm cluster (a job is placed by its partition); on
+        // main, floors of 3 for a and b and a reserve of 2 for debug over gpu.
+        let model = model(
+            "cluster main gpus=8 gpu-type=h100 gpus-per-node=8 {\n    slurm cluster=s partition=gpu nodes=\"g1\"\n}\n\
+             cluster small gpus=4 gpu-type=l40s gpus-per-node=4 {\n    slurm cluster=s partition=l40s nodes=\"l1\"\n}\n\
+             contract debug min-runtime=\"0s\" reserve=2\ncontract batch min-runtime=\"1h\" default=#true\n\
+             project a share=\"50%\"\nproject b share=\"50%\"\n",
+        );
+        let reserve = FloorPartition {
+            cluster: "main".into(),
+            budget: String::new(),
+            contract: Some("debug".into()),
+            partition: "gpu-reserve-debug".into(),
+            over: "gpu".into(),
+            gpus: 2,
+        };
+        let floors = [floor("main", "a", "gpu", 3), floor("main", "b", "gpu", 3), reserve];
+        let jobs = [
+            on("gpu-reserve-debug", job("1", "b", 1, Some(0), "debug")),
+            on("gpu-floor-b", job("2", "b", 3, Some(0), "batch")),
+            on("gpu-reserve-debug,gpu-floor-a,gpu", job("3", "a", 1, None, "debug")),
+        ];
+        assert_eq!(home_partition("gpu-reserve-debug", &floors), Some("gpu"));
+        assert_eq!(budget_of(&model, &jobs[0], &floors).unwrap(), ("main".into(), "b".into()));
+        assert_eq!(budget_of(&model, &jobs[2], &floors).unwrap(), ("main".into(), "a".into()));
+        let now = status_with_floors(&model, &jobs, 1_000, &floors).unwrap();
+        let by = |path: &str| now.clusters[0].budgets.iter().find(|b| b.path == path).unwrap().clone();
+        // b runs 4 GPUs: 3 in its floor, 1 in the reserve (neither in its floor nor beyond).
+        assert_eq!(by("b").running_gpus, 4);
+        assert_eq!(by("b").floor, Some(FloorNow { gpus: 3, in_floor_gpus: 3, over_gpus: 0 }));
+        assert_eq!(by("a").floor, Some(FloorNow { gpus: 3, in_floor_gpus: 0, over_gpus: 0 }));
+        assert_eq!(by("a").pending_gpus, 1);
     }
 
     #[test]

@@ -241,6 +241,12 @@ impl Facts<'_> {
                     "  runs in the floor {} of budget {} ({} GPUs): never preempted\n",
                     floor.partition, floor.budget, floor.gpus
                 )),
+                (Some(Tier::Reserve(reserve)), _) => out.push_str(&format!(
+                    "  runs in the reserve {} of contract {} ({} GPUs): never preempted\n",
+                    reserve.partition,
+                    reserve.contract.as_deref().unwrap_or_default(),
+                    reserve.gpus
+                )),
                 (Some(Tier::Over { over, from }), _) => out.push_str(&format!(
                     "  runs in {over}, beyond the budgets' floors: preemptible {} by any budget under its floor; the youngest jobs go first\n",
                     if from > self.now {
@@ -414,6 +420,7 @@ impl Facts<'_> {
             "preemptible": preemptible,
             "tier": self.tier.map(|tier| match tier {
                 Tier::Floor(floor) => json!({ "partition": floor.partition, "floor": true, "budget": floor.budget, "floor_gpus": floor.gpus }),
+                Tier::Reserve(reserve) => json!({ "partition": reserve.partition, "floor": false, "reserve": reserve.contract, "reserve_gpus": reserve.gpus }),
                 Tier::Over { over, from } => json!({ "partition": over, "floor": false, "preemptible_from": from }),
             }),
             "floor": self.floor.as_ref().map(|f| json!({

@@ -1,5 +1,6 @@
 //! Slurm's floors as the live views count them: the floor partitions allot writes for a
-//! Slurm cluster, those Slurm has, each with its allot cluster and budget.
+//! Slurm cluster, those Slurm has, each with its allot cluster and budget; and the
+//! contracts' reserve partitions, each with its contract.
 
 use allot_compiler::ir::{Model, Project};
 use allot_live::standing::FloorPartition;
@@ -14,27 +15,37 @@ use crate::systems::slurm;
 /// budgets say.
 pub fn floors(model: &Model, cluster: &str) -> Result<Vec<FloorPartition>, Error> {
     let (found, _) = allot_targets::slurm::floors::floors(model, cluster, "");
-    if found.floors.is_empty() {
+    if found.floors.is_empty() && found.reserves.is_empty() {
         return Ok(Vec::new());
     }
     let live = slurm::partitions(cluster)?;
-    Ok(found
-        .floors
-        .into_iter()
-        .filter(|f| live.contains(&f.name))
-        .filter_map(|f| {
-            let on = |s: &allot_compiler::ir::SlurmBinding| s.cluster == cluster && s.partition == f.over;
-            let bound = model.clusters.iter().find(|c| c.bindings.slurm.as_ref().is_some_and(on))?;
-            let budget = path_of(&model.projects, &bound.name, f.accounts.first()?)?;
-            Some(FloorPartition {
-                cluster: bound.name.clone(),
-                budget,
-                partition: f.name,
-                over: f.over,
-                gpus: f.gpus,
-            })
+    let bound = |over: &str| {
+        let on = |s: &allot_compiler::ir::SlurmBinding| s.cluster == cluster && s.partition == over;
+        model.clusters.iter().find(|c| c.bindings.slurm.as_ref().is_some_and(on))
+    };
+    let floors = found.floors.into_iter().filter(|f| live.contains(&f.name)).filter_map(|f| {
+        let bound = bound(&f.over)?;
+        let budget = path_of(&model.projects, &bound.name, f.accounts.first()?)?;
+        Some(FloorPartition {
+            cluster: bound.name.clone(),
+            budget,
+            contract: None,
+            partition: f.name,
+            over: f.over,
+            gpus: f.gpus,
         })
-        .collect())
+    });
+    let reserves = found.reserves.into_iter().filter(|r| live.contains(&r.name)).filter_map(|r| {
+        Some(FloorPartition {
+            cluster: bound(&r.over)?.name.clone(),
+            budget: String::new(),
+            contract: Some(r.contract),
+            partition: r.name,
+            over: r.over,
+            gpus: r.gpus,
+        })
+    });
+    Ok(floors.chain(reserves).collect())
 }
 
 /// The path of the project named `name` on allot cluster `cluster` (an account's project).
