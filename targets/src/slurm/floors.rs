@@ -275,6 +275,23 @@ pub fn lua_string(text: &str) -> String {
     out
 }
 
+/// `local NAME = { [over] = { [key] = "value", ... }, ... }`: Lua tables of strings by bound
+/// partition, from (over, key, value) entries in the order of their bound partitions.
+fn lua_tables(name: &str, entries: &[(&str, &str, String)]) -> String {
+    let mut out = format!("local {name} = {{\n");
+    let mut overs: Vec<&str> = entries.iter().map(|&(over, _, _)| over).collect();
+    overs.dedup();
+    for over in overs {
+        out.push_str(&format!("    [{}] = {{\n", lua_string(over)));
+        for (_, key, value) in entries.iter().filter(|(o, _, _)| *o == over) {
+            out.push_str(&format!("        [{}] = {},\n", lua_string(key), lua_string(value)));
+        }
+        out.push_str("    },\n");
+    }
+    out.push_str("}\n\n");
+    out
+}
+
 /// `job_submit.lua` for a Slurm cluster: on submission, a job sent to a bound partition
 /// (`-p <partition>`, or none when the bound partition is the cluster's default) is given
 /// its account's floors then that partition, after its contract's reserve when the contract
@@ -292,37 +309,13 @@ pub fn job_submit_lua(cluster: &str, floors: &Floors) -> String {
     out.push_str(
         "-- For each bound partition, the partitions of each account's jobs: floors, then the partition.\n",
     );
-    out.push_str("local routes = {\n");
-    let mut overs: Vec<&str> = floors.routes.iter().map(|r| r.over.as_str()).collect();
-    overs.dedup();
-    for over in overs {
-        out.push_str(&format!("    [{}] = {{\n", lua_string(over)));
-        for route in floors.routes.iter().filter(|r| r.over == over) {
-            out.push_str(&format!(
-                "        [{}] = {},\n",
-                lua_string(&route.account),
-                lua_string(&route.partitions.join(","))
-            ));
-        }
-        out.push_str("    },\n");
-    }
-    out.push_str("}\n\n");
+    let routes: Vec<_> =
+        floors.routes.iter().map(|r| (r.over.as_str(), r.account.as_str(), r.partitions.join(","))).collect();
+    out.push_str(&lua_tables("routes", &routes));
     out.push_str("-- For each bound partition, the reserve of each contract (QOS) that holds one.\n");
-    out.push_str("local reserves = {\n");
-    let mut overs: Vec<&str> = floors.reserves.iter().map(|r| r.over.as_str()).collect();
-    overs.dedup();
-    for over in overs {
-        out.push_str(&format!("    [{}] = {{\n", lua_string(over)));
-        for reserve in floors.reserves.iter().filter(|r| r.over == over) {
-            out.push_str(&format!(
-                "        [{}] = {},\n",
-                lua_string(&reserve.contract),
-                lua_string(&reserve.name)
-            ));
-        }
-        out.push_str("    },\n");
-    }
-    out.push_str("}\n\n");
+    let reserves: Vec<_> =
+        floors.reserves.iter().map(|r| (r.over.as_str(), r.contract.as_str(), r.name.clone())).collect();
+    out.push_str(&lua_tables("reserves", &reserves));
     out.push_str(&format!(
         r#"-- The partition a job asks for: its own, else the cluster's default.
 local function requested(job_desc, part_list)
