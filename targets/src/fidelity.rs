@@ -16,13 +16,14 @@ pub fn reserves(model: &Model) -> Option<String> {
     (!held.is_empty()).then(|| held.join(", "))
 }
 
-/// The row of a target that does not emit the contracts' reserves, when a contract holds one.
-pub fn reserve_lost(model: &Model) -> Option<Row> {
+/// The row of a target that does not emit the contracts' reserves, when a contract holds
+/// one; `where_they_go` says what becomes of the reserved GPUs on it.
+pub fn reserve_lost(model: &Model, where_they_go: &str) -> Option<Row> {
     reserves(model).map(|held| {
         Row::lost(
             "reserve per contract",
             format!(
-                "not emitted: the GPUs of {held} are guaranteed to no budget, so any queue may use them, but nothing holds them for the contract's jobs, which queue and are preempted as other jobs"
+                "not emitted: nothing holds GPUs for {held}, whose jobs queue and are preempted as other jobs; {where_they_go}"
             ),
         )
     })

@@ -268,6 +268,9 @@ fn fidelity(model: &Model) -> Report {
             "jobs name their queue (`kai.scheduler/queue`); namespaces, users and groups do not bind to queues",
         ),
     ]);
-    rows.extend(crate::fidelity::reserve_lost(model));
+    rows.extend(crate::fidelity::reserve_lost(
+        model,
+        "the budgets' `quota` are shares of the other GPUs, so the reserved ones are in no queue's `quota` and any queue may use them beyond it",
+    ));
     Report { scheduler: "KAI Scheduler", short_name: "KAI", rows, notes: Vec::new() }
 }

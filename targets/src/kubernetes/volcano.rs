@@ -189,7 +189,10 @@ fn fidelity(model: &Model) -> Report {
             ]
         })
         .collect();
-    rows.extend(crate::fidelity::reserve_lost(model));
+    rows.extend(crate::fidelity::reserve_lost(
+        model,
+        "the budgets' `deserved` are shares of the other GPUs, so the reserved ones are in no queue's `deserved` and any queue may use them beyond it",
+    ));
     Report {
         scheduler: "Volcano",
         short_name: "Volcano",

@@ -254,7 +254,10 @@ fn fidelity(model: &Model) -> Report {
         )
         .qualified("for users and groups"),
     ];
-    rows.extend(crate::fidelity::reserve_lost(model));
+    rows.extend(crate::fidelity::reserve_lost(
+        model,
+        "the budgets' `guaranteed` are shares of the other GPUs, so the reserved ones are in no queue's `guaranteed` and any queue may use them beyond it",
+    ));
     Report {
         scheduler: "YuniKorn",
         short_name: "YuniKorn",

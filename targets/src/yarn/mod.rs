@@ -248,6 +248,9 @@ fn fidelity(model: &Model) -> Report {
         items.push(mode.into());
         notes.push(Note::List(items));
     }
-    rows.extend(crate::fidelity::reserve_lost(model));
+    rows.extend(crate::fidelity::reserve_lost(
+        model,
+        "the queues' percentages and weights are shares of the whole cluster, reserved GPUs included; in absolute mode the budgets' capacities are shares of the other GPUs, and the reserved ones go with what the budgets leave",
+    ));
     Report { scheduler: "YARN", short_name: "YARN", rows, notes }
 }
