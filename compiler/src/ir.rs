@@ -50,12 +50,6 @@ impl Model {
         go(&self.projects, None, &mut out);
         out
     }
-
-    /// The GPUs the contracts' reserves hold on every cluster: budgets are guaranteed
-    /// shares of the rest.
-    pub fn reserved_gpus(&self) -> u64 {
-        self.contracts.iter().filter_map(|c| c.reserve_gpus).sum()
-    }
 }
 
 /// A pool of GPUs.
