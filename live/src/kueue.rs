@@ -337,14 +337,14 @@ impl Kueue {
 pub fn demand<'a>(
     kueue: &Kueue,
     cluster: &str,
-    budget_of: impl Fn(&str) -> Option<&'a str>,
+    budget_of: impl Fn(&Workload) -> Option<&'a str>,
     now: i64,
 ) -> Vec<Job> {
     kueue
         .workloads
         .iter()
         .filter(|w| w.reserved_at.is_some() || kueue.waits_for_gpus(w, now))
-        .map(|w| w.job(cluster, w.cluster_queue.as_deref().and_then(&budget_of).unwrap_or("")))
+        .map(|w| w.job(cluster, budget_of(w).unwrap_or("")))
         .collect()
 }
 
@@ -865,7 +865,7 @@ mod tests {
         assert_eq!(names, ["urgent", "old"]);
         assert!(reason(&kueue, new, 0).starts_with("its ClusterQueue's quota"), "{}", reason(&kueue, new, 0));
         // The demand: the running one and the three waiting, in budget `a`.
-        let jobs = demand(&kueue, "c", |q| (q == "a").then_some("a"), 0);
+        let jobs = demand(&kueue, "c", |w| (w.cluster_queue.as_deref() == Some("a")).then_some("a"), 0);
         assert_eq!(jobs.len(), 4);
         assert!(jobs.iter().all(|j| j.project == "a"));
     }

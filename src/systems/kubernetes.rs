@@ -303,9 +303,80 @@ impl Reading {
 }
 
 /// The workloads of a live Kueue that hold GPUs or wait for them, as jobs of allot cluster
-/// `cluster`, each in the budget its ClusterQueue stands for.
+/// `cluster`, each in the budget its ClusterQueue stands for; one in a contract's reserve
+/// (`root-reserve-<contract>`) in the budget whose namespace it runs in.
 pub fn demand(model: &Model, cluster: &str, live: &Kueue, now: i64) -> Vec<Job> {
     let budgets: HashMap<String, String> =
         kubernetes::kueue::queue_names(model, cluster).into_iter().collect();
-    kueue::demand(live, cluster, |queue| budgets.get(queue).map(String::as_str), now)
+    let reserves: Vec<String> =
+        kubernetes::kueue::reserve_queues(model).into_iter().map(|(_, queue)| queue).collect();
+    let by_namespace = namespaces(&model.projects, cluster);
+    kueue::demand(
+        live,
+        cluster,
+        |w| {
+            let queue = w.cluster_queue.as_deref()?;
+            match budgets.get(queue) {
+                Some(path) => Some(path.as_str()),
+                None if reserves.iter().any(|r| r == queue) => {
+                    by_namespace.get(w.namespace.as_str()).copied()
+                }
+                None => None,
+            }
+        },
+        now,
+    )
+}
+
+/// The budget (leaf project path) each namespace belongs to on allot cluster `cluster`.
+fn namespaces<'m>(projects: &'m [allot_compiler::ir::Project], cluster: &str) -> HashMap<&'m str, &'m str> {
+    let mut out = HashMap::new();
+    for project in projects.iter().filter(|p| p.clusters.contains_key(cluster)) {
+        if project.children.iter().any(|c| c.clusters.contains_key(cluster)) {
+            out.extend(namespaces(&project.children, cluster));
+        } else {
+            out.extend(project.namespaces.iter().map(|n| (n.as_str(), project.path.as_str())));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use allot_live::kueue::Workload;
+
+    #[test]
+    fn a_workload_in_a_reserve_counts_for_the_budget_of_its_namespace() {
+        let model = allot_compiler::test_support::model(
+            "cluster c gpus=16 gpu-type=h100 gpus-per-node=8 {\n    kubernetes kueue\n}\n\
+             contract debug min-runtime=\"0s\" reserve=2\ncontract batch min-runtime=\"1h\" default=#true\n\
+             project a share=\"50%\" {\n    namespaces team-a\n}\n\
+             project g share=\"50%\" {\n    project b share=1 {\n        namespaces team-b\n    }\n}\n",
+        );
+        let running = |namespace: &str, queue: &str| Workload {
+            namespace: namespace.into(),
+            name: "w".into(),
+            cluster_queue: Some(queue.into()),
+            gpus: 1,
+            reserved_at: Some(0),
+            active: true,
+            ..Workload::default()
+        };
+        let live = Kueue {
+            cluster_queues: Vec::new(),
+            cohorts: Vec::new(),
+            local_queues: Vec::new(),
+            workloads: vec![
+                running("team-a", "a"),
+                running("team-b", "root-reserve-debug"),
+                running("team-a", "root-reserve-debug"),
+                running("elsewhere", "root-reserve-debug"),
+                running("team-b", "someone-elses"),
+            ],
+        };
+        let projects: Vec<String> =
+            demand(&model, "c", &live, 10).iter().map(|j| j.project.to_string()).collect();
+        assert_eq!(projects, ["a", "g/b", "a", "", ""]);
+    }
 }
