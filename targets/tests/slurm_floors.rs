@@ -228,8 +228,7 @@ fn job_submit_lua_puts_a_contracts_reserve_first_in_a_real_lua() {
         }
         for _, job in ipairs(cases) do
           local rc = slurm_job_submit(job, {}, 1000)
-          io.write(rc, ' ', show(job), '
-')
+          io.write(rc, ' ', show(job), '\n')
         end
     "#;
     let Some(answer) = run_lua(script, jobs) else {
