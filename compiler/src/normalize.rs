@@ -88,6 +88,7 @@ fn reserved_gpus(budget: &Budget) -> u64 {
 pub fn normalize(budget: &Budget, sources: &Sources, at: Instant) -> Model {
     let overcommit = budget.policy.overcommit.as_ref().is_some_and(|f| f.value);
     let (projects, unallocated, _) = divide(budget, sources, at, false);
+    let reserved = reserved_gpus(budget);
 
     Model {
         clusters: budget
@@ -101,7 +102,7 @@ pub fn normalize(budget: &Budget, sources: &Sources, at: Instant) -> Model {
                 unallocated_gpus: unallocated
                     .get(c.name.value.as_str())
                     .copied()
-                    .unwrap_or(c.gpus().saturating_sub(reserved_gpus(budget))),
+                    .unwrap_or(c.gpus().saturating_sub(reserved)),
                 bindings: bindings(c),
                 source: location(sources, c.name.span),
             })

@@ -124,7 +124,7 @@ impl Passes for Budget {
     /// entitlement (in the first phase: the others hold no such budget's jobs); or a loan a
     /// reserve with room could take back.
     fn may_preempt(&self, cluster: &ClusterState, tried: &[bool], phase: u8, entitled: &[f64]) -> bool {
-        (cluster.on_loan > 0 && cluster.reserves.iter().any(|r| r.holds(1)))
+        (cluster.on_loan > 0 && cluster.reserve_room())
             || phase == 0
                 && cluster
                     .leaves

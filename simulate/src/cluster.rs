@@ -290,6 +290,11 @@ impl<'b> ClusterState<'b> {
         }
     }
 
+    /// Whether a contract's reserve has room for one more GPU.
+    pub(super) fn reserve_room(&self) -> bool {
+        self.reserves.iter().any(|r| r.holds(1))
+    }
+
     /// The fewest GPUs that running jobs must free before `gpus` fit: those the node with the
     /// most free lacks, for a job that fits a node; else those the free GPUs lack.
     pub(super) fn short_of(&self, gpus: u32) -> u64 {

@@ -35,16 +35,24 @@ use super::{EndedBy, SlurmSettings};
 pub(super) struct Slurm {
     settings: SlurmSettings,
     plan: Plan,
-    /// The partition the job about to start runs in: a floor (its tree node's), or `None`
-    /// for the partition of all other work (`over`), unless `in_reserve`: its contract's
-    /// reserve.
-    partition: Option<u32>,
-    in_reserve: bool,
+    /// The partition the job about to start runs in.
+    partition: Partition,
+}
+
+/// A partition allot writes for Slurm, as a starting job runs in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Partition {
+    /// The bound partition, where all other work runs.
+    Over,
+    /// A budget's floor (its tree node's).
+    Floor(u32),
+    /// Its contract's reserve.
+    Reserve,
 }
 
 impl Slurm {
     pub(super) fn new(settings: SlurmSettings) -> Slurm {
-        Slurm { settings, plan: Plan::default(), partition: None, in_reserve: false }
+        Slurm { settings, plan: Plan::default(), partition: Partition::Over }
     }
 }
 
@@ -85,19 +93,14 @@ impl Rules for Slurm {
         if self.settings.floors {
             // QOS `preemptible` sets no PreemptExemptTime: Slurm's global one (0) applies.
             let protected_for = if job.contractless { 0 } else { min_runtime };
-            if self.in_reserve {
-                return Start {
-                    floor: None,
-                    preemptible: false,
-                    protected_for: 0,
-                    holding: Holding::Reserve,
-                };
-            }
             return match self.partition {
-                Some(floor) => {
+                Partition::Reserve => {
+                    Start { floor: None, preemptible: false, protected_for: 0, holding: Holding::Reserve }
+                }
+                Partition::Floor(floor) => {
                     Start { floor: Some(floor), preemptible: false, protected_for: 0, holding: Holding::Own }
                 }
-                None => Start {
+                Partition::Over => Start {
                     floor: None,
                     preemptible: protected_for == 0,
                     protected_for,
@@ -197,7 +200,7 @@ impl Slurm {
     ) -> bool {
         // The reserves' partitions first, of the highest tier: each holds its contract's
         // jobs only, up to its GPUs.
-        if cluster.reserves.iter().any(|r| r.holds(1)) {
+        if cluster.reserve_room() {
             let mut cursor = Cursor::new(heads);
             while let Some(head) = cursor.next(cluster) {
                 let Head(_, _, _, id, leaf, gpus, _) = head;
@@ -211,15 +214,15 @@ impl Slurm {
                 }
                 // As in a floor: it starts on free GPUs, or by preempting work in `over`
                 // past its protection, or it ends the pass.
-                self.in_reserve = true;
+                self.partition = Partition::Reserve;
                 let Some(placement) = cluster.pool.place(gpus) else {
                     let preempted = self.preempt_for(engine, cluster, id, now);
-                    self.in_reserve = false;
+                    self.partition = Partition::Over;
                     return preempted;
                 };
                 engine.start(self, cluster, id, placement, now);
-                self.in_reserve = false;
-                if !cluster.reserves.iter().any(|r| r.holds(1)) {
+                self.partition = Partition::Over;
+                if !cluster.reserve_room() {
                     break;
                 }
             }
@@ -243,7 +246,7 @@ impl Slurm {
                 continue;
             };
             cursor.follow(cluster, head);
-            self.partition = Some(floor as u32);
+            self.partition = Partition::Floor(floor as u32);
             if let Some(placement) = cluster.pool.place(gpus) {
                 engine.start(self, cluster, id, placement, now);
                 room = cluster.any_floor_room();
@@ -251,7 +254,7 @@ impl Slurm {
                 return self.preempt_for(engine, cluster, id, now);
             }
         }
-        self.partition = None;
+        self.partition = Partition::Over;
         let mut cursor = Cursor::new(heads);
         while let Some(head) = cursor.next(cluster) {
             let Head(_, _, _, id, leaf, gpus, _) = head;
@@ -307,7 +310,7 @@ impl Slurm {
         // neither, by (tier, GPUs, time limit, partition): a job like one of them would
         // change nothing either (its answer depends on nothing else), so it is counted and
         // passed over.
-        let mut unchanged: Vec<(u32, u32, i64, Option<u32>)> = Vec::new();
+        let mut unchanged: Vec<(u32, u32, i64, Partition)> = Vec::new();
         // Under floors, every job's floors first, then every job's `over` (their tiers).
         let walks: &[Walk] = if settings.floors { &[Walk::Floors, Walk::Over] } else { &[Walk::All] };
         for &walk in walks {
@@ -329,7 +332,7 @@ impl Slurm {
                 }
                 // The first of its floors with room for it; none: none for the later jobs of its
                 // group either (floors only fill as the walk goes on).
-                self.partition = None;
+                self.partition = Partition::Over;
                 if walk == Walk::Floors {
                     let Some(floor) = cluster.path(leaf).find(|&n| cluster.floor_room(n, gpus)) else {
                         continue;
@@ -339,7 +342,7 @@ impl Slurm {
                         cursor.follow(cluster, head);
                         continue;
                     }
-                    self.partition = Some(floor as u32);
+                    self.partition = Partition::Floor(floor as u32);
                 }
                 cursor.follow(cluster, head);
                 tested += 1;
