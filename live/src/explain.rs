@@ -5,7 +5,7 @@
 //! when the protection of the work it would preempt ends.
 
 use crate::squeue::{NODES_TAKEN, QueuedJob};
-use crate::standing::{FloorPartition, home_partition};
+use crate::standing::{FloorPartition, Holder, home_partition};
 
 /// Slurm's reason for a pending job, said in budget language (an unknown reason is named as
 /// it is).
@@ -189,7 +189,10 @@ pub fn tier<'f>(
     let start = job.job.start?;
     let partition = job.job.partition.as_str();
     if let Some(floor) = floors.iter().find(|f| f.partition == partition) {
-        return Some(if floor.contract.is_some() { Tier::Reserve(floor) } else { Tier::Floor(floor) });
+        return Some(match floor.holder {
+            Holder::Budget(_) => Tier::Floor(floor),
+            Holder::Contract(_) => Tier::Reserve(floor),
+        });
     }
     let over = floors.iter().find(|f| f.over == partition)?;
     Some(Tier::Over { over: &over.over, from: start.saturating_add(exempt(&job.job.contract)) })
@@ -259,10 +262,10 @@ pub fn floor_wait<'f, 'q>(
     let over = home_partition(&job.job.partition, floors)?;
     let mut mine: Vec<&FloorPartition> = floors
         .iter()
-        .filter(|f| f.over == over && f.contract.is_none() && listed.contains(&f.partition.as_str()))
+        .filter(|f| f.over == over && f.budget().is_some() && listed.contains(&f.partition.as_str()))
         .collect();
     // The deepest budget's floor is the nearest (its own account's, or the nearest above it).
-    mine.sort_by_key(|f| std::cmp::Reverse(f.budget.matches('/').count()));
+    mine.sort_by_key(|f| std::cmp::Reverse(f.budget().map_or(0, |b| b.matches('/').count())));
     let mine: Vec<FloorRoom<'f>> = mine
         .into_iter()
         .map(|floor| FloorRoom { floor, in_use: running_in(jobs, &floor.partition) })
@@ -371,8 +374,7 @@ mod tests {
         // floor and 2 in gpu (started at 500 under batch, protected an hour: until 4,100).
         let floor = |budget: &str| FloorPartition {
             cluster: "c".into(),
-            budget: budget.into(),
-            contract: None,
+            holder: Holder::Budget(budget.into()),
             partition: format!("gpu-floor-{budget}"),
             over: "gpu".into(),
             gpus: 4,
@@ -427,8 +429,7 @@ mod tests {
         // A contract's reserve over gpu: a job running there is in it, never preempted; a
         // pending job listing it is still given its budget's floors only.
         let reserve = FloorPartition {
-            contract: Some("debug".into()),
-            budget: String::new(),
+            holder: Holder::Contract("debug".into()),
             partition: "gpu-reserve-debug".into(),
             gpus: 2,
             ..floor("a")

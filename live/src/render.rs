@@ -251,7 +251,7 @@ mod tests {
 
     #[test]
     fn floors_show_their_gpus_in_use_and_the_gpus_beyond_them() {
-        use crate::standing::{FloorPartition, status_with_floors};
+        use crate::standing::{FloorPartition, Holder, status_with_floors};
         use allot_verify::trace::Job;
         // 8 GPUs bound to partition gpu; a and b have floors of 4 (their guaranteed GPUs).
         // b runs 3 + 1 GPUs in its floor and 2 in gpu, started at 500 under batch (protected
@@ -263,8 +263,7 @@ mod tests {
         );
         let floor = |budget: &str| FloorPartition {
             cluster: "c".into(),
-            budget: budget.into(),
-            contract: None,
+            holder: Holder::Budget(budget.into()),
             partition: format!("gpu-floor-{budget}"),
             over: "gpu".into(),
             gpus: 4,

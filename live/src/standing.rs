@@ -70,25 +70,50 @@ pub struct BudgetNow {
     pub floor: Option<FloorNow>,
 }
 
-/// A budget's floor on Slurm, as the caller finds it in the configuration allot writes (the
-/// library reads no scheduler's configuration): a partition whose jobs are never preempted,
-/// capped at `gpus`, over the partition its cluster is bound to, where every other job runs
-/// and is preempted by a job in a floor with room once past its protection.
+/// A budget's floor on Slurm, or a contract's reserve, as the caller finds it in the
+/// configuration allot writes (the library reads no scheduler's configuration): a partition
+/// whose jobs are never preempted, capped at `gpus`, over the partition its cluster is bound
+/// to, where every other job runs and is preempted by a job in a floor with room once past
+/// its protection.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FloorPartition {
-    /// The allot cluster, and the path of the budget (project) whose floor it is (empty for
-    /// a reserve).
+    /// The allot cluster, and whose partition it is.
     pub cluster: String,
-    pub budget: String,
-    /// The contract whose reserve it is, when it is no budget's floor but a partition of
-    /// the highest tier for that contract's jobs: never preempted, counted in no budget's
-    /// floor, its jobs placed on the bound partition as a floor's are.
-    pub contract: Option<String>,
+    pub holder: Holder,
     /// Its partition's name, and the bound partition it lies over.
     pub partition: String,
     pub over: String,
     /// Its GPUs: the budget's guaranteed GPUs that none of its sub-projects is guaranteed.
     pub gpus: u64,
+}
+
+/// Whose partition a [`FloorPartition`] is: a budget's floor, or a contract's reserve.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Holder {
+    /// A budget's floor: the budget's (project's) path.
+    Budget(String),
+    /// A contract's reserve, a partition of the highest tier for that contract's jobs:
+    /// never preempted, counted in no budget's floor, its jobs placed on the bound
+    /// partition as a floor's are.
+    Contract(String),
+}
+
+impl FloorPartition {
+    /// The path of the budget whose floor it is; `None` for a contract's reserve.
+    pub fn budget(&self) -> Option<&str> {
+        match &self.holder {
+            Holder::Budget(path) => Some(path),
+            Holder::Contract(_) => None,
+        }
+    }
+
+    /// The contract whose reserve it is; `None` for a budget's floor.
+    pub fn contract(&self) -> Option<&str> {
+        match &self.holder {
+            Holder::Contract(name) => Some(name),
+            Holder::Budget(_) => None,
+        }
+    }
 }
 
 /// A budget's floors now: its own and those of the budgets below it (whose jobs it holds).
@@ -237,10 +262,10 @@ pub fn status_with_floors<'j>(
     // too: its floor holds the jobs of the budgets below it).
     let floor_nodes: Vec<(&FloorPartition, usize, usize)> = floors
         .iter()
-        .filter(|f| f.contract.is_none())
         .filter_map(|f| {
+            let budget = f.budget()?;
             let cluster = budgets.clusters.iter().position(|c| c.name == f.cluster)?;
-            let node = budgets.clusters[cluster].paths.iter().position(|p| *p == f.budget)?;
+            let node = budgets.clusters[cluster].paths.iter().position(|p| p == budget)?;
             Some((f, cluster, node))
         })
         .collect();
@@ -462,8 +487,7 @@ mod tests {
         let account = budget.rsplit('/').next().unwrap();
         FloorPartition {
             cluster: cluster.into(),
-            budget: budget.into(),
-            contract: None,
+            holder: Holder::Budget(budget.into()),
             partition: format!("{over}-floor-{account}"),
             over: over.into(),
             gpus,
@@ -514,8 +538,7 @@ mod tests {
         );
         let reserve = FloorPartition {
             cluster: "main".into(),
-            budget: String::new(),
-            contract: Some("debug".into()),
+            holder: Holder::Contract("debug".into()),
             partition: "gpu-reserve-debug".into(),
             over: "gpu".into(),
             gpus: 2,

@@ -239,12 +239,14 @@ impl Facts<'_> {
             match (self.tier, until) {
                 (Some(Tier::Floor(floor)), _) => out.push_str(&format!(
                     "  runs in the floor {} of budget {} ({} GPUs): never preempted\n",
-                    floor.partition, floor.budget, floor.gpus
+                    floor.partition,
+                    floor.budget().unwrap_or_default(),
+                    floor.gpus
                 )),
                 (Some(Tier::Reserve(reserve)), _) => out.push_str(&format!(
                     "  runs in the reserve {} of contract {} ({} GPUs): never preempted\n",
                     reserve.partition,
-                    reserve.contract.as_deref().unwrap_or_default(),
+                    reserve.contract().unwrap_or_default(),
                     reserve.gpus
                 )),
                 (Some(Tier::Over { over, from }), _) => out.push_str(&format!(
@@ -419,12 +421,12 @@ impl Facts<'_> {
             "ahead": ahead,
             "preemptible": preemptible,
             "tier": self.tier.map(|tier| match tier {
-                Tier::Floor(floor) => json!({ "partition": floor.partition, "floor": true, "budget": floor.budget, "floor_gpus": floor.gpus }),
-                Tier::Reserve(reserve) => json!({ "partition": reserve.partition, "floor": false, "reserve": reserve.contract, "reserve_gpus": reserve.gpus }),
+                Tier::Floor(floor) => json!({ "partition": floor.partition, "floor": true, "budget": floor.budget(), "floor_gpus": floor.gpus }),
+                Tier::Reserve(reserve) => json!({ "partition": reserve.partition, "floor": false, "reserve": reserve.contract(), "reserve_gpus": reserve.gpus }),
                 Tier::Over { over, from } => json!({ "partition": over, "floor": false, "preemptible_from": from }),
             }),
             "floor": self.floor.as_ref().map(|f| json!({
-                "floors": f.floors.iter().map(|r| json!({ "partition": r.floor.partition, "budget": r.floor.budget, "gpus": r.floor.gpus, "in_use": r.in_use })).collect::<Vec<_>>(),
+                "floors": f.floors.iter().map(|r| json!({ "partition": r.floor.partition, "budget": r.floor.budget(), "gpus": r.floor.gpus, "in_use": r.in_use })).collect::<Vec<_>>(),
                 "room": f.room.map(|r| r.floor.partition.as_str()),
                 "over": f.over,
                 "free_gpus": f.free_gpus,

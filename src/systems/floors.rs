@@ -3,7 +3,7 @@
 //! contracts' reserve partitions, each with its contract.
 
 use allot_compiler::ir::{Model, Project};
-use allot_live::standing::FloorPartition;
+use allot_live::standing::{FloorPartition, Holder};
 
 use crate::exit::Error;
 use crate::systems::slurm;
@@ -28,8 +28,7 @@ pub fn floors(model: &Model, cluster: &str) -> Result<Vec<FloorPartition>, Error
         let budget = path_of(&model.projects, &bound.name, f.accounts.first()?)?;
         Some(FloorPartition {
             cluster: bound.name.clone(),
-            budget,
-            contract: None,
+            holder: Holder::Budget(budget),
             partition: f.name,
             over: f.over,
             gpus: f.gpus,
@@ -38,8 +37,7 @@ pub fn floors(model: &Model, cluster: &str) -> Result<Vec<FloorPartition>, Error
     let reserves = found.reserves.into_iter().filter(|r| live.contains(&r.name)).filter_map(|r| {
         Some(FloorPartition {
             cluster: bound(&r.over)?.name.clone(),
-            budget: String::new(),
-            contract: Some(r.contract),
+            holder: Holder::Contract(r.contract),
             partition: r.name,
             over: r.over,
             gpus: r.gpus,
