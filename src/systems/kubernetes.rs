@@ -310,7 +310,8 @@ pub fn demand(model: &Model, cluster: &str, live: &Kueue, now: i64) -> Vec<Job> 
         kubernetes::kueue::queue_names(model, cluster).into_iter().collect();
     let reserves: Vec<String> =
         kubernetes::kueue::reserve_queues(model).into_iter().map(|(_, queue)| queue).collect();
-    let by_namespace = namespaces(&model.projects, cluster);
+    let nodes = kubernetes::tree(model, cluster);
+    let by_namespace = kubernetes::namespaces(&nodes);
     kueue::demand(
         live,
         cluster,
@@ -326,19 +327,6 @@ pub fn demand(model: &Model, cluster: &str, live: &Kueue, now: i64) -> Vec<Job> 
         },
         now,
     )
-}
-
-/// The budget (leaf project path) each namespace belongs to on allot cluster `cluster`.
-fn namespaces<'m>(projects: &'m [allot_compiler::ir::Project], cluster: &str) -> HashMap<&'m str, &'m str> {
-    let mut out = HashMap::new();
-    for project in projects.iter().filter(|p| p.clusters.contains_key(cluster)) {
-        if project.children.iter().any(|c| c.clusters.contains_key(cluster)) {
-            out.extend(namespaces(&project.children, cluster));
-        } else {
-            out.extend(project.namespaces.iter().map(|n| (n.as_str(), project.path.as_str())));
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -340,15 +340,11 @@ fn reserves(model: &Model) -> Vec<Reserve> {
 /// The namespaces of the budgets' ClusterQueues, as a selector: none when a budget takes
 /// every namespace.
 fn budget_namespaces<'a>(nodes: &'a [Node<'_>]) -> Vec<MatchExpression<'a>> {
-    let leaves = nodes.iter().flat_map(|n| n.flatten()).filter(|n| n.is_leaf());
-    if leaves.clone().any(|n| n.project.namespaces.is_empty()) {
+    let mut leaves = nodes.iter().flat_map(|n| n.flatten()).filter(|n| n.is_leaf());
+    if leaves.any(|n| n.project.namespaces.is_empty()) {
         return Vec::new();
     }
-    let mut namespaces: Vec<&str> =
-        leaves.flat_map(|n| n.project.namespaces.iter().map(String::as_str)).collect();
-    namespaces.sort_unstable();
-    namespaces.dedup();
-    vec![in_namespaces(namespaces)]
+    vec![in_namespaces(super::namespaces(nodes).into_keys().collect())]
 }
 
 fn in_namespaces(values: Vec<&str>) -> MatchExpression<'_> {
@@ -365,14 +361,9 @@ fn local_queues<'a>(nodes: &'a [Node<'_>], reserves: &'a [Reserve]) -> Vec<Objec
             out.push(Object { api_version: API, kind: "LocalQueue", metadata, spec });
         }
     }
-    let namespaces: std::collections::BTreeSet<&str> = nodes
-        .iter()
-        .flat_map(|n| n.flatten())
-        .filter(|n| n.is_leaf())
-        .flat_map(|n| n.project.namespaces.iter().map(String::as_str))
-        .collect();
+    let namespaces = super::namespaces(nodes);
     for reserve in reserves {
-        for namespace in &namespaces {
+        for &namespace in namespaces.keys() {
             let metadata = Metadata { labels: LABELS, name: &reserve.queue, namespace: Some(namespace) };
             let spec = LocalQueueSpec { cluster_queue: &reserve.queue };
             out.push(Object { api_version: API, kind: "LocalQueue", metadata, spec });

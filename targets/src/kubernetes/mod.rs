@@ -15,7 +15,7 @@ pub mod kueue;
 pub mod volcano;
 pub mod yunikorn;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use allot_compiler::ir::{
     Allocation, Cluster, KubernetesBinding, KubernetesScheduler, Location, Model, Project,
@@ -72,6 +72,15 @@ impl Node<'_> {
         }
         out
     }
+}
+
+/// Each namespace the budgets (the leaves of `nodes`) list, with the path of the budget that
+/// lists it, in name order.
+pub fn namespaces<'a>(nodes: &'a [Node<'_>]) -> BTreeMap<&'a str, &'a str> {
+    let leaves = nodes.iter().flat_map(|n| n.flatten()).filter(|n| n.is_leaf());
+    leaves
+        .flat_map(|n| n.project.namespaces.iter().map(move |ns| (ns.as_str(), n.project.path.as_str())))
+        .collect()
 }
 
 /// The projects that may use `cluster`, as a forest of named nodes.
