@@ -164,6 +164,24 @@ fn in_state<'a>(q: &BTreeMap<String, Queued>, ids: &'a [String], state: &str) ->
     ids.iter().filter(|id| q.get(*id).is_some_and(|j| j.state == state)).collect()
 }
 
+/// `text` written as the budget repository `budgets/` in `work` and built for Slurm: the
+/// repository's path, the build's folder, and Slurm cluster `cluster`'s configuration with
+/// the test's `scheduling` lines.
+fn built(
+    work: &std::path::Path,
+    text: &str,
+    cluster: &str,
+    scheduling: &str,
+) -> (String, std::path::PathBuf, Floors) {
+    let budgets = budgets_in(work, text);
+    let out = work.join("out");
+    let build =
+        Allot::new(["build", budgets.as_str(), "--out", out.to_str().unwrap(), "--target", "slurm"]).output();
+    assert!(build.status.success(), "{}", String::from_utf8_lossy(&build.stderr));
+    let floors = Floors::from_build(&out, cluster, scheduling);
+    (budgets, out, floors)
+}
+
 #[test]
 fn floors_on_a_real_slurm() {
     let begun = Instant::now();
@@ -172,12 +190,7 @@ fn floors_on_a_real_slurm() {
         let _ = run("useradd", &["-M", user], &[]);
     }
     let work = tempfile::tempdir().unwrap();
-    let budgets = budgets_in(work.path(), BUDGETS);
-    let out = work.path().join("out");
-    let built =
-        Allot::new(["build", budgets.as_str(), "--out", out.to_str().unwrap(), "--target", "slurm"]).output();
-    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
-    let floors = Floors::from_build(&out, "floors", SCHEDULING);
+    let (budgets, out, floors) = built(work.path(), BUDGETS, "floors", SCHEDULING);
     // What allot emitted: a floor of 4 GPUs for a and for b, none for c.
     let qos = std::fs::read_to_string(out.join("slurm/floors-qos.sh")).unwrap();
     for budget in ["a", "b"] {
@@ -509,12 +522,7 @@ fn a_reserve_on_a_real_slurm() {
         let _ = run("useradd", &["-M", user], &[]);
     }
     let work = tempfile::tempdir().unwrap();
-    let budgets = budgets_in(work.path(), RESERVE_BUDGETS);
-    let out = work.path().join("out");
-    let built =
-        Allot::new(["build", budgets.as_str(), "--out", out.to_str().unwrap(), "--target", "slurm"]).output();
-    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
-    let floors = Floors::from_build(&out, "reserve", SCHEDULING);
+    let (budgets, _, floors) = built(work.path(), RESERVE_BUDGETS, "reserve", SCHEDULING);
     let settings = SlurmSettings::read(&floors.conf).expect("allot's settings");
     let sched_interval = settings.sched_interval;
     let env = floors.settings();
@@ -670,13 +678,7 @@ fn what_floors_cost_slurmctld() {
             }
             text += "}\n";
         }
-        let budgets = budgets_in(work.path(), &text);
-        let out = work.path().join("out");
-        let built =
-            Allot::new(["build", budgets.as_str(), "--out", out.to_str().unwrap(), "--target", "slurm"])
-                .output();
-        assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
-        let floors = Floors::from_build(&out, "cost", "");
+        let (budgets, out, floors) = built(work.path(), &text, "cost", "");
         assert_eq!(floors.partitions.lines().count(), n, "a floor per project");
         let env = floors.settings();
         let begun = Instant::now();
