@@ -8,6 +8,8 @@ use std::process::{Command, Stdio};
 use allot_compiler::test_support::model;
 use allot_targets::slurm::Slurm;
 use allot_targets::slurm::floors::{Floors, floors, lua_string};
+use allot_targets::slurm::qos::Qos;
+use allot_targets::slurm::tree;
 use allot_targets::{Emitted, Target};
 
 /// 64 GPUs: ml 60% (38 guaranteed: nlp and vision 19 each, none left to ml itself), physics
@@ -181,6 +183,21 @@ fn a_reserve_is_a_partition_of_the_highest_tier_for_its_contract_alone() {
 }
 
 #[test]
+fn a_saved_plan_may_want_a_reserves_cap_and_no_stray_one() {
+    let model = model(&with_reserve());
+    let desired = tree::desired(&model, "lab");
+    let wanted = tree::wanted_qos(&model, "lab");
+    assert!(wanted.iter().any(|q| q.name == "gpu-reserve-debug" && q.grp_gpus == Some(4)), "{wanted:?}");
+    assert_eq!(tree::unwanted_qos(&wanted, &desired), None);
+    // A cap named as the reserve of a QOS the tree does not name is refused.
+    let mut stray = wanted.clone();
+    let cap = stray.iter().find(|q| q.name == "gpu-reserve-debug").unwrap().clone();
+    stray.push(Qos { name: "gpu-reserve-nobody".into(), ..cap });
+    let problem = tree::unwanted_qos(&stray, &desired);
+    assert!(problem.as_deref().is_some_and(|p| p.contains("gpu-reserve-nobody")), "{problem:?}");
+}
+
+#[test]
 fn a_reserve_whose_name_slurm_cannot_take_or_another_has_is_refused() {
     let long = "d".repeat(60);
     let emitted = Slurm.emit(&model(&with_reserve().replace("contract debug", &format!("contract {long}"))));
@@ -189,8 +206,8 @@ fn a_reserve_whose_name_slurm_cannot_take_or_another_has_is_refused() {
         "{:?}",
         emitted.violations
     );
-    // Project `reserve-debug` of partition `gpu-floor`... is not possible; a floor of
-    // partition `gpu` named as the reserve of another bound partition `gpu-floor` is.
+    // Two bound partitions, `gpu` and `gpu-floor`: project `reserve-x`'s floor over `gpu`
+    // and contract x's reserve over `gpu-floor` are both `gpu-floor-reserve-x`.
     let text = r#"cluster a gpus=8 gpu-type=h100 gpus-per-node=8 {
         slurm cluster=lab partition=gpu nodes="a[1]"
     }

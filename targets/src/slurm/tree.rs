@@ -150,7 +150,7 @@ pub fn unwanted_qos(qos: &[Qos], tree: &Tree) -> Option<String> {
             .and_then(|rest| rest.strip_suffix(kind))
             .is_some_and(|partition| allot_compiler::names::bad_slurm_partition(partition).is_none())
     };
-    let floor_of_account = |name: &str| {
+    let cap_of_tree = |name: &str| {
         tree.accounts.iter().any(|a| over(name, "-floor-", &a.name))
             || named.iter().any(|q| over(name, "-reserve-", q))
     };
@@ -164,7 +164,7 @@ pub fn unwanted_qos(qos: &[Qos], tree: &Tree) -> Option<String> {
                 grp_gpus: Some(gpus),
                 ..Qos::default()
             };
-            floor_of_account(&q.name) && q.fields() == floor.fields()
+            cap_of_tree(&q.name) && q.fields() == floor.fields()
         } else {
             named.contains(q.name.as_str())
                 && q.priority == 0
