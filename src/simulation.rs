@@ -7,12 +7,13 @@
 use std::borrow::Cow;
 use std::cell::Cell;
 use std::fs::File;
-use std::io::{Seek, SeekFrom};
+use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use allot_compiler::escape;
 use allot_compiler::ir::{Cluster, KubernetesBinding, KubernetesScheduler, Model};
+use allot_simulate::kueue::workloads::{Workload, workloads};
 use allot_simulate::render::{self, Outcome};
 use allot_simulate::schedule::ScheduleWriter;
 use allot_simulate::{
@@ -282,6 +283,47 @@ pub fn simulate_all_with_schedules<'s, 'm>(
         file.commit().map_err(|e| cannot_write(path, &e))?;
     }
     Ok(runs)
+}
+
+/// Writes the workloads the `kueue` policy `kueue` replays of the trace to `path` (see
+/// [`workloads`](allot_simulate::kueue::workloads)): JSON Lines, into a temporary file renamed
+/// into place once all are written.
+pub fn write_workloads(
+    model: &Model,
+    kueue: &Arc<Kueue>,
+    input: &TraceInput,
+    path: &Path,
+) -> Result<(), Error> {
+    let failed =
+        |why: &dyn std::fmt::Display| Error::failed(format!("--kueue-workloads {}: {why}", path.display()));
+    let mut file = AtomicFile::create(path).map_err(|e| failed(&e))?;
+    input
+        .replay(|jobs| {
+            // A trace found out of order is replayed again: the file is written again.
+            let file = file.file();
+            if let Err(e) = file.set_len(0).and_then(|()| file.seek(SeekFrom::Start(0))) {
+                return Ok(Err(e));
+            }
+            let mut out = std::io::BufWriter::new(file);
+            let mut written = Ok(());
+            workloads(model, jobs, kueue.clone(), &mut |w| {
+                if written.is_ok() {
+                    written = writeln!(out, "{}", workload_json(w));
+                }
+            })?;
+            Ok(written.and_then(|()| out.flush()))
+        })?
+        .map_err(|e| failed(&e))?;
+    file.commit().map_err(|e| failed(&e))
+}
+
+/// A workload as a line of `--kueue-workloads`.
+fn workload_json(w: &Workload) -> Value {
+    serde_json::json!({
+        "id": w.id, "project": w.project, "user": w.user, "cluster": w.cluster,
+        "contract": w.contract, "gpus": w.gpus, "submit": w.submit, "work": w.work,
+        "resumable": w.resumable, "cluster_queue": w.cluster_queue, "priority": w.priority,
+    })
 }
 
 /// A schedule file that cannot be written, named.

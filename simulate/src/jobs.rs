@@ -4,6 +4,7 @@
 use std::ops::{Index, IndexMut};
 use std::sync::Arc;
 
+use allot_compiler::ir::Model;
 use allot_verify::trace::CompactString;
 
 use super::EndedBy;
@@ -16,6 +17,23 @@ pub(super) struct Terms {
     pub(super) resumable: bool,
     /// GPUs of each cluster held for its jobs (0: none; see [`Holding`]).
     pub(super) reserve: u32,
+}
+
+impl Terms {
+    /// The terms of the model's contracts, in their order.
+    pub(super) fn of(model: &Model) -> Vec<Terms> {
+        model
+            .contracts
+            .iter()
+            .map(|c| Terms {
+                name: c.name.as_str().into(),
+                min_runtime: c.min_runtime_seconds as i64,
+                max_runtime: c.max_runtime_seconds.map(|s| s as i64),
+                resumable: c.resumable,
+                reserve: c.reserve_gpus.map_or(0, |r| u32::try_from(r).unwrap_or(u32::MAX)),
+            })
+            .collect()
+    }
 }
 
 /// What a run holds its GPUs as, as a contract's `reserve` has it (docs/language.md).

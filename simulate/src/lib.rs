@@ -284,17 +284,7 @@ fn simulated(
     // The decay allot's Slurm output sets: a half-life of window × ln 2, every 5 minutes
     // (or the Slurm's own calculation period).
     let decay = Decay::new(decay_half_life(model.policy.window_seconds) as f64, rules.decay_period());
-    let contracts: Vec<Terms> = model
-        .contracts
-        .iter()
-        .map(|c| Terms {
-            name: c.name.as_str().into(),
-            min_runtime: c.min_runtime_seconds as i64,
-            max_runtime: c.max_runtime_seconds.map(|s| s as i64),
-            resumable: c.resumable,
-            reserve: c.reserve_gpus.map_or(0, |r| u32::try_from(r).unwrap_or(u32::MAX)),
-        })
-        .collect();
+    let contracts = Terms::of(model);
     let clusters = budgets
         .clusters
         .iter()

@@ -114,6 +114,14 @@ pub struct SimulateArgs {
     /// are replaced only once every run has succeeded.
     #[arg(long, value_name = "FILE")]
     schedule: Option<PathBuf>,
+    /// Write the workloads the kueue policy replays to FILE, for a replay through Kueue's
+    /// own scheduler (`scripts/kueue-oracle.sh`): JSON Lines, a job a line in submission
+    /// order, with its ClusterQueue, priority, GPUs, entry into its queue, work (seconds,
+    /// cut at its contract's maximum runtime) and whether it resumes after a preemption.
+    /// Needs the kueue policy; with --against, the working tree's. The budgets and objects
+    /// are those before the first grant boundary.
+    #[arg(long, value_name = "FILE")]
+    kueue_workloads: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "human")]
     format: output::Format,
 }
@@ -237,6 +245,15 @@ fn simulate(args: SimulateArgs, format: Format) -> Outcome {
         Some(file) => Some(schedule_files(file, &slugs)?),
     };
     let trace = args.input.fetched(&model)?;
+    if let Some(file) = &args.kueue_workloads {
+        let Some(Policy::Kueue(kueue)) = policies.iter().find(|p| matches!(p, Policy::Kueue(_))) else {
+            return Err(Error::failed(
+                "--kueue-workloads is for the kueue policy, and --policy does not name it",
+            ));
+        };
+        simulation::write_workloads(&model, kueue, &trace.input, file)?;
+        eprintln!("workloads: {}", file.display());
+    }
     let runs = match &schedules {
         None => simulation::simulate_all(&scenarios, &trace.input)?,
         Some(files) => simulation::simulate_all_with_schedules(&scenarios, &trace.input, files)?,

@@ -45,6 +45,7 @@ pub(super) mod policy;
 pub(super) mod preemption;
 pub(super) mod quota;
 pub(super) mod setup;
+pub mod workloads;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
