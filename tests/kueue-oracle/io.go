@@ -172,6 +172,30 @@ func (s *objectSet) add(u *unstructured.Unstructured) error {
 	return nil
 }
 
+// coveredResource is the one resource the ClusterQueues cover (allot's cover the GPUs alone).
+func (s *objectSet) coveredResource() (string, error) {
+	covered := map[string]bool{}
+	for _, cq := range s.queues {
+		for _, group := range cq.Spec.ResourceGroups {
+			for _, r := range group.CoveredResources {
+				covered[string(r)] = true
+			}
+		}
+	}
+	if len(covered) != 1 {
+		names := make([]string, 0, len(covered))
+		for r := range covered {
+			names = append(names, r)
+		}
+		sort.Strings(names)
+		return "", fmt.Errorf("the ClusterQueues cover %d resources (%s): name the GPUs' with --resource", len(names), strings.Join(names, ", "))
+	}
+	for r := range covered {
+		return r, nil
+	}
+	return "", nil
+}
+
 // loadConfiguration reads Kueue's Configuration as Kueue's manager does (defaults applied,
 // validated), from the file itself or from the ConfigMap that holds it under
 // `controller_manager_config.yaml`. No file: Kueue's defaults.

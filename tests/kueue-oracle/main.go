@@ -19,6 +19,10 @@
 //
 // The workloads file is JSON Lines, one job a line, in submission order, as `allot replay
 // simulate --kueue-workloads` writes it.
+//
+//	kueue-oracle compare A.csv B.csv [C.csv ...]
+//
+// compares schedule A with each other one, job by job, and prints how they agree as JSON.
 package main
 
 import (
@@ -26,6 +30,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -49,13 +54,21 @@ func (o objectDirs) Set(v string) error {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "compare" {
+		if err := compare(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "kueue-oracle:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	objects := objectDirs{}
 	flag.Var(objects, "objects", "CLUSTER=DIR: the Kueue objects of an allot cluster (repeatable)")
 	config := flag.String("config", "", "Kueue's Configuration (or the ConfigMap holding it)")
 	workloads := flag.String("workloads", "", "the workloads, JSON Lines (required)")
 	schedule := flag.String("schedule", "", "where to write the schedule, CSV (required)")
-	resource := flag.String("resource", "nvidia.com/gpu", "the GPU resource's name")
+	resource := flag.String("resource", "", "the GPU resource's name (default: the one resource the ClusterQueues cover)")
 	profile := flag.String("cpuprofile", "", "write a CPU profile to FILE")
+	logBetween := flag.String("log-between", "", "FROM,TO: log Kueue's decisions (verbosity 3) at the instants FROM to TO, for debugging")
 	maxCycles := flag.Int("max-cycles", 10000, "scheduling cycles one instant may run before it is cut short")
 	flag.Parse()
 	if len(objects) == 0 || *workloads == "" || *schedule == "" || flag.NArg() > 0 {
@@ -74,6 +87,19 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	ctrl.SetLogger(logr.Discard())
+	if *logBetween != "" {
+		from, to, ok := strings.Cut(*logBetween, ",")
+		a, errA := strconv.ParseInt(from, 10, 64)
+		b, errB := strconv.ParseInt(to, 10, 64)
+		if !ok || errA != nil || errB != nil {
+			fmt.Fprintln(os.Stderr, "kueue-oracle: --log-between: expected FROM,TO (seconds)")
+			os.Exit(2)
+		}
+		logWindow = [2]int64{a, b}
+		if v, err := strconv.Atoi(os.Getenv("KUEUE_ORACLE_V")); err == nil {
+			logVerbosity = v
+		}
+	}
 	if err := run(objects, *config, *workloads, *schedule, *resource, *maxCycles); err != nil {
 		fmt.Fprintln(os.Stderr, "kueue-oracle:", err)
 		pprof.StopCPUProfile()
@@ -104,7 +130,13 @@ func run(objects objectDirs, configPath, workloadsPath, schedulePath, resource s
 		if err != nil {
 			return err
 		}
-		sim, err := newSimulation(set, cfg, resource, maxCycles)
+		gpu := resource
+		if gpu == "" {
+			if gpu, err = set.coveredResource(); err != nil {
+				return fmt.Errorf("cluster %q: %w", cluster, err)
+			}
+		}
+		sim, err := newSimulation(set, cfg, gpu, maxCycles)
 		if err != nil {
 			return fmt.Errorf("cluster %q: %w", cluster, err)
 		}

@@ -4,8 +4,10 @@ import (
 	"container/heap"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"context"
 	"fmt"
+	"os"
 	"regexp"
 	"strconv"
 	"time"
@@ -23,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -63,6 +66,18 @@ const namespace = "allot-oracle"
 
 // The UID in a preemption's message (pkg/scheduler/preemption/preemption.go, preemptionMessage).
 var preemptorUID = regexp.MustCompile(`\(UID: ([^,]+),`)
+
+// The instants whose cycles are logged (--log-between); none by default.
+var logWindow = [2]int64{1, 0}
+
+var logVerbosity = 3
+
+// logger writes Kueue's log lines of verbosity 3 and below to stderr, each with its instant.
+func logger(now int64) logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		fmt.Fprintf(os.Stderr, "t=%d %s %s\n", now, prefix, args)
+	}, funcr.Options{Verbosity: logVerbosity})
+}
 
 type stats struct {
 	workloads, admissions, preemptions, cycles, stalled int
@@ -301,7 +316,14 @@ func (sim *simulation) replay(jobs []*job) ([]runRow, *stats, error) {
 				break
 			}
 			before = waiting
-			schedule(sim.scheduler, sim.ctx)
+			ctx := sim.ctx
+			if logWindow[0] <= now && now <= logWindow[1] {
+				ctx = ctrl.LoggerInto(ctx, logger(now))
+				ctrl.SetLogger(logger(now))
+			} else if logWindow[0] <= logWindow[1] {
+				ctrl.SetLogger(logr.Discard())
+			}
+			schedule(sim.scheduler, ctx)
 			cycles++
 			s.cycles++
 		}

@@ -37,8 +37,9 @@ struct Candidate {
     queue: usize,
     gpus: u64,
     priority: i32,
-    /// Its run's start and place among starts: the most recent is preempted first.
-    started: (i64, u64),
+    /// When its run started: the most recent is preempted first. Kueue compares the instants
+    /// its conditions record, in whole seconds, so runs started in one second tie.
+    started: i64,
     variant: Variant,
     /// The cohort it was found under (the lowest common ancestor with the preemptor).
     lca: Option<usize>,
@@ -99,8 +100,8 @@ impl State {
                 }
                 let priority = self.priority(job);
                 if let Some(variant) = variant(priority, job.place) {
-                    let (gpus, started) = (u64::from(job.gpus), (start, job.start_order));
-                    into.push(Candidate { id, queue, gpus, priority, started, variant, lca });
+                    let gpus = u64::from(job.gpus);
+                    into.push(Candidate { id, queue, gpus, priority, started: start, variant, lca });
                 }
             }
         }
@@ -691,7 +692,7 @@ mod tests {
             queue,
             gpus: 1,
             priority,
-            started: (started, u64::from(number)),
+            started,
             variant: Variant::WithinQueue,
             lca: None,
         }
@@ -710,7 +711,7 @@ mod tests {
         candidates.sort_by(ordering(0));
         let order: Vec<u32> = candidates.iter().map(|c| c.id.number).collect();
         // Other queues first; lower priority first; the most recently started first (3 and
-        // 4 at 30, the later start first: 4); the own queue's last.
-        assert_eq!(order, [4, 3, 2, 1, 0]);
+        // 4 both at 30: trace order, Kueue's UID, breaks the tie); the own queue's last.
+        assert_eq!(order, [3, 4, 2, 1, 0]);
     }
 }
