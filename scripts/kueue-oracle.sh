@@ -18,8 +18,8 @@
 # dependencies from the Go module proxy: a few minutes), and again when its sources change.
 # ALLOT names the allot binary to run (default: target/release/allot, built when missing).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-root="$PWD"
+# Paths in the arguments are the caller's: the script stays in the caller's folder.
+root="$(cd "$(dirname "$0")/.." && pwd)"
 
 usage() {
     sed -n '4,6p' "$0" | sed 's/^# \{0,1\}//' >&2
@@ -50,12 +50,12 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$schedule" ] || { echo "kueue-oracle.sh: --schedule OUT.csv is required" >&2; exit 2; }
 
-oracle="$(scripts/kueue-oracle-build.sh)"
+oracle="$("$root/scripts/kueue-oracle-build.sh")"
 
 allot="${ALLOT:-$root/target/release/allot}"
 if [ ! -x "$allot" ]; then
     echo "==> building allot (release; a few minutes the first time)" >&2
-    cargo build --locked --release -p allot >&2
+    (cd "$root" && cargo build --locked --release -p allot >&2)
 fi
 
 scratch="$(mktemp -d)"

@@ -22,6 +22,7 @@ mod hostile_names;
 mod hostile_review;
 mod hostile_writes;
 mod kueue_live;
+mod kueue_oracle;
 mod live;
 mod replay;
 mod report_html;

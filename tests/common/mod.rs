@@ -56,6 +56,11 @@ impl Allot {
         self
     }
 
+    pub fn args<S: AsRef<OsStr>>(mut self, args: impl IntoIterator<Item = S>) -> Allot {
+        self.command.args(args);
+        self
+    }
+
     /// Runs it in `dir` instead of the repository's root.
     pub fn dir(mut self, dir: impl AsRef<Path>) -> Allot {
         self.command.current_dir(dir);

