@@ -32,6 +32,10 @@ if ! cargo nextest --version >/dev/null 2>&1 && [[ -z "${ALLOT_NO_NEXTEST:-}" ]]
     echo "==> installing cargo-nextest (built once from source, a few minutes)"
     cargo install --locked cargo-nextest || echo "==> cargo-nextest could not be installed: cargo test runs the tests"
 fi
+# The Kueue oracle (tests/kueue-oracle: Kueue's own scheduler, in Go) that tests/kueue_oracle.rs
+# holds the kueue policy to: built here, once, with its progress shown (Go installed when
+# missing; the first build downloads Kueue and its dependencies, about 2 minutes).
+scripts/kueue-oracle-build.sh >/dev/null
 cargo fmt --all --check
 # Every link in the code's documentation resolves (contributors read it with the private
 # items: a crate's own modules may be linked).

@@ -87,26 +87,64 @@ fn share(result: &Value, field: &str) -> f64 {
     result[field].as_f64().unwrap() / result["jobs"].as_f64().unwrap()
 }
 
-#[test]
-fn the_kueue_policy_agrees_with_kueues_own_scheduler() {
+/// Three budgets on 16 GPUs (b and c 4 each, d 8), seven jobs: c's 12-GPU job borrows
+/// and is reclaimed by b's first job, c's `quick` job by d's; b's second waits, c's first
+/// comes back when the GPUs are free. Worked by hand, the same in the policy and in Kueue.
+const SMALL: &str = "cluster c gpus=16 gpu-type=h100 gpus-per-node=16 {\n    kubernetes kueue\n}\n\
+    policy window=\"1d\"\n\
+    contract batch min-runtime=\"1h\" resumable=#true default=#true\n\
+    contract quick min-runtime=\"10m\"\n\
+    project b share=1\n\
+    project c share=1\n\
+    project d share=2\n";
+
+const SMALL_TRACE: &str = "id,project,user,gpus,submit,duration,contract\n\
+    c1,c,u,12,0,5000,\n\
+    c2,c,u,4,10,3000,quick\n\
+    d1,d,u,4,50,2000,\n\
+    b1,b,u,4,100,600,\n\
+    b2,b,u,8,200,900,quick\n\
+    d2,d,u,8,300,1200,\n\
+    c3,c,u,2,400,500,\n";
+
+/// Writes the budgets, the trace and a Configuration without Fair Sharing (Kueue's
+/// defaults) into a new folder.
+fn folder(budgets: &str, trace: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("allot.kdl"), BUDGETS).unwrap();
-    std::fs::write(dir.path().join("trace.csv"), trace(2000)).unwrap();
+    std::fs::write(dir.path().join("allot.kdl"), budgets).unwrap();
+    std::fs::write(dir.path().join("trace.csv"), trace).unwrap();
     std::fs::write(
         dir.path().join("classical.yaml"),
         "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n",
     )
     .unwrap();
-    // (setup, extra arguments, floor of jobs first admitted at the same instant, floor of
-    // jobs whose every run is the same)
+    dir
+}
+
+const CLASSICAL: &[&str] = &["--kueue-config", "classical.yaml"];
+
+#[test]
+fn a_hand_worked_schedule_is_kueues_own() {
+    let dir = folder(SMALL, SMALL_TRACE);
+    for extra in [&[][..], CLASSICAL] {
+        let result = agreement(dir.path(), extra);
+        // c1 reclaimed for b1 at 100, c2 for d1 at 50; c1 back at 3000, after b2 and d2.
+        assert_eq!(result["jobs"], 7, "{result}");
+        assert_eq!(result["same_runs"], 7, "{extra:?}: {result}");
+        assert_eq!(result["preemptions"], serde_json::json!([2, 2]), "{extra:?}: {result}");
+        assert_eq!(result["first_difference"], -1, "{extra:?}: {result}");
+    }
+}
+
+#[test]
+fn the_kueue_policy_against_kueues_own_scheduler_on_a_generated_trace() {
+    let dir = folder(BUDGETS, &trace(300));
+    // (setup, extra arguments, floor of the jobs first admitted at the same instant, floor
+    // of those whose every run is the same): the agreement measured on 2026-12-07 (35% and
+    // 21%; 77% and 69%), less a margin for the oracle's own spread.
     let setups: [(&str, &[&str], f64, f64); 2] = [
-        ("Fair Sharing (allot's Configuration)", &[], 0.0, 0.0),
-        (
-            "classical preemption (Kueue's default Configuration)",
-            &["--kueue-config", "classical.yaml"],
-            0.0,
-            0.0,
-        ),
+        ("Fair Sharing (allot's Configuration)", &[], 0.30, 0.17),
+        ("classical preemption (Kueue's default Configuration)", CLASSICAL, 0.70, 0.62),
     ];
     for (name, extra, first, runs) in setups {
         let result = agreement(dir.path(), extra);
