@@ -136,6 +136,62 @@ fn a_hand_worked_schedule_is_kueues_own() {
     }
 }
 
+/// Kueue's own Fair Sharing test "preempt workload that doesn't transfer the imbalance, even
+/// if high priority" (pkg/scheduler/preemption/preemption_fair_test.go, Kueue v0.17.0), with
+/// GPUs for CPUs: ClusterQueues a, b and c of 3 each and an empty one in Cohort `all`
+/// (`borrowWithinCohort` LowerPriority below -3), `LessThanOrEqualToFinalShare` alone. a1 (3)
+/// runs in a, b_low (5, priority 0) and b_high (1, priority 1) in b; a_incoming (1) comes to
+/// a. Taking b_low would leave b below a's share (it would transfer the imbalance): Kueue
+/// takes b_high, as its test wants. Its test ends there; the replay goes on: b_high, back in
+/// b's queue, takes b_low's place (`withinClusterQueue: LowerPriority`), and b_low waits for
+/// a_incoming to end. The policy and Kueue agree run for run.
+#[test]
+fn kueues_fair_sharing_test_replayed() {
+    let cluster_queue = |name: &str, quota: u32, preemption: &str| {
+        format!(
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata:\n  name: {name}\nspec:\n  cohortName: all\n{preemption}  resourceGroups:\n  - coveredResources: [nvidia.com/gpu]\n    flavors:\n    - name: default\n      resources:\n      - name: nvidia.com/gpu\n        nominalQuota: \"{quota}\"\n"
+        )
+    };
+    let preemption = "  preemption:\n    withinClusterQueue: LowerPriority\n    reclaimWithinCohort: Any\n    borrowWithinCohort:\n      policy: LowerPriority\n      maxPriorityThreshold: -3\n";
+    let objects = [
+        cluster_queue("a", 3, preemption),
+        cluster_queue("b", 3, preemption),
+        cluster_queue("c", 3, preemption),
+        cluster_queue("preemptible", 0, ""),
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata:\n  name: default\n".into(),
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Cohort\nmetadata:\n  name: all\n".into(),
+    ];
+    let dir = folder(
+        "cluster c gpus=9 gpu-type=h100 gpus-per-node=9\npolicy window=\"1d\"\n\
+         contract batch min-runtime=\"0s\" default=#true\n\
+         project a share=1\nproject b share=1\nproject c share=1\n",
+        "id,project,user,gpus,submit,duration,queue,priority\n\
+         a1,a,u,3,0,1000,a,0\n\
+         b_low,b,u,5,0,1000,b,0\n\
+         b_high,b,u,1,0,1000,b,1\n\
+         a_incoming,a,u,1,10,100,a,0\n",
+    );
+    std::fs::create_dir(dir.path().join("objects")).unwrap();
+    std::fs::write(dir.path().join("objects/kueue.yaml"), objects.join("---\n")).unwrap();
+    std::fs::write(
+        dir.path().join("final-share.yaml"),
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n\
+         fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare]\n",
+    )
+    .unwrap();
+    let result =
+        agreement(dir.path(), &["--kueue-objects", "c=objects", "--kueue-config", "final-share.yaml"]);
+    assert_eq!(result["same_runs"], 4, "{result}");
+    assert_eq!(result["preemptions"], serde_json::json!([2, 2]), "{result}");
+    let schedule = std::fs::read_to_string(dir.path().join("oracle.csv")).unwrap();
+    let preempted: Vec<(&str, &str)> = schedule
+        .lines()
+        .filter(|row| row.contains(",preempted,"))
+        .map(|row| (row.split(',').next().unwrap(), row.rsplit(',').next().unwrap()))
+        .collect();
+    assert_eq!(preempted, [("b_high", "a_incoming"), ("b_low", "b_high")], "{schedule}");
+}
+
 #[test]
 fn the_kueue_policy_against_kueues_own_scheduler_on_a_generated_trace() {
     let dir = folder(BUDGETS, &trace(300));
