@@ -49,18 +49,15 @@
 //! func: requeueIfNotPresent).
 //!
 //! Timing: victims release their quota the instant they are evicted (in Kueue, once their
-//! pods have stopped, seconds later), and the preemptor is admitted at the same instant, in
-//! a later cycle, if it still fits then. Kueue retries the preemptor at once when that quota
-//! is released, while the workloads set aside come back a second later (its requeue batch
-//! period) and the victims only once their pods have stopped; at one instant the simulator
-//! keeps that order by serving a sticky preemptor before the cycle's other entries (as
-//! Kueue's gate PrioritizePreemptorWorkloads, alpha in 0.20, does outright) and by keeping
-//! the victims out of the cycles until the round that evicted them ends (see
-//! [`State::schedule`]). Victims are found by quota, as Kueue finds them; a preemption whose
+//! pods have stopped, seconds later), and come back to their queues then, as Kueue requeues
+//! them in the handler that releases their quota; the preemptor, its queue's sticky head,
+//! is served before the cycle's other entries (as Kueue's gate PrioritizePreemptorWorkloads,
+//! alpha in 0.20, does outright) and is admitted at the same instant, in a later cycle, if
+//! it still fits then. Victims are found by quota, as Kueue finds them; a preemption whose
 //! victims would not free room for the preemptor on the nodes is not issued (Kueue would
 //! issue it, and the preemptor's pods would wait for kube-scheduler). The time between
-//! cycles, the backoff after cycles that admit nothing, and `waitForPodsReady` are not
-//! modelled.
+//! cycles, the requeue batch period (a second) of the workloads set aside, the backoff after
+//! cycles that admit nothing, and `waitForPodsReady` are not modelled.
 //!
 //! A guard against endless cycles: when a preemption would evict a job a second time at one
 //! instant, or after [`CYCLES_PER_JOB`] cycles per job queued or running (and
@@ -102,7 +99,7 @@ use super::{Kueue, Queues, priority, tier};
 
 /// Cycles one schedule of a cluster may run with preemption, per job queued or running there
 /// (and at least [`CYCLES_AT_LEAST`]): the guard against endless cycles (see the module's
-/// documentation). Every cycle but a round's last admits, evicts or sets a head aside; without
+/// documentation). Every cycle but the last admits, evicts or sets a head aside; without
 /// a livelock of preemptions each job is admitted, evicted and set aside a few times in an
 /// instant at most. Past the guard, preemption stops for the instant; past twice the guard
 /// (which admissions and set-asides alone cannot reach), the instant's scheduling stops.
@@ -249,8 +246,6 @@ pub(super) struct State {
     pub(super) fair: Option<Vec<Strategy>>,
     /// Each setup node's children (for Fair Sharing's walks).
     pub(super) children: Vec<Vec<usize>>,
-    /// The victims evicted in this round of cycles (see [`State::schedule`]).
-    held: BTreeSet<JobId>,
     /// The jobs evicted at this instant.
     evicted: BTreeSet<JobId>,
     /// The guard against endless cycles has fired at this instant: no more preemption.
@@ -319,7 +314,6 @@ impl State {
             by_job: vec![None; cluster.paths.len()],
             fair: setup.fair_sharing.clone(),
             children,
-            held: BTreeSet::new(),
             evicted: BTreeSet::new(),
             no_preemption: false,
             period: 0,
@@ -369,37 +363,28 @@ impl State {
         self.of_node[job.lane as usize].expect("a job of a ClusterQueue")
     }
 
-    /// Schedules the cluster at `now`: cycle after cycle until one changes nothing.
-    ///
-    /// The cycles run in rounds: the victims evicted in a round sit out its later cycles
-    /// and come back in the next round (a round ends when a cycle changes nothing). In
-    /// Kueue a victim re-enters its queue only once its pods have stopped, while its
-    /// preemptor waits at its queue's head for the quota they release: the preemptor has
-    /// its cycle before the victim competes again.
+    /// Schedules the cluster at `now`: cycle after cycle until one changes nothing. A victim
+    /// is back in its queue the moment its quota is released: Kueue requeues it in the same
+    /// event handler that takes its quota out of the cache (file:
+    /// pkg/controller/core/workload_controller.go, func: Update, the case of a workload
+    /// going from QuotaReserved or Admitted back to Pending), and the Kueue oracle agrees.
     fn schedule(&mut self, engine: &mut Engine, cluster: &mut ClusterState, now: i64) {
         self.sync(engine, cluster);
         let running: usize = cluster.started.iter().map(|s| s.len()).sum();
         let bound = CYCLES_AT_LEAST + CYCLES_PER_JOB * (cluster.queued + running);
         let mut cycles = 0;
         loop {
-            loop {
-                let heads = self.heads(engine, cluster);
-                if heads.is_empty() || !self.cycle(engine, cluster, heads, now) {
-                    break;
-                }
-                cycles += 1;
-                if cycles == bound {
-                    self.stall(engine);
-                } else if cycles >= 2 * bound {
-                    break;
-                }
-            }
-            if self.held.is_empty() {
+            let heads = self.heads(engine, cluster);
+            if heads.is_empty() || !self.cycle(engine, cluster, heads, now) {
                 break;
             }
-            self.held.clear();
+            cycles += 1;
+            if cycles == bound {
+                self.stall(engine);
+            } else if cycles >= 2 * bound {
+                break;
+            }
         }
-        self.held.clear();
         self.evicted.clear();
         self.no_preemption = false;
     }
@@ -410,7 +395,6 @@ impl State {
             engine.stalled += 1;
             self.no_preemption = true;
         }
-        self.held.clear();
     }
 
     /// Books in the quota tree each queue's running GPUs (jobs ended since the last schedule
@@ -477,20 +461,14 @@ impl State {
                 queue.sticky = None;
             }
             let strict = queue.queueing == Queueing::StrictFifo;
-            let (held, lane) = (&self.held, queue.node as u32);
+            let lane = queue.node as u32;
             let first = queue
                 .leaves
                 .iter()
                 .flat_map(|&leaf| &cluster.by_size[leaf])
                 .filter(|group| group.lane == lane)
                 .filter(|group| strict || !queue.parked.contains(&(group.tier, group.gpus)))
-                .filter_map(|group| {
-                    let first = match held.is_empty() {
-                        true => Some(group.first),
-                        false => group.jobs.iter().find(|(_, id)| !held.contains(id)).copied(),
-                    };
-                    first.map(|first| (group.tier, first))
-                })
+                .map(|group| (group.tier, group.first))
                 .min();
             if let Some((_, (_, id))) = first
                 && queue.blocked != Some(id)
@@ -593,7 +571,6 @@ impl State {
                         self.queues[q].usage -= g;
                     }
                     chosen.extend(targets.iter().copied());
-                    self.held.extend(targets.iter().copied());
                     self.evicted.extend(targets.iter().copied());
                     engine.evict(cluster, entry.id, targets, now);
                     // The preemptor's usage holds its place for the rest of the cycle.
@@ -697,7 +674,6 @@ mod tests {
             by_job: Vec::new(),
             fair: None,
             children: vec![Vec::new(); nodes.len()],
-            held: BTreeSet::new(),
             evicted: BTreeSet::new(),
             no_preemption: false,
             period: 0,
