@@ -102,7 +102,8 @@ project d share=1 max-gpus=16
         mkdir -p "$work/itp"
         cp examples/itp-debug/*.kdl "$work/itp/"
         sed -i 's/gpus-per-node=8/gpus-per-node=768/' "$work/itp/"*.kdl
-        echo "$work/itp $shared/traces/itp-2021 --trace-format itp" ;;
+        sh examples/itp-debug/make-trace.sh "$shared/traces/itp-2021" >"$work/itp/trace.csv"
+        echo "$work/itp $work/itp/trace.csv" ;;
     *) echo "unknown setup $1" >&2; return 1 ;;
     esac
 }

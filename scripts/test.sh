@@ -36,6 +36,8 @@ fi
 # holds the kueue policy to: built here, once, with its progress shown (Go installed when
 # missing; the first build downloads Kueue and its dependencies, about 2 minutes).
 scripts/kueue-oracle-build.sh >/dev/null
+(cd tests/kueue-oracle && unformatted="$(gofmt -l .)" && [ -z "$unformatted" ] || { echo "gofmt: $unformatted" >&2; exit 1; })
+(cd tests/kueue-oracle && go vet .)
 cargo fmt --all --check
 # Every link in the code's documentation resolves (contributors read it with the private
 # items: a crate's own modules may be linked).

@@ -196,8 +196,8 @@ fn kueues_fair_sharing_test_replayed() {
 fn the_kueue_policy_against_kueues_own_scheduler_on_a_generated_trace() {
     let dir = folder(BUDGETS, &trace(300));
     // (setup, extra arguments, floor of the jobs first admitted at the same instant, floor
-    // of those whose every run is the same): the agreement measured on 2026-12-07 (35% and
-    // 21%; 77% and 69%), less a margin for the oracle's own spread.
+    // of those whose every run is the same): the agreement measured on 2026-12-07 (35.7% and
+    // 22.7%; 77.0% and 69.3%), less a margin.
     let setups: [(&str, &[&str], f64, f64); 2] = [
         ("Fair Sharing (allot's Configuration)", &[], 0.30, 0.17),
         ("classical preemption (Kueue's default Configuration)", CLASSICAL, 0.70, 0.62),

@@ -148,28 +148,25 @@ func (s *objectSet) add(u *unstructured.Unstructured) error {
 	if gvk.Version != kueue.GroupVersion.Version && gvk.Kind != "LocalQueue" {
 		return fmt.Errorf("%s %q: only %s is read", gvk.Kind, u.GetName(), kueue.GroupVersion)
 	}
-	into := func(obj any) error {
-		return runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, obj, true)
-	}
 	switch gvk.Kind {
 	case "ResourceFlavor":
-		o := &kueue.ResourceFlavor{}
-		s.flavors = append(s.flavors, o)
-		return into(o)
+		return decodeInto(u, &s.flavors)
 	case "Cohort":
-		o := &kueue.Cohort{}
-		s.cohorts = append(s.cohorts, o)
-		return into(o)
+		return decodeInto(u, &s.cohorts)
 	case "ClusterQueue":
-		o := &kueue.ClusterQueue{}
-		s.queues = append(s.queues, o)
-		return into(o)
+		return decodeInto(u, &s.queues)
 	case "WorkloadPriorityClass":
-		o := &kueue.WorkloadPriorityClass{}
-		s.priority = append(s.priority, o)
-		return into(o)
+		return decodeInto(u, &s.priority)
 	}
 	return nil
+}
+
+// decodeInto converts an object read as YAML to its Kueue type, appended to `list`;
+// unknown fields are an error.
+func decodeInto[T any](u *unstructured.Unstructured, list *[]*T) error {
+	o := new(T)
+	*list = append(*list, o)
+	return runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, o, true)
 }
 
 // coveredResource is the one resource the ClusterQueues cover (allot's cover the GPUs alone).

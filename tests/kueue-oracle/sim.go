@@ -2,9 +2,6 @@ package main
 
 import (
 	"container/heap"
-
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"context"
 	"fmt"
 	"os"
@@ -13,6 +10,8 @@ import (
 	"time"
 	_ "unsafe" // for go:linkname
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,12 +31,12 @@ import (
 
 	configapi "sigs.k8s.io/kueue/apis/config/v1beta2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
-	schdcache "sigs.k8s.io/kueue/pkg/cache/scheduler"
 	qcache "sigs.k8s.io/kueue/pkg/cache/queue"
+	schdcache "sigs.k8s.io/kueue/pkg/cache/scheduler"
 	"sigs.k8s.io/kueue/pkg/controller/core"
 	"sigs.k8s.io/kueue/pkg/scheduler"
-	"sigs.k8s.io/kueue/pkg/scheduler/preemption/fairsharing"
 	preemptexpectations "sigs.k8s.io/kueue/pkg/scheduler/preemption/expectations"
+	"sigs.k8s.io/kueue/pkg/scheduler/preemption/fairsharing"
 	"sigs.k8s.io/kueue/pkg/util/routine"
 	utiltesting "sigs.k8s.io/kueue/pkg/util/testing"
 	"sigs.k8s.io/kueue/pkg/util/wait"
@@ -316,21 +315,21 @@ func (sim *simulation) replay(jobs []*job) ([]runRow, *stats, error) {
 		// Kueue's cycles at this instant, each after the informer has handed Kueue what
 		// the last one changed, until none admits or evicts and no head was set aside.
 		cycles, before := 0, 0
+		sim.circle = false
 		for {
 			progress, err := sim.inform(states, byKey, &due, s, now)
 			if err != nil {
 				return nil, nil, err
 			}
 			sim.requeuer.ProcessRequeues(sim.ctx)
-			waiting := sim.pending()
-			if waiting == 0 || (cycles > 0 && !progress && waiting >= before) {
-				break
-			}
 			if sim.circle || cycles >= sim.maxCycles {
 				// Preemption in circles (a workload evicted twice in one instant), or
 				// cycles without end: the instant is cut short, and counted.
 				s.stalled++
-				sim.circle = false
+				break
+			}
+			waiting := sim.pending()
+			if waiting == 0 || (cycles > 0 && !progress && waiting >= before) {
 				break
 			}
 			before = waiting
