@@ -14,11 +14,13 @@
 # Setups: generated-fair, generated-classical, flat-fair, limits-fair (2,000 generated jobs
 # each, one node holding every GPU, so that placement on nodes, which Kueue does not make,
 # decides nothing), itp (the ITP trace on a one-node copy of examples/itp-debug; needs the
-# shared reference material; long). RUNS (default 3) sets the oracle's runs.
+# shared reference material; long). RUNS (default 3) sets the oracle's runs, JOBS (default
+# 2000) the generated traces' jobs.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 shared="${ALLOT_SHARED_DIR:-$root/../shared}"
 runs="${RUNS:-3}"
+jobs="${JOBS:-2000}"
 cd "$root"
 echo "==> building allot (release)" >&2
 cargo build --locked --release -q -p allot
@@ -27,21 +29,21 @@ oracle="$(scripts/kueue-oracle-build.sh)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-# generated DIR BUDGETS [flat]: a budget folder and a trace of 2,000 jobs from a fixed seed
+# generated DIR BUDGETS [flat]: a budget folder and a trace of JOBS jobs from a fixed seed
 # (with `flat`, a/x and a/y are the top-level budgets ax and ay).
 generated() {
     mkdir -p "$1"
     printf '%s' "$2" >"$1/allot.kdl"
-    python3 - "$1/trace.csv" "${3:-}" <<'PY'
+    python3 - "$1/trace.csv" "$jobs" "${3:-}" <<'PY'
 import sys
-flat = sys.argv[2] == "flat"
+jobs, flat = int(sys.argv[2]), sys.argv[3] == "flat"
 seed, M = 0x0ac1e000, 2**64
 def nxt(n):
     global seed
     seed = (seed * 6364136223846793005 + 1442695040888963407) % M
     return (seed >> 33) % n
 rows, submit = [], 0
-for i in range(2000):
+for i in range(jobs):
     submit += nxt(600)
     project = ["a/x", "a/y", "b", "c", "d", "b"][nxt(6)]
     gpus = [1, 1, 2, 4, 4, 8, 16][nxt(7)]
@@ -122,8 +124,8 @@ print("%.1f%% | %s %.1f%%" % (100 * d["totals"]["delivered_ratio"], worst["proje
 
 setups=("$@")
 [ ${#setups[@]} -gt 0 ] || setups=(generated-fair generated-classical flat-fair limits-fair itp)
-echo "| setup | jobs | same first admission | same runs | oracle's spread (same runs) | preemptions policy / oracle | instants cut short policy / oracle | delivered, worst budget: policy | oracle |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| setup | jobs | same first admission | same runs | oracle's spread (same runs) | preemptions policy / oracle | instants cut short policy / oracle | delivered: policy | worst budget: policy | delivered: oracle | worst budget: oracle |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for name in "${setups[@]}"; do
     read -r dir trace options < <(setup "$name")
     # shellcheck disable=SC2086 # the options are words

@@ -34,7 +34,7 @@ if ! cargo nextest --version >/dev/null 2>&1 && [[ -z "${ALLOT_NO_NEXTEST:-}" ]]
 fi
 # The Kueue oracle (tests/kueue-oracle: Kueue's own scheduler, in Go) that tests/kueue_oracle.rs
 # holds the kueue policy to: built here, once, with its progress shown (Go installed when
-# missing; the first build downloads Kueue and its dependencies, about 2 minutes).
+# missing; the first build downloads Kueue and its dependencies, a few minutes).
 scripts/kueue-oracle-build.sh >/dev/null
 (cd tests/kueue-oracle && unformatted="$(gofmt -l .)" && [ -z "$unformatted" ] || { echo "gofmt: $unformatted" >&2; exit 1; })
 (cd tests/kueue-oracle && go vet .)
