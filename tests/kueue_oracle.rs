@@ -124,6 +124,38 @@ fn folder(budgets: &str, trace: &str) -> tempfile::TempDir {
 const CLASSICAL: &[&str] = &["--kueue-config", "classical.yaml"];
 
 #[test]
+fn the_kueue_workloads_are_the_policys_jobs() {
+    let dir = folder(SMALL, SMALL_TRACE);
+    let run = |policy: &str| {
+        Allot::new(["replay", "simulate", ".", "--trace", "trace.csv", "--format", "json"])
+            .args(["--policy", policy, "--kueue-workloads", "workloads.jsonl"])
+            .dir(dir.path())
+            .run()
+    };
+    let (status, _, stderr) = run("budget");
+    assert_eq!(status, 1, "{stderr}");
+    assert!(stderr.contains("--kueue-workloads is for the kueue policy"), "{stderr}");
+    assert!(!dir.path().join("workloads.jsonl").exists());
+    let (status, _, stderr) = run("kueue");
+    assert_eq!(status, 0, "{stderr}");
+    let text = std::fs::read_to_string(dir.path().join("workloads.jsonl")).unwrap();
+    let lines: Vec<Value> = text.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert_eq!(lines.len(), 7);
+    // The default contract `batch` (its priority class: 60, its minimum runtime in minutes),
+    // resumable; `quick` (10) not.
+    assert_eq!(
+        lines[0],
+        serde_json::json!({"id": "c1", "project": "c", "user": "u", "cluster": "c", "contract": "batch",
+            "gpus": 12, "submit": 0, "work": 5000, "resumable": true, "cluster_queue": "c", "priority": 60})
+    );
+    assert_eq!(
+        lines[1],
+        serde_json::json!({"id": "c2", "project": "c", "user": "u", "cluster": "c", "contract": "quick",
+            "gpus": 4, "submit": 10, "work": 3000, "resumable": false, "cluster_queue": "c", "priority": 10})
+    );
+}
+
+#[test]
 fn a_hand_worked_schedule_is_kueues_own() {
     let dir = folder(SMALL, SMALL_TRACE);
     for extra in [&[][..], CLASSICAL] {
