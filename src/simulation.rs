@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use allot_compiler::escape;
 use allot_compiler::ir::{Cluster, KubernetesBinding, KubernetesScheduler, Model};
-use allot_simulate::kueue::workloads::{Workload, workloads};
+use allot_simulate::kueue::workloads::{Left, Workload, workloads};
 use allot_simulate::render::{self, Outcome};
 use allot_simulate::schedule::ScheduleWriter;
 use allot_simulate::{
@@ -287,17 +287,17 @@ pub fn simulate_all_with_schedules<'s, 'm>(
 
 /// Writes the workloads the `kueue` policy `kueue` replays of the trace to `path` (see
 /// [`workloads`](allot_simulate::kueue::workloads)): JSON Lines, into a temporary file renamed
-/// into place once all are written.
+/// into place once all are written. Gives the jobs left out, and why.
 pub fn write_workloads(
     model: &Model,
     kueue: &Arc<Kueue>,
     input: &TraceInput,
     path: &Path,
-) -> Result<(), Error> {
+) -> Result<Left, Error> {
     let failed =
         |why: &dyn std::fmt::Display| Error::failed(format!("--kueue-workloads {}: {why}", path.display()));
     let mut file = AtomicFile::create(path).map_err(|e| failed(&e))?;
-    input
+    let left = input
         .replay(|jobs| {
             // A trace found out of order is replayed again: the file is written again.
             let file = file.file();
@@ -306,15 +306,16 @@ pub fn write_workloads(
             }
             let mut out = std::io::BufWriter::new(file);
             let mut written = Ok(());
-            workloads(model, jobs, kueue.clone(), &mut |w| {
+            let left = workloads(model, jobs, kueue.clone(), &mut |w| {
                 if written.is_ok() {
                     written = writeln!(out, "{}", workload_json(w));
                 }
             })?;
-            Ok(written.and_then(|()| out.flush()))
+            Ok(written.and_then(|()| out.flush()).map(|()| left))
         })?
         .map_err(|e| failed(&e))?;
-    file.commit().map_err(|e| failed(&e))
+    file.commit().map_err(|e| failed(&e))?;
+    Ok(left)
 }
 
 /// A workload as a line of `--kueue-workloads`.

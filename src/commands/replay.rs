@@ -251,8 +251,13 @@ fn simulate(args: SimulateArgs, format: Format) -> Outcome {
                 "--kueue-workloads is for the kueue policy, and --policy does not name it",
             ));
         };
-        simulation::write_workloads(&model, kueue, &trace.input, file)?;
-        eprintln!("workloads: {}", file.display());
+        let left = simulation::write_workloads(&model, kueue, &trace.input, file)?;
+        eprintln!(
+            "workloads: {} ({} without a runtime and {} never placeable left out)",
+            file.display(),
+            left.not_replayed,
+            left.unplaceable
+        );
     }
     let runs = match &schedules {
         None => simulation::simulate_all(&scenarios, &trace.input)?,

@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -451,12 +452,13 @@ func (sim *simulation) inform(states []*state, byKey map[types.NamespacedName]in
 		switch {
 		case workload.IsFinished(wl):
 		case workload.IsEvicted(wl) && workload.HasQuotaReservation(wl):
+			evictedCond := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadEvicted)
 			// The job controller stops the job and releases its quota
 			// (pkg/controller/jobframework/reconciler.go, ReconcileGenericJob, "handle eviction").
 			if st.running {
 				st.running = false
 				by := ""
-				if m := preemptorUID.FindStringSubmatch(conditionMessage(wl, kueue.WorkloadEvicted)); m != nil {
+				if m := preemptorUID.FindStringSubmatch(evictedCond.Message); m != nil {
 					if i, err := strconv.Atoi(m[1]); err == nil && i < len(states) {
 						by = states[i].job.ID
 					}
@@ -475,8 +477,7 @@ func (sim *simulation) inform(states []*state, byKey map[types.NamespacedName]in
 				s.preemptions++
 				changed = true
 			}
-			evicted := conditionMessage(wl, kueue.WorkloadEvicted)
-			reason := conditionReason(wl, kueue.WorkloadEvicted)
+			evicted, reason := evictedCond.Message, evictedCond.Reason
 			copyWl := wl.DeepCopy()
 			err := workload.PatchAdmissionStatus(sim.ctx, sim.client, copyWl, sim.clock, func(w *kueue.Workload) (bool, error) {
 				requeued := reason == kueue.WorkloadEvictedByPreemption || reason == kueue.WorkloadEvictedDueToNodeFailures
@@ -505,22 +506,4 @@ func (sim *simulation) inform(states []*state, byKey map[types.NamespacedName]in
 // run is the run of `st` that ends now.
 func (sim *simulation) run(st *state, now int64, endedBy, preemptedFor string) runRow {
 	return runRow{job: st.job, queued: st.queued, start: st.start, end: now, attempt: st.attempt, endedBy: endedBy, preemptedFor: preemptedFor}
-}
-
-func conditionMessage(wl *kueue.Workload, kind string) string {
-	for _, c := range wl.Status.Conditions {
-		if c.Type == kind {
-			return c.Message
-		}
-	}
-	return ""
-}
-
-func conditionReason(wl *kueue.Workload, kind string) string {
-	for _, c := range wl.Status.Conditions {
-		if c.Type == kind {
-			return c.Reason
-		}
-	}
-	return ""
 }
