@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 	_ "unsafe" // for go:linkname
@@ -95,6 +96,8 @@ type simulation struct {
 	workloads *core.WorkloadReconciler
 	resource  corev1.ResourceName
 	maxCycles int
+	// The ClusterQueues as the objects give them.
+	clusterQueues []*kueue.ClusterQueue
 
 	// What the informer last handed Kueue of each workload, and the keys changed since.
 	known   map[types.NamespacedName]*kueue.Workload
@@ -192,6 +195,7 @@ func newSimulation(set *objectSet, cfg configapi.Configuration, resourceName str
 		if err := sim.client.Create(ctx, cq); err != nil {
 			return nil, err
 		}
+		sim.clusterQueues = append(sim.clusterQueues, cq)
 		lq := &kueue.LocalQueue{
 			ObjectMeta: metav1.ObjectMeta{Name: cq.Name, Namespace: namespace},
 			Spec:       kueue.LocalQueueSpec{ClusterQueue: kueue.ClusterQueueReference(cq.Name)},
@@ -265,13 +269,18 @@ func (sim *simulation) replay(jobs []*job) ([]runRow, *stats, error) {
 	}
 	var due finishes
 	next := 0
+	// After an instant cut short with no job left running, the next second is an instant of
+	// its own, where Kueue's cycles go on (a running job's end is an instant anyway; without
+	// one, a preemptor whose victims are gone would wait for the next submission, or for
+	// ever). The policy does the same.
+	wake := int64(-1)
 	lastReport := time.Now()
-	for next < len(jobs) || len(due) > 0 {
+	for next < len(jobs) || len(due) > 0 || wake >= 0 {
 		// Ends of runs since preempted are not instants of their own.
 		for len(due) > 0 && (!states[due[0].index].running || states[due[0].index].attempt != due[0].run) {
 			heap.Pop(&due)
 		}
-		if next == len(jobs) && len(due) == 0 {
+		if next == len(jobs) && len(due) == 0 && wake < 0 {
 			break
 		}
 		now := int64(1<<62 - 1)
@@ -280,6 +289,13 @@ func (sim *simulation) replay(jobs []*job) ([]runRow, *stats, error) {
 		}
 		if len(due) > 0 && due[0].at < now {
 			now = due[0].at
+		}
+		waking := wake >= 0 && wake <= now
+		if waking {
+			now, wake = wake, -1
+			if err := sim.preemption(false); err != nil {
+				return nil, nil, err
+			}
 		}
 		sim.clock.SetTime(time.Unix(now, 0))
 		if time.Since(lastReport) > 10*time.Second {
@@ -327,6 +343,9 @@ func (sim *simulation) replay(jobs []*job) ([]runRow, *stats, error) {
 				// Preemption in circles (a workload evicted twice in one instant), or
 				// cycles without end: the instant is cut short, and counted.
 				s.stalled++
+				if !slices.ContainsFunc(states, func(st *state) bool { return st.running }) {
+					wake = now + 1
+				}
 				break
 			}
 			waiting := sim.pending()
@@ -346,6 +365,11 @@ func (sim *simulation) replay(jobs []*job) ([]runRow, *stats, error) {
 			cycles++
 			s.cycles++
 		}
+		if waking {
+			if err := sim.preemption(true); err != nil {
+				return nil, nil, err
+			}
+		}
 	}
 	var out []runRow
 	for _, st := range states {
@@ -355,6 +379,27 @@ func (sim *simulation) replay(jobs []*job) ([]runRow, *stats, error) {
 		out = append(out, st.runs...)
 	}
 	return out, s, nil
+}
+
+// preemption gives Kueue's cache the ClusterQueues' preemption policies as the objects set
+// them (on), or every one Never (off): the second after an instant cut short with no job
+// left running is scheduled without preemption, else the circle could go on for ever. The
+// queue manager is not told (it would bring back the inadmissible workloads).
+func (sim *simulation) preemption(on bool) error {
+	log := ctrl.LoggerFrom(sim.ctx)
+	for _, cq := range sim.clusterQueues {
+		if !on {
+			cq = cq.DeepCopy()
+			cq.Spec.Preemption = &kueue.ClusterQueuePreemption{
+				ReclaimWithinCohort: kueue.PreemptionPolicyNever,
+				WithinClusterQueue:  kueue.PreemptionPolicyNever,
+			}
+		}
+		if err := sim.cache.UpdateClusterQueue(log, cq); err != nil {
+			return fmt.Errorf("ClusterQueue %q: %w", cq.Name, err)
+		}
+	}
+	return nil
 }
 
 // logQuota writes each ClusterQueue's usage and what it has available, for --log-between.

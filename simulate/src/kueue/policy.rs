@@ -2,10 +2,12 @@
 //! the order of a cycle's entries, admission, and the preemptions issued (their victims found
 //! by [`preemption`](super::preemption)).
 //!
-//! Kueue runs a cycle every few milliseconds while workloads wait (file:
-//! pkg/scheduler/scheduler.go, funcs: Start, schedule): the simulator runs all the cycles of
-//! an instant at that instant, one after another, until a cycle changes nothing (no head
-//! left, or each head as it was). Each cycle:
+//! The policy follows Kueue v0.17.0 with its default feature gates (the version the Kueue
+//! oracle, `tests/kueue-oracle`, runs; every file cited is of that version). Kueue runs a
+//! cycle every few milliseconds while workloads wait (file: pkg/scheduler/scheduler.go,
+//! funcs: Start, schedule): the simulator runs all the cycles of an instant at that instant,
+//! one after another, until a cycle changes nothing (no head left, or each head as it was).
+//! Each cycle:
 //!
 //! - takes one head per ClusterQueue (file: pkg/cache/queue/manager.go, func: heads): its
 //!   sticky preemptor (BestEffortFIFO, see below), else its first pending workload by
@@ -17,66 +19,69 @@
 //!   func: nominate): it fits ([`QuotaTree::fit`]) and the cluster's nodes can place it;
 //!   or it may preempt and the victims are found; or it may preempt and none are (no
 //!   candidates); or it does not fit;
-//! - orders the entries: a queue's sticky preemptor first (see below); then, classical,
-//!   the height of the lowest subtree the request fits in, then priority, then creation
-//!   time, then trace order (file: pkg/scheduler/scheduler.go, func:
-//!   makeClassicalIterator); under Fair Sharing, the tournament of
+//! - orders the entries: classical, by the height of the lowest subtree the request fits
+//!   in, then priority, then creation time, then trace order (file:
+//!   pkg/scheduler/scheduler.go, func: makeClassicalIterator; Kueue leaves the last tie to
+//!   its unstable sort); under Fair Sharing, the tournament of
 //!   [`fair_next`](State::fair_next), run again before each entry on the quota as the
 //!   cycle's admissions left it);
-//! - processes them in order (file: pkg/scheduler/scheduler.go, func: processEntry), each
-//!   checked again against the quota as the cycle's admissions left it: a fitting entry is
-//!   admitted (started on the nodes at once, its usage added); a preempting one whose
-//!   victims another entry of the cycle took, or that no longer fits once its victims are
-//!   gone, is skipped (it stays its queue's head); otherwise its victims are evicted now and
-//!   it is not admitted in this cycle (Kueue admits it in a later one, when it fits); an
+//! - processes them in order (file: pkg/scheduler/scheduler.go, func: schedule), each
+//!   checked again against the quota as the cycle left it, without the usage of the
+//!   cycle's victims (func: fits): a fitting entry is admitted (started on the nodes at
+//!   once, its usage added); a preempting one whose victims another entry of the cycle
+//!   took, or that no longer fits once its victims are gone, is skipped (it stays its
+//!   queue's head); otherwise its victims are evicted now and it is not admitted in this
+//!   cycle (Kueue admits it in a later one, when it fits), its usage added for the rest of
+//!   the cycle, its victims' kept there too (Kueue's snapshot keeps it: the shares of the
+//!   tournament and the reserves below count it); an
 //!   entry without candidates reserves, unless its ClusterQueue reclaims `Any`, what of its
 //!   request its quota could still hold, for the rest of the cycle (func:
 //!   reserveCapacityForUnreclaimablePreempt); an entry that does not fit, or has no
 //!   candidates, is not admitted.
 //!
 //! A head not admitted (not fitting, or without candidates) leaves its queue's heads under
-//! BestEffortFIFO: it goes to the inadmissible set, and so does every waiting workload of its
-//! ClusterQueue with the same priority and GPUs (Kueue 0.18's SchedulingEquivalenceHashing,
-//! on by default: file: pkg/cache/queue/cluster_queue.go, func: handleInadmissibleHash), and
-//! those that arrive later, until quota is released in its cohort tree (a workload ends or is
-//! evicted; file: pkg/cache/queue/inadmissible_workloads.go, func:
-//! queueInadmissibleWorkloads). The simulator releases them at the first schedule of an
-//! instant where a job of the tree ended, and at once when an eviction frees quota (Kueue
-//! does so a second later, its requeue batch period). Under StrictFIFO the head stays and
-//! blocks its queue until quota is released in its tree (or a workload of higher priority,
-//! or earlier, comes before it). A preemptor is its queue's sticky head under
-//! BestEffortFIFO until admitted or found not to fit (file: pkg/cache/queue/cluster_queue.go,
-//! func: requeueIfNotPresent).
+//! BestEffortFIFO: it alone goes to the inadmissible set (the gate
+//! SchedulingEquivalenceHashing, which sets aside its look-alikes too, is off in 0.17),
+//! until quota is released in its cohort tree (a workload ends or is evicted; file:
+//! pkg/cache/queue/inadmissible_workloads.go, func: queueInadmissibleWorkloads). The
+//! simulator brings them back at the first schedule of an instant where a job of the tree
+//! ended, and after the cycle whose evictions freed quota (Kueue, when the victims' quota is
+//! released; the oracle agrees). Under StrictFIFO the head stays and blocks its queue until
+//! quota is released in its tree (or a workload of higher priority, or earlier, comes before
+//! it). A workload that issued preemptions is its queue's sticky workload under
+//! BestEffortFIFO, first in its queue's order whenever it is not set aside, until admitted
+//! (file: pkg/cache/queue/cluster_queue.go, funcs: RequeueIfNotPresent, baseCompareFunc,
+//! delete).
 //!
 //! Timing: victims release their quota the instant they are evicted (in Kueue, once their
 //! pods have stopped, seconds later), and come back to their queues then, as Kueue requeues
 //! them in the handler that releases their quota; the preemptor, its queue's sticky head,
-//! is served before the cycle's other entries (as Kueue's gate PrioritizePreemptorWorkloads,
-//! alpha in 0.20, does outright) and is admitted at the same instant, in a later cycle, if
-//! it still fits then. Victims are found by quota, as Kueue finds them; a preemption whose
+//! is admitted at the same instant, in a later cycle, if it still fits then (another
+//! queue's entry served before it in that cycle may take the room). Victims are found by
+//! quota, as Kueue finds them; a preemption whose
 //! victims would not free room for the preemptor on the nodes is not issued (Kueue would
 //! issue it, and the preemptor's pods would wait for kube-scheduler). The time between
 //! cycles, the requeue batch period (a second) of the workloads set aside, the backoff after
 //! cycles that admit nothing, and `waitForPodsReady` are not modelled.
 //!
-//! A guard against endless cycles: when a preemption would evict a job a second time at one
-//! instant, or after [`CYCLES_PER_JOB`] cycles per job queued or running (and
-//! [`CYCLES_AT_LEAST`]) at one instant, the rest of the instant's cycles issue no preemption
-//! (and so end), and the instant is counted in
-//! [`Simulation::stalled`](crate::Simulation); preemption resumes at the next
-//! instant the cluster is scheduled (a job ends or enters). It fires only where Kueue itself would
-//! preempt round in circles, an eviction at a time (a livelock): `borrowWithinCohort` may
-//! take a lender below its quota, which the lender reclaims before borrowing again; Fair
-//! Sharing's LessThanInitialShare may preempt a queue whose next workload then has the
-//! lower share and preempts back; under Fair Sharing with `withinClusterQueue:
-//! LowerPriority` and `reclaimWithinCohort: Any` (as `allot build` writes them), a
+//! A guard against endless cycles, the Kueue oracle's own: the cycle that evicts a job a
+//! second time at one instant is the instant's last, and so is the
+//! [`CYCLES_PER_JOB`]-per-job-queued-or-running-th (at least [`CYCLES_AT_LEAST`]); the
+//! instant is counted in [`Simulation::stalled`](crate::Simulation), and its cycles go on at
+//! the next instant the cluster is scheduled (a job ends or enters), or, with no job left
+//! running, at the next second, without preemption (as if every queue's policies were
+//! `Never`; see [`State::wake`]). It fires where Kueue itself preempts round in circles, an
+//! eviction at a time (a livelock): `borrowWithinCohort` may take a lender below its quota,
+//! which the lender reclaims before borrowing again; a preemptor's room may go to another
+//! queue's borrower served before it, and a workload of the preemptor's queue within its
+//! quota reclaims it, and is preempted again; Fair Sharing's LessThanInitialShare may
+//! preempt a queue whose next workload then has the lower share and preempts back; under
+//! Fair Sharing with `withinClusterQueue: LowerPriority` and `reclaimWithinCohort: Any`, a
 //! high-priority workload larger than its queue's quota preempts its own queue's lower one
 //! to borrow, and another queue's workload within its quota reclaims it at once (Fair
 //! Sharing takes from a borrowing queue unconditionally for a preemptor within its quota),
-//! and so on while such workloads wait. Such setups replay slowly (each instant runs its
-//! circle until a job would be evicted twice) and show many preemptions, as Kueue would
-//! make. `simulate/tests/simulate_kueue.rs` checks on generated setups and traces that the
-//! guard never fires under classical preemption without `borrowWithinCohort`.
+//! and so on while such workloads wait. Such setups show many preemptions, as Kueue would
+//! make.
 //!
 //! At a grant boundary the quotas change (the objects of that moment): see
 //! [`State::follow`]; the cluster is scheduled then while jobs wait there.
@@ -84,7 +89,8 @@
 //! No run is protected: Kueue has no minimum runtime. Budgets are not ranked by usage
 //! (`Ranking::Flat`): Kueue's order is its own.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::ops::Bound;
 use std::sync::Arc;
 
 use allot_verify::trace::Job;
@@ -94,15 +100,14 @@ use super::super::cluster::Ranking;
 use super::super::engine::{Engine, Queued, Rules as EngineRules, Start};
 use super::super::jobs::{Holding, JobId, SimJob};
 use super::quota::{NoFit, QuotaFit, QuotaTree};
-use super::setup::{Kind, Preemption, Queueing, ReclaimWithinCohort, Strategy};
+use super::setup::{Kind, Preemption, Queueing, ReclaimWithinCohort, Strategy, WithinClusterQueue};
 use super::{Kueue, Queues, priority, tier};
 
-/// Cycles one schedule of a cluster may run with preemption, per job queued or running there
-/// (and at least [`CYCLES_AT_LEAST`]): the guard against endless cycles (see the module's
-/// documentation). Every cycle but the last admits, evicts or sets a head aside; without
-/// a livelock of preemptions each job is admitted, evicted and set aside a few times in an
-/// instant at most. Past the guard, preemption stops for the instant; past twice the guard
-/// (which admissions and set-asides alone cannot reach), the instant's scheduling stops.
+/// Cycles one schedule of a cluster may run, per job queued or running there (and at least
+/// [`CYCLES_AT_LEAST`]): the guard against endless cycles (see the module's documentation).
+/// Every cycle but the last admits, evicts or sets a head aside; without a livelock of
+/// preemptions each job is admitted, evicted and set aside a few times in an instant at
+/// most. At the guard, the instant is cut short.
 const CYCLES_PER_JOB: usize = 16;
 const CYCLES_AT_LEAST: usize = 64;
 
@@ -189,6 +194,7 @@ impl EngineRules for Rules {
     }
 
     /// The cluster's next quota change after `last` (its objects of a later grant boundary),
+    /// or the second after an instant cut short with nothing running (see [`State::wake`]),
     /// while jobs wait there: with none waiting, a new quota changes nothing until the next
     /// schedule, which takes it.
     fn next_periodic(&self, cluster: &ClusterState, last: i64) -> Option<i64> {
@@ -196,13 +202,17 @@ impl EngineRules for Rules {
             return None;
         }
         let later = &self.kueue.clusters.get(&*cluster.name)?.later;
-        later.get(later.partition_point(|(from, _)| *from <= last)).map(|(from, _)| *from)
+        let boundary = later.get(later.partition_point(|(from, _)| *from <= last)).map(|(from, _)| *from);
+        let wake = self.states.get(&cluster.name).and_then(|state| state.wake).filter(|&at| at > last);
+        boundary.into_iter().chain(wake).min()
     }
 
-    /// At a quota change, the cluster is scheduled with the new quotas.
+    /// At a quota change, or the second after an instant cut short, the cluster is
+    /// scheduled (with the new quotas).
     fn periodic(&mut self, engine: &mut Engine, cluster: &mut ClusterState, now: i64) {
         let Some(state) = self.states.get_mut(&cluster.name) else { return };
-        if state.follow(&self.kueue.clusters[&*cluster.name], now) {
+        let passed = state.follow(&self.kueue.clusters[&*cluster.name], now);
+        if passed || state.wake == Some(now) {
             state.schedule(engine, cluster, now);
         }
     }
@@ -220,12 +230,20 @@ pub(super) struct Queue {
     pub(super) queueing: Queueing,
     /// GPUs its admitted jobs use, as last booked in the quota tree.
     pub(super) usage: u64,
-    /// BestEffortFIFO: the (tier, GPUs) of the workloads set aside as inadmissible.
-    parked: BTreeSet<(u32, u32)>,
+    /// BestEffortFIFO: the workloads set aside as inadmissible, for each group of waiting
+    /// jobs (by budget leaf, tier and GPUs) the last of them in the group's order: a group's
+    /// heads are set aside in its order, and a job that comes back earlier than one set
+    /// aside (a victim) brings them all back (see [`State::release`]). A sticky head set
+    /// aside may have jobs of its group before it waiting: it is set aside alone.
+    parked: BTreeMap<(u32, u32, u32), (i64, JobId)>,
+    parked_alone: BTreeSet<JobId>,
     /// StrictFIFO: the head that blocks it.
     blocked: Option<JobId>,
     /// BestEffortFIFO: the preemptor kept at its head.
     sticky: Option<JobId>,
+    /// The last head of each class (priority tier, GPUs) set aside, nominated at which
+    /// moment (see [`State::moment`]), with what outcome.
+    nominated: BTreeMap<(u32, u32), (u64, Mode)>,
 }
 
 /// One cluster as the policy schedules it.
@@ -248,8 +266,20 @@ pub(super) struct State {
     pub(super) children: Vec<Vec<usize>>,
     /// The jobs evicted at this instant.
     evicted: BTreeSet<JobId>,
-    /// The guard against endless cycles has fired at this instant: no more preemption.
+    /// This instant is the second after one cut short with nothing left running (see
+    /// [`State::wake`]): it runs as if every queue's preemption policies were `Never`.
     no_preemption: bool,
+    /// A job was evicted a second time at this instant: its cycles end.
+    circle: bool,
+    /// The second after an instant cut short with no job left running: the cycles go on
+    /// then, without preemption (a running job's end is an instant of its own anyway;
+    /// without one, a preemptor whose victims are gone would wait for the next submission,
+    /// or for ever; with preemption, the circle could go on for ever, as in Kueue). The
+    /// Kueue oracle does the same.
+    wake: Option<i64>,
+    /// Advanced whenever the quota tree's usage or the running jobs change, and at each
+    /// schedule: what a head's nomination depends on (with its class: queue, priority, GPUs).
+    moment: u64,
     /// How many of the setup's later quota trees ([`Queues::later`]) are in force.
     period: usize,
 }
@@ -268,6 +298,8 @@ pub(super) enum Mode {
 pub(super) struct Entry {
     pub(super) queue: usize,
     pub(super) id: JobId,
+    /// Its budget leaf (its group of waiting jobs: see [`Queue::parked`]).
+    pub(super) leaf: u32,
     pub(super) gpus: u32,
     pub(super) tier: u32,
     pub(super) place: i64,
@@ -301,7 +333,9 @@ impl State {
                 preemption,
                 queueing,
                 usage: 0,
-                parked: BTreeSet::new(),
+                parked: BTreeMap::new(),
+                nominated: BTreeMap::new(),
+                parked_alone: BTreeSet::new(),
                 blocked: None,
                 sticky: None,
             });
@@ -316,6 +350,9 @@ impl State {
             children,
             evicted: BTreeSet::new(),
             no_preemption: false,
+            circle: false,
+            wake: None,
+            moment: 0,
             period: 0,
         }
     }
@@ -337,6 +374,7 @@ impl State {
         for queue in &mut self.queues {
             self.tree.add(queue.node, queue.usage);
             queue.parked.clear();
+            queue.parked_alone.clear();
             queue.blocked = None;
         }
         true
@@ -369,6 +407,9 @@ impl State {
     /// pkg/controller/core/workload_controller.go, func: Update, the case of a workload
     /// going from QuotaReserved or Admitted back to Pending), and the Kueue oracle agrees.
     fn schedule(&mut self, engine: &mut Engine, cluster: &mut ClusterState, now: i64) {
+        self.no_preemption = self.wake == Some(now);
+        self.wake = self.wake.filter(|&at| at > now);
+        self.moment += 1;
         self.sync(engine, cluster);
         let running: usize = cluster.started.iter().map(|s| s.len()).sum();
         let bound = CYCLES_AT_LEAST + CYCLES_PER_JOB * (cluster.queued + running);
@@ -379,21 +420,25 @@ impl State {
                 break;
             }
             cycles += 1;
-            if cycles == bound {
-                self.stall(engine);
-            } else if cycles >= 2 * bound {
+            if self.circle || cycles == bound {
+                // Cut short: the rest of the instant's cycles wait for the next instant.
+                engine.stalled += 1;
+                if cluster.started.iter().all(BTreeSet::is_empty) {
+                    self.wake = Some(now + 1);
+                }
                 break;
             }
         }
         self.evicted.clear();
-        self.no_preemption = false;
+        self.circle = false;
     }
 
-    /// Stops preemption for the rest of the instant (once counted in `engine.stalled`).
-    fn stall(&mut self, engine: &mut Engine) {
-        if !self.no_preemption {
-            engine.stalled += 1;
-            self.no_preemption = true;
+    /// A queue's preemption policies at this instant: every one `Never` at the second after
+    /// an instant cut short (see [`State::wake`]).
+    fn preemption_of(&self, queue: usize) -> Preemption {
+        match self.no_preemption {
+            true => Preemption::default(),
+            false => self.queues[queue].preemption,
         }
     }
 
@@ -445,6 +490,7 @@ impl State {
     fn release(&mut self, root: usize) {
         for queue in self.queues.iter_mut().filter(|q| q.root == root) {
             queue.parked.clear();
+            queue.parked_alone.clear();
             queue.blocked = None;
         }
     }
@@ -454,21 +500,31 @@ impl State {
         let mut heads = Vec::new();
         for (index, queue) in self.queues.iter_mut().enumerate() {
             if let Some(sticky) = queue.sticky {
-                if engine.jobs.get(sticky).is_some_and(|job| job.started.is_none()) {
+                if engine.jobs.get(sticky).is_none_or(|job| job.started.is_some()) {
+                    queue.sticky = None;
+                } else if !queue.parked_alone.contains(&sticky) {
                     heads.push((index, sticky));
                     continue;
                 }
-                queue.sticky = None;
             }
             let strict = queue.queueing == Queueing::StrictFifo;
             let lane = queue.node as u32;
             let first = queue
                 .leaves
                 .iter()
-                .flat_map(|&leaf| &cluster.by_size[leaf])
-                .filter(|group| group.lane == lane)
-                .filter(|group| strict || !queue.parked.contains(&(group.tier, group.gpus)))
-                .map(|group| (group.tier, group.first))
+                .flat_map(|&leaf| cluster.by_size[leaf].iter().map(move |group| (leaf, group)))
+                .filter(|(_, group)| group.lane == lane)
+                .filter_map(|(leaf, group)| {
+                    if strict {
+                        return Some((group.tier, group.first));
+                    }
+                    let after = match queue.parked.get(&(leaf as u32, group.tier, group.gpus)) {
+                        Some(&last) => Bound::Excluded(last),
+                        None => Bound::Unbounded,
+                    };
+                    let mut waiting = group.jobs.range((after, Bound::Unbounded));
+                    waiting.find(|(_, id)| !queue.parked_alone.contains(id)).map(|&j| (group.tier, j))
+                })
                 .min();
             if let Some((_, (_, id))) = first
                 && queue.blocked != Some(id)
@@ -489,31 +545,41 @@ impl State {
     ) -> bool {
         let mut entries: Vec<Entry> =
             heads.into_iter().map(|(queue, id)| self.nominate(engine, cluster, queue, id)).collect();
+        // A cycle whose every entry is set aside ends the same in any order (what an entry
+        // without candidates reserves is given back at the cycle's end): no order is made.
+        if entries.iter().all(|e| matches!(e.mode, Mode::NoFit | Mode::NoCandidates)) {
+            return entries.iter().fold(false, |changed, entry| self.set_aside(entry) | changed);
+        }
         let classical = self.fair.is_none();
-        let sticky = |state: &State, e: &Entry| state.queues[e.queue].sticky == Some(e.id);
         if classical {
             // Served from the end.
-            entries
-                .sort_by_key(|e| std::cmp::Reverse((!sticky(self, e), e.borrowing, e.tier, e.place, e.id)));
+            entries.sort_by_key(|e| std::cmp::Reverse((e.borrowing, e.tier, e.place, e.id)));
         }
         let mut changed = false;
         let mut chosen: BTreeSet<JobId> = BTreeSet::new();
         let mut reserved: Vec<(usize, u64)> = Vec::new();
+        // The cycle's victims (setup node, GPUs): their usage stays in the quota tree until
+        // the cycle ends, as Kueue's snapshot keeps it (the shares of Fair Sharing's
+        // tournament, the reserves count it); whether an entry fits is decided without it
+        // (file: pkg/scheduler/scheduler.go, func: fits).
+        let mut victims: Vec<(usize, u64)> = Vec::new();
+        // The cohort trees where victims released quota: their set-aside workloads come back
+        // after the cycle, as Kueue brings them back when the victims' quota is released,
+        // after the cycle that evicted them (a head set aside later in the cycle too).
+        let mut released: Vec<usize> = Vec::new();
         while !entries.is_empty() {
             let entry = match classical {
                 true => entries.pop().expect("not empty"),
                 false => {
-                    let next = match entries.iter().position(|e| sticky(self, e)) {
-                        Some(preemptor) => preemptor,
-                        None => self.fair_next(&entries),
-                    };
+                    let next = self.fair_next(&entries);
                     entries.remove(next)
                 }
             };
             let queue = &self.queues[entry.queue];
             let (node, gpus) = (queue.node, u64::from(entry.gpus));
             let (root, strict) = (queue.root, queue.queueing == Queueing::StrictFifo);
-            let reclaims_any = queue.preemption.reclaim_within_cohort == ReclaimWithinCohort::Any;
+            let reclaims_any =
+                self.preemption_of(entry.queue).reclaim_within_cohort == ReclaimWithinCohort::Any;
             match &entry.mode {
                 Mode::NoFit => changed |= self.set_aside(&entry),
                 Mode::NoCandidates => {
@@ -527,13 +593,16 @@ impl State {
                     changed |= self.set_aside(&entry);
                 }
                 Mode::Fit => {
-                    let fits = matches!(self.fit(entry.queue, gpus), QuotaFit::Fit { .. });
+                    let fits = self.without(&victims, |state| {
+                        matches!(state.fit(entry.queue, gpus), QuotaFit::Fit { .. })
+                    });
                     let Some(placement) = fits.then(|| cluster.pool.place(entry.gpus)).flatten() else {
                         // Skipped: it stays its queue's head.
                         continue;
                     };
                     engine.start(&Unprotected, cluster, entry.id, placement, now);
                     self.tree.add(node, gpus);
+                    self.moment += 1;
                     let queue = &mut self.queues[entry.queue];
                     queue.usage += gpus;
                     if queue.sticky == Some(entry.id) {
@@ -545,12 +614,6 @@ impl State {
                     if targets.iter().any(|t| chosen.contains(t)) {
                         continue;
                     }
-                    if targets.iter().any(|t| self.evicted.contains(t)) {
-                        // A job evicted twice at one instant: preemption goes round in
-                        // circles. It stops for the instant.
-                        self.stall(engine);
-                        continue;
-                    }
                     let freed: Vec<(usize, u64)> = targets
                         .iter()
                         .map(|&t| {
@@ -558,42 +621,58 @@ impl State {
                             (self.queue_of(job), u64::from(job.gpus))
                         })
                         .collect();
-                    for &(q, g) in &freed {
-                        self.tree.remove(self.queues[q].node, g);
-                    }
-                    if gpus > self.tree.cq_available(node) as u64 {
-                        for &(q, g) in &freed {
-                            self.tree.add(self.queues[q].node, g);
-                        }
+                    let before = victims.len();
+                    victims.extend(freed.iter().map(|&(q, g)| (self.queues[q].node, g)));
+                    if !self.without(&victims, |state| gpus <= state.tree.cq_available(node) as u64) {
+                        victims.truncate(before);
                         continue;
                     }
                     for &(q, g) in &freed {
                         self.queues[q].usage -= g;
                     }
+                    // A job evicted twice at one instant: preemption goes round in circles.
+                    // The instant ends with this cycle.
+                    self.circle |= targets.iter().any(|t| self.evicted.contains(t));
                     chosen.extend(targets.iter().copied());
                     self.evicted.extend(targets.iter().copied());
                     engine.evict(cluster, entry.id, targets, now);
-                    // The preemptor's usage holds its place for the rest of the cycle.
+                    self.moment += 1;
+                    // The preemptor's usage holds its place for the rest of the cycle, and
+                    // its victims' stays booked (see `victims`).
                     self.tree.add(node, gpus);
                     reserved.push((node, gpus));
                     if !strict {
                         self.queues[entry.queue].sticky = Some(entry.id);
                     }
-                    self.release(root);
+                    released.push(root);
                     changed = true;
                 }
             }
         }
-        for (node, gpus) in reserved {
+        for (node, gpus) in reserved.into_iter().chain(victims) {
             self.tree.remove(node, gpus);
+        }
+        for root in released {
+            self.release(root);
         }
         changed
     }
 
+    /// `decide` on the quota tree without the usage of `victims` (setup node, GPUs).
+    fn without<R>(&mut self, victims: &[(usize, u64)], decide: impl FnOnce(&Self) -> R) -> R {
+        for &(node, gpus) in victims {
+            self.tree.remove(node, gpus);
+        }
+        let decided = decide(self);
+        for &(node, gpus) in victims {
+            self.tree.add(node, gpus);
+        }
+        decided
+    }
+
     /// Kueue's quota decision for `gpus` in queue `queue` now.
     pub(super) fn fit(&self, queue: usize, gpus: u64) -> QuotaFit {
-        let queue = &self.queues[queue];
-        self.tree.fit(queue.node, gpus, &queue.preemption, self.fair.is_some())
+        self.tree.fit(self.queues[queue].node, gpus, &self.preemption_of(queue), self.fair.is_some())
     }
 
     /// A head as this cycle nominates it.
@@ -602,6 +681,24 @@ impl State {
         let gpus = u64::from(job.gpus);
         let node = self.queues[queue].node;
         let (borrowing, _) = self.tree.lowest_subtree_that_fits(node, gpus);
+        let class = (job.tier, job.gpus);
+        let entry = |mode| Entry {
+            queue,
+            id,
+            leaf: job.leaf,
+            gpus: job.gpus,
+            tier: job.tier,
+            place: job.place,
+            borrowing,
+            mode,
+        };
+        let sticky = self.queues[queue].sticky == Some(id);
+        if !sticky
+            && let Some(&(moment, ref mode)) = self.queues[queue].nominated.get(&class)
+            && moment == self.moment
+        {
+            return entry(mode.clone());
+        }
         let mode = match self.fit(queue, gpus) {
             QuotaFit::Fit { .. } if cluster.pool.fits(job.gpus) => Mode::Fit,
             QuotaFit::Fit { .. } | QuotaFit::NoFit(_) => Mode::NoFit,
@@ -620,7 +717,22 @@ impl State {
                 if targets.is_empty() || !placed { Mode::NoCandidates } else { Mode::Preempt(targets) }
             }
         };
-        Entry { queue, id, gpus: job.gpus, tier: job.tier, place: job.place, borrowing, mode }
+        // A head set aside tells of the next ones of its class until the moment changes: the
+        // same quota and running jobs give the same decision (a later workload has no more
+        // candidates than an earlier one of its priority; the sticky one may come first).
+        let again = match mode {
+            Mode::NoFit => true,
+            Mode::NoCandidates => {
+                !sticky
+                    && self.queues[queue].preemption.within_cluster_queue
+                        != WithinClusterQueue::LowerOrNewerEqualPriority
+            }
+            Mode::Fit | Mode::Preempt(_) => false,
+        };
+        if again {
+            self.queues[queue].nominated.insert(class, (self.moment, mode.clone()));
+        }
+        entry(mode)
     }
 
     /// What a head without preemption candidates holds of the quota for the rest of the
@@ -642,17 +754,22 @@ impl State {
         reserve.max(0) as u64
     }
 
-    /// A head not admitted: set aside (BestEffortFIFO, with every workload of its priority
-    /// and GPUs) or blocking its queue (StrictFIFO). Whether that changed anything.
+    /// A head not admitted: set aside (BestEffortFIFO) or blocking its queue (StrictFIFO).
+    /// Whether that changed anything.
     fn set_aside(&mut self, entry: &Entry) -> bool {
         let queue = &mut self.queues[entry.queue];
         match queue.queueing {
             Queueing::BestEffortFifo => {
-                let unstuck = queue.sticky == Some(entry.id);
-                if unstuck {
-                    queue.sticky = None;
+                if queue.sticky == Some(entry.id) {
+                    return queue.parked_alone.insert(entry.id);
                 }
-                queue.parked.insert((entry.tier, entry.gpus)) | unstuck
+                let group = (entry.leaf, entry.tier, entry.gpus);
+                let last = (entry.place, entry.id);
+                let parked = queue.parked.get(&group).is_none_or(|&before| before < last);
+                if parked {
+                    queue.parked.insert(group, last);
+                }
+                parked
             }
             Queueing::StrictFifo => queue.blocked.replace(entry.id) != Some(entry.id),
         }
@@ -676,6 +793,9 @@ mod tests {
             children: vec![Vec::new(); nodes.len()],
             evicted: BTreeSet::new(),
             no_preemption: false,
+            circle: false,
+            wake: None,
+            moment: 0,
             period: 0,
         }
     }

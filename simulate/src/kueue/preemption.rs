@@ -460,8 +460,12 @@ impl State {
         let mut retry: Vec<VecDeque<Candidate>> = vec![VecDeque::new(); self.queues.len()];
         let mut fit = false;
         let first = strategies.first().copied().unwrap_or(Strategy::LessThanOrEqualToFinalShare);
+        // Within its quota with its request, the preemptor takes from other queues without
+        // the strategies (gate FairSharingPreemptWithinNominal, on in 0.17): decided once,
+        // before any candidate is taken out (func: runFirstFsStrategy).
+        let within_nominal = !self.tree.borrowing_with(p.node, 0);
         'first: while let Some(target) = self.next_target(&p, &by_queue) {
-            if target == queue || !self.tree.borrowing_with(p.node, 0) {
+            if target == queue || within_nominal {
                 let c = by_queue[target].pop_front().expect("a target has candidates");
                 self.tree.remove(self.queues[c.queue].node, c.gpus);
                 targets.push(c);
