@@ -144,7 +144,8 @@ for name in "${setups[@]}"; do
     against="$("$oracle" compare "$work/$name-policy.csv" "${oracle_runs[0]}")"
     spread="[]"
     if [ "$runs" -gt 1 ]; then spread="$("$oracle" compare "${oracle_runs[@]}")"; fi
-    cut="$(sed -n 's/.*, \([0-9]*\) instants cut short$/\1/p' "$work/$name-oracle-1.log" | paste -sd+ | bc)"
+    # Each cluster's closing line (the progress lines every 10 s end the same way).
+    cut="$(sed -n 's/^kueue-oracle: cluster .*, \([0-9]*\) instants cut short$/\1/p' "$work/$name-oracle-1.log" | paste -sd+ | bc)"
     policy_cut="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["runs"][0]["stalled_instants"])' "$policy_json")"
     row="$(python3 - "$against" "$spread" <<'PY'
 import json, sys
