@@ -64,13 +64,14 @@
 //! cycles, the requeue batch period (a second) of the workloads set aside, the backoff after
 //! cycles that admit nothing, and `waitForPodsReady` are not modelled.
 //!
-//! A guard against endless cycles, the Kueue oracle's own: the cycle that evicts a job a
-//! second time at one instant is the instant's last, and so is the
-//! [`CYCLES_PER_JOB`]-per-job-queued-or-running-th (at least [`CYCLES_AT_LEAST`]); the
-//! instant is counted in [`Simulation::stalled`](crate::Simulation), and its cycles go on at
-//! the next instant the cluster is scheduled (a job ends or enters), or, with no job left
-//! running, at the next second, without preemption (as if every queue's policies were
-//! `Never`; see [`State::wake`]). It fires where Kueue itself preempts round in circles, an
+//! A guard against endless cycles: the cycle that evicts a job a second time at one instant
+//! is the instant's last (the Kueue oracle's rule too), and so is the cycle past
+//! [`CYCLES_AT_LEAST`] and [`CYCLES_PER_JOB`] more per job queued or running (the oracle's
+//! bound is its `--max-cycles`, 10,000 by default); the instant is counted in
+//! [`Simulation::stalled`](crate::Simulation), and its cycles go on at the next instant the
+//! cluster is scheduled (a job ends or enters), or, with no job left running, at the next
+//! second, without preemption (as if every queue's policies were `Never`; see
+//! [`State::wake`]). It fires where Kueue itself preempts round in circles, an
 //! eviction at a time (a livelock): `borrowWithinCohort` may take a lender below its quota,
 //! which the lender reclaims before borrowing again; a preemptor's room may go to another
 //! queue's borrower served before it, and a workload of the preemptor's queue within its
@@ -658,13 +659,13 @@ impl State {
         changed
     }
 
-    /// `decide` on the quota tree without the usage of `victims` (setup node, GPUs).
-    fn without<R>(&mut self, victims: &[(usize, u64)], decide: impl FnOnce(&Self) -> R) -> R {
-        for &(node, gpus) in victims {
+    /// `decide` on the quota tree without the usage of `gone` (setup node, GPUs).
+    pub(super) fn without<R>(&mut self, gone: &[(usize, u64)], decide: impl FnOnce(&Self) -> R) -> R {
+        for &(node, gpus) in gone {
             self.tree.remove(node, gpus);
         }
         let decided = decide(self);
-        for &(node, gpus) in victims {
+        for &(node, gpus) in gone {
             self.tree.add(node, gpus);
         }
         decided

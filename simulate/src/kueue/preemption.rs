@@ -252,14 +252,7 @@ impl State {
             .filter(|&(_, g)| g > 0)
             .map(|(q, g)| (self.queues[q].node, g))
             .collect();
-        for &(node, gpus) in &gone {
-            self.tree.remove(node, gpus);
-        }
-        let fits = p.gpus as i64 <= self.tree.cq_available(p.node);
-        for &(node, gpus) in &gone {
-            self.tree.add(node, gpus);
-        }
-        fits
+        self.without(&gone, |state| p.gpus as i64 <= state.tree.cq_available(p.node))
     }
 
     /// Adds to `into` the workloads of the queues above their quota under `cohort`, skipping
