@@ -1,7 +1,9 @@
 //! One cluster in the simulator: its budget tree, nodes, queues, running jobs and decayed
 //! usage, kept up to date as jobs enter, start and stop; and the budgets' Fair Tree ranks.
 
-use std::collections::BTreeSet;
+use std::cmp::Reverse;
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use allot_verify::budgets::ClusterBudgets;
@@ -56,6 +58,13 @@ pub(super) struct ClusterState<'b> {
     pub(super) waiting: Vec<f64>,
     /// Running GPUs per tree node (an inner node: its subtree's).
     pub(super) running: Vec<f64>,
+    /// The `kueue` policy's preemption candidates: each lane's running jobs, with their GPUs
+    /// and place, in the order Kueue's preemptor takes one ClusterQueue's workloads (file:
+    /// pkg/scheduler/preemption/common/ordering.go): lower priority (higher tier) first, the
+    /// latest started first, then trace order; and the GPUs running by (lane, tier), none
+    /// zero (what a preemptor could free at the priorities it may take).
+    pub(super) by_lane: Vec<BTreeMap<(Reverse<u32>, Reverse<i64>, JobId), (u32, i64)>>,
+    pub(super) running_lanes: BTreeMap<(u32, u32), u64>,
     /// Running jobs per leaf by (start, job): all of them, and those that may be preempted
     /// (past their protection; all of them under the priority policy).
     pub(super) started: Vec<BTreeSet<(i64, JobId)>>,
@@ -147,6 +156,8 @@ impl<'b> ClusterState<'b> {
             by_size: (0..n).map(|_| Vec::new()).collect(),
             waiting: vec![0.0; n],
             running: vec![0.0; n],
+            by_lane: Vec::new(),
+            running_lanes: BTreeMap::new(),
             started: vec![BTreeSet::new(); n],
             preemptible: vec![BTreeSet::new(); n],
             preemptible_gpus: vec![0; n],
@@ -327,6 +338,12 @@ impl<'b> ClusterState<'b> {
             self.count_preemptible(job, true);
         }
         self.ends.insert((job.expected_end, id));
+        *self.running_lanes.entry((job.lane, job.tier)).or_default() += u64::from(job.gpus);
+        let lane = job.lane as usize;
+        if self.by_lane.len() <= lane {
+            self.by_lane.resize_with(lane + 1, BTreeMap::new);
+        }
+        self.by_lane[lane].insert((Reverse(job.tier), Reverse(now), id), (job.gpus, job.place));
         for &(node, _) in &job.placement {
             self.on_node[node as usize].push(id);
         }
@@ -335,6 +352,12 @@ impl<'b> ClusterState<'b> {
             self.in_floor[floor as usize] += u64::from(job.gpus);
         }
         self.add_running(job.leaf as usize, f64::from(job.gpus), now, None);
+    }
+
+    /// The GPUs running in `lane` at the tiers `tiers` lets in.
+    pub(super) fn lane_gpus(&self, lane: u32, tiers: impl Fn(u32) -> bool) -> u64 {
+        let running = self.running_lanes.range((lane, 0)..=(lane, u32::MAX));
+        running.filter(|&(&(_, tier), _)| tiers(tier)).map(|(_, &gpus)| gpus).sum()
     }
 
     pub(super) fn release(&mut self, jobs: &mut Slots, id: JobId, now: i64) {
@@ -348,6 +371,13 @@ impl<'b> ClusterState<'b> {
             self.count_preemptible(job, false);
         }
         self.ends.remove(&(job.expected_end, id));
+        self.by_lane[job.lane as usize].remove(&(Reverse(job.tier), Reverse(started), id));
+        if let Entry::Occupied(mut lane) = self.running_lanes.entry((job.lane, job.tier)) {
+            *lane.get_mut() -= u64::from(job.gpus);
+            if *lane.get() == 0 {
+                lane.remove();
+            }
+        }
         self.hold(job, -i64::from(job.gpus));
         for &(node, _) in &job.placement {
             let jobs = &mut self.on_node[node as usize];

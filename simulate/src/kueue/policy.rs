@@ -96,7 +96,7 @@ use std::sync::Arc;
 
 use allot_verify::trace::Job;
 
-use super::super::cluster::ClusterState;
+use super::super::cluster::{ClusterState, Group};
 use super::super::cluster::Ranking;
 use super::super::engine::{Engine, Queued, Rules as EngineRules, Start};
 use super::super::jobs::{Holding, JobId, SimJob};
@@ -177,8 +177,8 @@ impl EngineRules for Rules {
         if queues.trees_from(job.submit).all(never) {
             return None;
         }
-        let state = self.states.entry(cluster.name.clone()).or_insert_with(|| State::new(queues, cluster));
-        state.take(cluster, leaf, node);
+        let state = self.states.entry(cluster.name.clone()).or_insert_with(|| State::new(queues));
+        state.take(leaf, node);
         let priority = job.priority.unwrap_or_else(|| queues.priority(contract));
         Some(Queued { tier: tier(priority), lane: node as u32 })
     }
@@ -247,6 +247,26 @@ pub(super) struct Queue {
     nominated: BTreeMap<(u32, u32), (u64, Mode)>,
 }
 
+impl Queue {
+    /// Its groups of waiting jobs, with their budget leaves.
+    fn groups<'a>(&'a self, cluster: &'a ClusterState) -> impl Iterator<Item = (usize, &'a Group)> {
+        let lane = self.node as u32;
+        self.leaves
+            .iter()
+            .flat_map(|&leaf| cluster.by_size[leaf].iter().map(move |group| (leaf, group)))
+            .filter(move |(_, group)| group.lane == lane)
+    }
+
+    /// A group's jobs not set aside, in its order.
+    fn waiting<'a>(&'a self, leaf: usize, group: &'a Group) -> impl Iterator<Item = &'a (i64, JobId)> {
+        let after = match self.parked.get(&(leaf as u32, group.tier, group.gpus)) {
+            Some(&last) => Bound::Excluded(last),
+            None => Bound::Unbounded,
+        };
+        group.jobs.range((after, Bound::Unbounded)).filter(|(_, id)| !self.parked_alone.contains(id))
+    }
+}
+
 /// One cluster as the policy schedules it.
 pub(super) struct State {
     /// The quota tree, its usage in step with the jobs running (and, within a cycle, what
@@ -257,10 +277,6 @@ pub(super) struct State {
     pub(super) of_node: Vec<Option<usize>>,
     /// The (budget leaf, setup node) pairs taken.
     taken: HashSet<(usize, usize)>,
-    /// For each budget leaf taken, whether its queue's running GPUs are counted job by job:
-    /// when its jobs go to several queues, or it is an inner project (whose node's running
-    /// GPUs are its subtree's); else they are the leaf's running GPUs.
-    by_job: Vec<Option<bool>>,
     /// Fair Sharing's strategies when it is on.
     pub(super) fair: Option<Vec<Strategy>>,
     /// Each setup node's children (for Fair Sharing's walks).
@@ -278,8 +294,10 @@ pub(super) struct State {
     /// or for ever; with preemption, the circle could go on for ever, as in Kueue). The
     /// Kueue oracle does the same.
     wake: Option<i64>,
-    /// Advanced whenever the quota tree's usage or the running jobs change, and at each
-    /// schedule: what a head's nomination depends on (with its class: queue, priority, GPUs).
+    /// Advanced whenever the quota tree (its quotas or usage), the running jobs or the
+    /// preemption policies in force change: what a head's nomination depends on (with its
+    /// class: queue, priority, GPUs). A schedule for a job that only entered a queue keeps
+    /// it.
     moment: u64,
     /// How many of the setup's later quota trees ([`Queues::later`]) are in force.
     period: usize,
@@ -312,7 +330,7 @@ pub(super) struct Entry {
 impl State {
     /// A cluster's state before any job queues: a queue per ClusterQueue, in the setup's
     /// order, none taking jobs yet ([`State::take`]).
-    fn new(queues: &Queues, cluster: &ClusterState) -> State {
+    fn new(queues: &Queues) -> State {
         let setup = &queues.setup;
         let count = setup.nodes.len();
         let mut children = vec![Vec::new(); count];
@@ -346,7 +364,6 @@ impl State {
             queues: state_queues,
             of_node,
             taken: HashSet::new(),
-            by_job: vec![None; cluster.paths.len()],
             fair: setup.fair_sharing.clone(),
             children,
             evicted: BTreeSet::new(),
@@ -372,6 +389,7 @@ impl State {
         };
         self.period += passed;
         self.tree = tree.clone();
+        self.moment += 1;
         for queue in &mut self.queues {
             self.tree.add(queue.node, queue.usage);
             queue.parked.clear();
@@ -382,14 +400,11 @@ impl State {
     }
 
     /// The ClusterQueue of setup node `node` takes jobs of budget leaf `leaf`.
-    fn take(&mut self, cluster: &ClusterState, leaf: usize, node: usize) {
-        if !self.taken.insert((leaf, node)) {
-            return;
+    fn take(&mut self, leaf: usize, node: usize) {
+        if self.taken.insert((leaf, node)) {
+            let index = self.of_node[node].expect("jobs queue in ClusterQueues only");
+            self.queues[index].leaves.push(leaf);
         }
-        let index = self.of_node[node].expect("jobs queue in ClusterQueues only");
-        self.queues[index].leaves.push(leaf);
-        let inner = !cluster.leaves.contains(&leaf);
-        self.by_job[leaf] = Some(self.by_job[leaf].is_some() || inner);
     }
 
     /// A job's priority.
@@ -408,16 +423,19 @@ impl State {
     /// pkg/controller/core/workload_controller.go, func: Update, the case of a workload
     /// going from QuotaReserved or Admitted back to Pending), and the Kueue oracle agrees.
     fn schedule(&mut self, engine: &mut Engine, cluster: &mut ClusterState, now: i64) {
-        self.no_preemption = self.wake == Some(now);
+        let no_preemption = self.wake == Some(now);
+        if no_preemption != self.no_preemption {
+            self.no_preemption = no_preemption;
+            self.moment += 1;
+        }
         self.wake = self.wake.filter(|&at| at > now);
-        self.moment += 1;
-        self.sync(engine, cluster);
+        self.sync(cluster);
         let running: usize = cluster.started.iter().map(|s| s.len()).sum();
         let bound = CYCLES_AT_LEAST + CYCLES_PER_JOB * (cluster.queued + running);
         let mut cycles = 0;
         loop {
-            let heads = self.heads(engine, cluster);
-            if heads.is_empty() || !self.cycle(engine, cluster, heads, now) {
+            let entries = self.next_entries(engine, cluster);
+            if entries.is_empty() || !self.cycle(engine, cluster, entries, now) {
                 break;
             }
             cycles += 1;
@@ -446,18 +464,20 @@ impl State {
     /// Books in the quota tree each queue's running GPUs (jobs ended since the last schedule
     /// release theirs), and brings back the workloads set aside in each cohort tree where
     /// quota was released.
-    fn sync(&mut self, engine: &Engine, cluster: &ClusterState) {
+    fn sync(&mut self, cluster: &ClusterState) {
         let mut released = Vec::new();
-        for index in 0..self.queues.len() {
-            let running = self.running(engine, cluster, index);
-            let queue = &mut self.queues[index];
+        for queue in &mut self.queues {
+            let running = cluster.lane_gpus(queue.node as u32, |_| true);
             if running < queue.usage {
                 self.tree.remove(queue.node, queue.usage - running);
                 released.push(queue.root);
             } else if running > queue.usage {
                 self.tree.add(queue.node, running - queue.usage);
             }
-            queue.usage = running;
+            if running != queue.usage {
+                queue.usage = running;
+                self.moment += 1;
+            }
         }
         // Once per tree, however many of its queues released quota.
         released.sort_unstable();
@@ -467,32 +487,81 @@ impl State {
         }
     }
 
-    /// GPUs running in queue `index`: its leaves', counted job by job where
-    /// [`State::by_job`] says so.
-    fn running(&self, engine: &Engine, cluster: &ClusterState, index: usize) -> u64 {
-        let queue = &self.queues[index];
-        let lane = queue.node as u32;
-        let mut running = 0.0;
-        for &leaf in &queue.leaves {
-            running += match self.by_job[leaf] {
-                Some(false) => cluster.running[leaf],
-                _ => cluster.started[leaf]
-                    .iter()
-                    .map(|&(_, id)| &engine.jobs[id])
-                    .filter(|job| job.lane == lane)
-                    .map(|job| f64::from(job.gpus))
-                    .sum(),
-            };
-        }
-        running.round() as u64
-    }
-
     /// Quota was released in the cohort tree of `root`: its inadmissible workloads come back.
     fn release(&mut self, root: usize) {
         for queue in self.queues.iter_mut().filter(|q| q.root == root) {
             queue.parked.clear();
             queue.parked_alone.clear();
             queue.blocked = None;
+        }
+    }
+
+    /// The entries of the next cycle that may admit or evict: the cycles before it, whose
+    /// every head is set aside, are run here. Such a cycle changes neither the quota nor the
+    /// running jobs, so it ends the same in any order (what an entry without candidates
+    /// reserves is given back at the cycle's end), and the next cycle's heads are nominated
+    /// as if it had not run. Where one queue alone has a head, the cycles that set aside its
+    /// heads of classes already set aside at this moment are run at once (see
+    /// [`State::set_aside_run`]).
+    fn next_entries(&mut self, engine: &Engine, cluster: &ClusterState) -> Vec<Entry> {
+        loop {
+            let heads = self.heads(engine, cluster);
+            let entries: Vec<Entry> =
+                heads.into_iter().map(|(queue, id)| self.nominate(engine, cluster, queue, id)).collect();
+            if !entries.iter().all(|e| matches!(e.mode, Mode::NoFit | Mode::NoCandidates)) {
+                return entries;
+            }
+            match entries.as_slice() {
+                [] => return entries,
+                [one] => self.set_aside_run(cluster, one),
+                _ => {
+                    for entry in &entries {
+                        self.set_aside(entry);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sets aside `head`, the only head of a cycle, and the heads its queue would give the
+    /// cycles after it, one a cycle, while it is the only queue with a head: under
+    /// BestEffortFIFO, each waiting job of a class (priority tier, GPUs) set aside at this
+    /// moment (see [`Queue::nominated`]) that comes before the first waiting job of any
+    /// other class.
+    fn set_aside_run(&mut self, cluster: &ClusterState, head: &Entry) {
+        self.set_aside(head);
+        let queue = &self.queues[head.queue];
+        if queue.queueing == Queueing::StrictFifo {
+            return;
+        }
+        let moment = self.moment;
+        let set_aside = |group: &Group| {
+            queue.nominated.get(&(group.tier, group.gpus)).is_some_and(|&(at, _)| at == moment)
+        };
+        // The first waiting job of a class not set aside, in the queue's order.
+        let first_other = queue
+            .groups(cluster)
+            .filter(|(_, group)| !set_aside(group))
+            .filter_map(|(leaf, group)| queue.waiting(leaf, group).next().map(|&job| (group.tier, job)))
+            .min();
+        let marks: Vec<((u32, u32, u32), (i64, JobId))> = queue
+            .groups(cluster)
+            .filter(|(_, group)| set_aside(group))
+            .filter_map(|(leaf, group)| {
+                let last = match first_other {
+                    None => group.jobs.last(),
+                    Some((tier, _)) if group.tier < tier => group.jobs.last(),
+                    Some((tier, _)) if group.tier > tier => None,
+                    Some((_, job)) => group.jobs.range(..job).next_back(),
+                };
+                last.map(|&last| ((leaf as u32, group.tier, group.gpus), last))
+            })
+            .collect();
+        let queue = &mut self.queues[head.queue];
+        for (group, last) in marks {
+            if queue.parked.get(&group).is_none_or(|&before| before < last) {
+                queue.parked.insert(group, last);
+            }
         }
     }
 
@@ -509,22 +578,13 @@ impl State {
                 }
             }
             let strict = queue.queueing == Queueing::StrictFifo;
-            let lane = queue.node as u32;
             let first = queue
-                .leaves
-                .iter()
-                .flat_map(|&leaf| cluster.by_size[leaf].iter().map(move |group| (leaf, group)))
-                .filter(|(_, group)| group.lane == lane)
+                .groups(cluster)
                 .filter_map(|(leaf, group)| {
                     if strict {
                         return Some((group.tier, group.first));
                     }
-                    let after = match queue.parked.get(&(leaf as u32, group.tier, group.gpus)) {
-                        Some(&last) => Bound::Excluded(last),
-                        None => Bound::Unbounded,
-                    };
-                    let mut waiting = group.jobs.range((after, Bound::Unbounded));
-                    waiting.find(|(_, id)| !queue.parked_alone.contains(id)).map(|&j| (group.tier, j))
+                    queue.waiting(leaf, group).next().map(|&job| (group.tier, job))
                 })
                 .min();
             if let Some((_, (_, id))) = first
@@ -536,21 +596,8 @@ impl State {
         heads
     }
 
-    /// One cycle over `heads`: whether it changed anything.
-    fn cycle(
-        &mut self,
-        engine: &mut Engine,
-        cluster: &mut ClusterState,
-        heads: Vec<(usize, JobId)>,
-        now: i64,
-    ) -> bool {
-        let mut entries: Vec<Entry> =
-            heads.into_iter().map(|(queue, id)| self.nominate(engine, cluster, queue, id)).collect();
-        // A cycle whose every entry is set aside ends the same in any order (what an entry
-        // without candidates reserves is given back at the cycle's end): no order is made.
-        if entries.iter().all(|e| matches!(e.mode, Mode::NoFit | Mode::NoCandidates)) {
-            return entries.iter().fold(false, |changed, entry| self.set_aside(entry) | changed);
-        }
+    /// One cycle over `entries`, the heads as nominated: whether it changed anything.
+    fn cycle(&mut self, engine: &mut Engine, cluster: &mut ClusterState, mut entries: Vec<Entry>, now: i64) -> bool {
         let classical = self.fair.is_none();
         if classical {
             // Served from the end.
@@ -789,7 +836,6 @@ mod tests {
             queues: Vec::new(),
             of_node: vec![None; nodes.len()],
             taken: HashSet::new(),
-            by_job: Vec::new(),
             fair: None,
             children: vec![Vec::new(); nodes.len()],
             evicted: BTreeSet::new(),

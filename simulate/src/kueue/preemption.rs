@@ -5,13 +5,14 @@
 //! found it. Only quota decides: the nodes the victims free are not looked at (the preemptor
 //! is admitted later only if the nodes can place it).
 
-use std::cmp::Ordering;
+use std::cmp::{Ordering, Reverse};
 use std::collections::VecDeque;
 
 use super::super::cluster::ClusterState;
 use super::super::engine::Engine;
 use super::super::jobs::JobId;
 use super::policy::{Entry, State};
+use super::priority;
 use super::quota::Drs;
 use super::setup::{BorrowWithinCohort, ReclaimWithinCohort, Strategy, WithinClusterQueue};
 
@@ -81,28 +82,22 @@ impl State {
         }
     }
 
-    /// The running jobs of `queue` that `allowed` lets be preempted, as candidates.
+    /// The running jobs of `queue` that `variant` (priority, place) lets be preempted, as
+    /// candidates, in [`ordering`].
     fn candidates_of(
         &self,
-        engine: &Engine,
         cluster: &ClusterState,
         queue: usize,
         variant: impl Fn(i32, i64) -> Option<Variant>,
         lca: Option<usize>,
         into: &mut Vec<Candidate>,
     ) {
-        let lane = self.queues[queue].node as u32;
-        for &leaf in &self.queues[queue].leaves {
-            for &(start, id) in &cluster.started[leaf] {
-                let job = &engine.jobs[id];
-                if job.lane != lane {
-                    continue;
-                }
-                let priority = self.priority(job);
-                if let Some(variant) = variant(priority, job.place) {
-                    let gpus = u64::from(job.gpus);
-                    into.push(Candidate { id, queue, gpus, priority, started: start, variant, lca });
-                }
+        let Some(running) = cluster.by_lane.get(self.queues[queue].node) else { return };
+        into.reserve(running.len());
+        for (&(Reverse(tier), Reverse(started), id), &(gpus, place)) in running {
+            let priority = priority(tier);
+            if let Some(variant) = variant(priority, place) {
+                into.push(Candidate { id, queue, gpus: u64::from(gpus), priority, started, variant, lca });
             }
         }
     }
@@ -163,15 +158,21 @@ impl State {
     ) -> Vec<JobId> {
         let p = self.preemptor(engine, queue, id);
         let preemption = self.queues[queue].preemption;
+        let reclaims = self.tree.parent(p.node).is_some()
+            && preemption.reclaim_within_cohort != ReclaimWithinCohort::Never;
+        // Candidates of other queues only above their nominal quota.
+        if !self.could_make_room(cluster, &p, |state, node| !state.tree.within_nominal(node)) {
+            return Vec::new();
+        }
         let mut own = Vec::new();
         if preemption.within_cluster_queue != WithinClusterQueue::Never {
             let allows =
                 |priority, place| self.within_allows(&p, priority, place).then_some(Variant::WithinQueue);
-            self.candidates_of(engine, cluster, queue, allows, None, &mut own);
+            self.candidates_of(cluster, queue, allows, None, &mut own);
         }
         let (mut hierarchical, mut others) = (Vec::new(), Vec::new());
         if let Some(parent) = self.tree.parent(p.node)
-            && preemption.reclaim_within_cohort != ReclaimWithinCohort::Never
+            && reclaims
         {
             let tree = &self.tree;
             let mut advantage = tree.usage(p.node) + p.gpus as i64 <= tree.subtree_quota(p.node);
@@ -188,9 +189,6 @@ impl State {
                 previous = Some(subtree);
                 at = tree.parent(subtree);
             }
-        }
-        if !self.fits_without_all(&p, hierarchical.iter().chain(&others).chain(&own)) {
-            return Vec::new();
         }
         let order = ordering(queue);
         hierarchical.sort_unstable_by(&order);
@@ -232,26 +230,38 @@ impl State {
         Vec::new()
     }
 
-    /// Whether the preemptor `p` would fit, borrowing allowed, were every one of
-    /// `candidates` gone: fitting only grows as usage goes, so when it would not, no set of
-    /// them lets it fit and the search is not worth making (most nominations of a busy
-    /// cluster end so).
-    fn fits_without_all<'c>(
+    /// Whether the preemptor `p` would fit, borrowing allowed, were every workload gone
+    /// that it may take: its own queue's that `withinClusterQueue` allows, and those
+    /// `reclaimWithinCohort` allows of the other queues of its cohort tree that `others`
+    /// (state, setup node) lets give candidates. Fitting only grows as usage goes, so when it
+    /// would not, no set of candidates makes room and the search is not made: most
+    /// nominations of a busy cluster end here, before a candidate is gathered (the GPUs are
+    /// the cluster's running ones by lane and priority).
+    fn could_make_room(
         &mut self,
+        cluster: &ClusterState,
         p: &Preemptor,
-        candidates: impl Iterator<Item = &'c Candidate>,
+        others: impl Fn(&State, usize) -> bool,
     ) -> bool {
-        // Each queue's candidates taken out at once.
-        let mut gone = vec![0; self.queues.len()];
-        for c in candidates {
-            gone[c.queue] += c.gpus;
+        let preemption = self.queues[p.queue].preemption;
+        let reclaims =
+            self.tree.parent(p.node).is_some() && preemption.reclaim_within_cohort != ReclaimWithinCohort::Never;
+        let root = self.queues[p.queue].root;
+        let mut gone = Vec::new();
+        for (index, queue) in self.queues.iter().enumerate() {
+            let allows: &dyn Fn(i32) -> bool = if index == p.queue {
+                // At any place: equal priorities counted under LowerOrNewerEqualPriority.
+                &|priority| self.within_allows(p, priority, i64::MAX)
+            } else if reclaims && queue.root == root && others(self, queue.node) {
+                &|priority| self.reclaim_allows(p, priority)
+            } else {
+                continue;
+            };
+            let gpus = cluster.lane_gpus(queue.node as u32, |tier| allows(priority(tier)));
+            if gpus > 0 {
+                gone.push((queue.node, gpus));
+            }
         }
-        let gone: Vec<(usize, u64)> = gone
-            .into_iter()
-            .enumerate()
-            .filter(|&(_, g)| g > 0)
-            .map(|(q, g)| (self.queues[q].node, g))
-            .collect();
         self.without(&gone, |state| p.gpus as i64 <= state.tree.cq_available(p.node))
     }
 
@@ -295,7 +305,7 @@ impl State {
                     }
                 })
             };
-            self.candidates_of(engine, cluster, queue, variant, Some(lca), into);
+            self.candidates_of(cluster, queue, variant, Some(lca), into);
         }
     }
 
@@ -408,21 +418,24 @@ impl State {
     ) -> Vec<JobId> {
         let p = self.preemptor(engine, queue, id);
         let preemption = self.queues[queue].preemption;
+        // Candidates of other queues only while they borrow.
+        if !self.could_make_room(cluster, &p, |state, node| state.tree.borrowing_with(node, 0)) {
+            return Vec::new();
+        }
         let strategies = self.fair.clone().unwrap_or_default();
-        let order = ordering(queue);
         let mut by_queue: Vec<VecDeque<Candidate>> = vec![VecDeque::new(); self.queues.len()];
         if preemption.within_cluster_queue != WithinClusterQueue::Never {
             let mut own = Vec::new();
             let allows =
                 |priority, place| self.within_allows(&p, priority, place).then_some(Variant::WithinQueue);
-            self.candidates_of(engine, cluster, queue, allows, None, &mut own);
+            self.candidates_of(cluster, queue, allows, None, &mut own);
             by_queue[queue] = own.into();
         }
         let root = self.queues[queue].root;
         if self.tree.parent(p.node).is_some()
             && preemption.reclaim_within_cohort != ReclaimWithinCohort::Never
         {
-            for (other, candidates) in by_queue.iter_mut().enumerate() {
+            for other in 0..self.queues.len() {
                 let node = self.queues[other].node;
                 if other == queue || self.queues[other].root != root || !self.tree.borrowing_with(node, 0) {
                     continue;
@@ -430,15 +443,9 @@ impl State {
                 let mut found = Vec::new();
                 let allows =
                     |priority, _| self.reclaim_allows(&p, priority).then_some(Variant::HierarchicalReclaim);
-                self.candidates_of(engine, cluster, other, allows, None, &mut found);
-                *candidates = found.into();
+                self.candidates_of(cluster, other, allows, None, &mut found);
+                by_queue[other] = found.into();
             }
-        }
-        if !self.fits_without_all(&p, by_queue.iter().flatten()) {
-            return Vec::new();
-        }
-        for candidates in &mut by_queue {
-            candidates.make_contiguous().sort_unstable_by(&order);
         }
         self.tree.add(p.node, p.gpus);
         // Whether it fits, borrowing allowed, its own request taken out again (file:
