@@ -36,6 +36,10 @@ fn limits(budgets: &ClusterBudgets) -> Vec<Option<u64>> {
         .collect()
 }
 
+/// A running job as the `kueue` policy orders preemption candidates: (tier, start, job), the
+/// first two reversed (see [`ClusterState::by_lane`]).
+pub(super) type RunKey = (Reverse<u32>, Reverse<i64>, JobId);
+
 /// A reservation (EASY backfill): when the job that holds it can start at the latest, and
 /// per node the GPUs free then that it does not need.
 pub(super) struct Reservation {
@@ -63,7 +67,7 @@ pub(super) struct ClusterState<'b> {
     /// pkg/scheduler/preemption/common/ordering.go): lower priority (higher tier) first, the
     /// latest started first, then trace order; and the GPUs running by (lane, tier), none
     /// zero (what a preemptor could free at the priorities it may take).
-    pub(super) by_lane: Vec<BTreeMap<(Reverse<u32>, Reverse<i64>, JobId), (u32, i64)>>,
+    pub(super) by_lane: Vec<BTreeMap<RunKey, (u32, i64)>>,
     pub(super) running_lanes: BTreeMap<(u32, u32), u64>,
     /// Running jobs per leaf by (start, job): all of them, and those that may be preempted
     /// (past their protection; all of them under the priority policy).

@@ -544,7 +544,7 @@ impl State {
             .filter(|(_, group)| !set_aside(group))
             .filter_map(|(leaf, group)| queue.waiting(leaf, group).next().map(|&job| (group.tier, job)))
             .min();
-        let marks: Vec<((u32, u32, u32), (i64, JobId))> = queue
+        let marks: Vec<_> = queue
             .groups(cluster)
             .filter(|(_, group)| set_aside(group))
             .filter_map(|(leaf, group)| {

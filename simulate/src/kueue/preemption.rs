@@ -181,7 +181,7 @@ impl State {
             let mut at = Some(parent);
             while let Some(subtree) = at {
                 let into = if advantage { &mut hierarchical } else { &mut others };
-                self.collect_in_subtree(engine, cluster, &p, subtree, subtree, previous, advantage, into);
+                self.collect_in_subtree(cluster, &p, subtree, subtree, previous, advantage, into);
                 let tree = &self.tree;
                 let fits = tree.usage(subtree) + remaining <= tree.subtree_quota(subtree);
                 remaining = (remaining - tree.local_available(subtree)).max(0);
@@ -270,7 +270,6 @@ impl State {
     #[allow(clippy::too_many_arguments)]
     fn collect_in_subtree(
         &self,
-        engine: &Engine,
         cluster: &ClusterState,
         p: &Preemptor,
         cohort: usize,
@@ -284,7 +283,7 @@ impl State {
                 continue;
             }
             if !self.tree.is_cluster_queue(child) {
-                self.collect_in_subtree(engine, cluster, p, child, lca, skip, advantage, into);
+                self.collect_in_subtree(cluster, p, child, lca, skip, advantage, into);
                 continue;
             }
             let Some(queue) = self.of_node[child] else { continue };
@@ -435,7 +434,7 @@ impl State {
         if self.tree.parent(p.node).is_some()
             && preemption.reclaim_within_cohort != ReclaimWithinCohort::Never
         {
-            for other in 0..self.queues.len() {
+            for (other, candidates) in by_queue.iter_mut().enumerate() {
                 let node = self.queues[other].node;
                 if other == queue || self.queues[other].root != root || !self.tree.borrowing_with(node, 0) {
                     continue;
@@ -444,7 +443,7 @@ impl State {
                 let allows =
                     |priority, _| self.reclaim_allows(&p, priority).then_some(Variant::HierarchicalReclaim);
                 self.candidates_of(cluster, other, allows, None, &mut found);
-                by_queue[other] = found.into();
+                *candidates = found.into();
             }
         }
         self.tree.add(p.node, p.gpus);
