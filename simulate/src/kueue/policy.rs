@@ -502,7 +502,8 @@ impl State {
     /// reserves is given back at the cycle's end), and the next cycle's heads are nominated
     /// as if it had not run. Where one queue alone has a head, the cycles that set aside its
     /// heads of classes already set aside at this moment are run at once (see
-    /// [`State::set_aside_run`]).
+    /// [`State::set_aside_run`]); where several have, so are all the cycles left when every
+    /// head they would give is set aside.
     fn next_entries(&mut self, engine: &Engine, cluster: &ClusterState) -> Vec<Entry> {
         loop {
             let heads = self.heads(engine, cluster);
@@ -514,6 +515,11 @@ impl State {
             match entries.as_slice() {
                 [] => return entries,
                 [one] => self.set_aside_run(cluster, one),
+                _ if entries.iter().all(|entry| self.all_set_aside(engine, cluster, entry)) => {
+                    for entry in &entries {
+                        self.set_aside_run(cluster, entry);
+                    }
+                }
                 _ => {
                     for entry in &entries {
                         self.set_aside(entry);
@@ -523,8 +529,9 @@ impl State {
         }
     }
 
-    /// Sets aside `head`, the only head of a cycle, and the heads its queue would give the
-    /// cycles after it, one a cycle, while it is the only queue with a head: under
+    /// Sets aside `head` and the heads its queue would give the cycles after it, one a
+    /// cycle, while no other queue's head may admit or evict (it is the only queue with
+    /// heads, or every queue's are set aside: see [`State::all_set_aside`]): under
     /// BestEffortFIFO, each waiting job of a class (priority tier, GPUs) set aside at this
     /// moment (see [`Queue::nominated`]) that comes before the first waiting job of any
     /// other class.
@@ -534,19 +541,10 @@ impl State {
         if queue.queueing == Queueing::StrictFifo {
             return;
         }
-        let moment = self.moment;
-        let set_aside = |group: &Group| {
-            queue.nominated.get(&(group.tier, group.gpus)).is_some_and(|&(at, _)| at == moment)
-        };
-        // The first waiting job of a class not set aside, in the queue's order.
-        let first_other = queue
-            .groups(cluster)
-            .filter(|(_, group)| !set_aside(group))
-            .filter_map(|(leaf, group)| queue.waiting(leaf, group).next().map(|&job| (group.tier, job)))
-            .min();
+        let first_other = self.first_of_other_class(cluster, head.queue);
         let marks: Vec<_> = queue
             .groups(cluster)
-            .filter(|(_, group)| set_aside(group))
+            .filter(|(_, group)| self.set_aside_now(head.queue, group))
             .filter_map(|(leaf, group)| {
                 let last = match first_other {
                     None => group.jobs.last(),
@@ -563,6 +561,50 @@ impl State {
                 queue.parked.insert(group, last);
             }
         }
+    }
+
+    /// Whether every head queue `head.queue` would give the cycles from now on (`head`, set
+    /// aside, then the next, one a cycle) is set aside at this moment: the first waiting job
+    /// of each class not yet nominated at this moment is nominated ahead of its cycle, as
+    /// it would be then (cycles that set heads aside change nothing a nomination depends
+    /// on). No, too, when a class's outcome is not kept (see [`State::nominate`]).
+    fn all_set_aside(&mut self, engine: &Engine, cluster: &ClusterState, head: &Entry) -> bool {
+        if self.queues[head.queue].queueing == Queueing::StrictFifo {
+            return true;
+        }
+        loop {
+            let Some((_, (_, id))) = self.first_of_other_class(cluster, head.queue) else { return true };
+            if id == head.id {
+                return false;
+            }
+            let entry = self.nominate(engine, cluster, head.queue, id);
+            let kept = self.queues[head.queue]
+                .nominated
+                .get(&(entry.tier, entry.gpus))
+                .is_some_and(|&(at, _)| at == self.moment);
+            if !kept {
+                return false;
+            }
+        }
+    }
+
+    /// Whether the class of `group`'s jobs is set aside in `queue` at this moment.
+    fn set_aside_now(&self, queue: usize, group: &Group) -> bool {
+        let nominated = self.queues[queue].nominated.get(&(group.tier, group.gpus));
+        nominated.is_some_and(|&(at, _)| at == self.moment)
+    }
+
+    /// The first waiting job of `queue`, in its order, of a class not set aside at this
+    /// moment (its sticky workload aside), with its tier.
+    fn first_of_other_class(&self, cluster: &ClusterState, queue: usize) -> Option<(u32, (i64, JobId))> {
+        let q = &self.queues[queue];
+        q.groups(cluster)
+            .filter(|(_, group)| !self.set_aside_now(queue, group))
+            .filter_map(|(leaf, group)| {
+                let mut waiting = q.waiting(leaf, group).filter(|&&(_, id)| Some(id) != q.sticky);
+                waiting.next().map(|&job| (group.tier, job))
+            })
+            .min()
     }
 
     /// Each queue's head, if it has one now.
