@@ -233,6 +233,6 @@ fn the_kueue_policy_against_kueues_own_scheduler_on_a_generated_trace() {
         assert_eq!(result["missing"], 0, "{name}: the same jobs in both: {result}");
         assert_eq!(result["same_runs"], 300, "{name}: every run the same: {result}");
         assert_eq!(result["preemptions"][0], result["preemptions"][1], "{name}: {result}");
-        assert!(result["preemptions"][0].as_u64().unwrap() > 100, "{name}: the trace preempts: {result}");
+        assert!(result["preemptions"][0].as_u64().unwrap() > 50, "{name}: the trace preempts: {result}");
     }
 }

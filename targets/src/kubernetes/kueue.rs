@@ -251,6 +251,13 @@ struct MatchExpression<'a> {
     values: Vec<&'a str>,
 }
 
+/// No ClusterQueue preempts its own workloads. With Fair Sharing and `reclaimWithinCohort:
+/// Any`, Kueue's own scheduler preempts in circles when a ClusterQueue may take its own
+/// lower-priority workloads to borrow: another queue within its quota reclaims at once what
+/// it took, and it takes again (measured by replaying traces through Kueue's scheduler:
+/// docs/kueue.md, "What the objects deliver").
+const WITHIN_CLUSTER_QUEUE: &str = "Never";
+
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Preemption {
@@ -277,7 +284,7 @@ fn cluster_queues<'a>(
             cohort_name: node.parent.as_deref().unwrap_or(ROOT),
             fair_sharing: fair_sharing(weight(node.allocation)),
             namespace_selector: NamespaceSelector { match_expressions },
-            preemption: Preemption { reclaim_within_cohort: "Any", within_cluster_queue: "LowerPriority" },
+            preemption: Preemption { reclaim_within_cohort: "Any", within_cluster_queue: WITHIN_CLUSTER_QUEUE },
             queueing_strategy: "BestEffortFIFO",
             resource_groups: resources(
                 binding,
@@ -295,7 +302,7 @@ fn cluster_queues<'a>(
             cohort_name: ROOT,
             fair_sharing: fair_sharing((reserve.gpus * 100_000).checked_div(cluster.gpus).unwrap_or(0)),
             namespace_selector: NamespaceSelector { match_expressions: budget_namespaces(nodes) },
-            preemption: Preemption { reclaim_within_cohort: "Any", within_cluster_queue: "Never" },
+            preemption: Preemption { reclaim_within_cohort: "Any", within_cluster_queue: WITHIN_CLUSTER_QUEUE },
             queueing_strategy: "BestEffortFIFO",
             resource_groups: resources(
                 binding,
@@ -311,7 +318,7 @@ fn cluster_queues<'a>(
             cohort_name: ROOT,
             fair_sharing: fair_sharing(0),
             namespace_selector: NamespaceSelector { match_expressions: Vec::new() },
-            preemption: Preemption { reclaim_within_cohort: "Never", within_cluster_queue: "LowerPriority" },
+            preemption: Preemption { reclaim_within_cohort: "Never", within_cluster_queue: WITHIN_CLUSTER_QUEUE },
             queueing_strategy: "BestEffortFIFO",
             resource_groups: resources(binding, 0, None),
         };
@@ -485,7 +492,7 @@ fn fidelity(model: &Model) -> Report {
         ),
         Row::approximated(
             "minimum runtime per contract",
-            "no field: each contract is a WorkloadPriorityClass valued by its minimum runtime in minutes, which protects only against preemption inside a ClusterQueue",
+            "no field: each contract is a WorkloadPriorityClass valued by its minimum runtime in minutes, which orders a queue's waiting workloads and has reclaim take shorter contracts first; no ClusterQueue preempts its own workloads (`withinClusterQueue: Never`)",
         ),
         Row::lost(
             "maximum runtime",
