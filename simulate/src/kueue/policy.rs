@@ -96,8 +96,8 @@ use std::sync::Arc;
 
 use allot_verify::trace::Job;
 
-use super::super::cluster::{ClusterState, Group};
 use super::super::cluster::Ranking;
+use super::super::cluster::{ClusterState, Group};
 use super::super::engine::{Engine, Queued, Rules as EngineRules, Start};
 use super::super::jobs::{Holding, JobId, SimJob};
 use super::quota::{NoFit, QuotaFit, QuotaTree};
@@ -106,9 +106,10 @@ use super::{Kueue, Queues, priority, tier};
 
 /// Cycles one schedule of a cluster may run, per job queued or running there (and at least
 /// [`CYCLES_AT_LEAST`]): the guard against endless cycles (see the module's documentation).
-/// Every cycle but the last admits, evicts or sets a head aside; without a livelock of
-/// preemptions each job is admitted, evicted and set aside a few times in an instant at
-/// most. At the guard, the instant is cut short.
+/// Only the cycles with a head that may be admitted or preempt are counted: those that only
+/// set heads aside come at most one per waiting job between two of them (see
+/// [`State::next_entries`]). Without a livelock of preemptions each job is admitted and
+/// evicted a few times in an instant at most. At the guard, the instant is cut short.
 const CYCLES_PER_JOB: usize = 16;
 const CYCLES_AT_LEAST: usize = 64;
 
@@ -639,7 +640,13 @@ impl State {
     }
 
     /// One cycle over `entries`, the heads as nominated: whether it changed anything.
-    fn cycle(&mut self, engine: &mut Engine, cluster: &mut ClusterState, mut entries: Vec<Entry>, now: i64) -> bool {
+    fn cycle(
+        &mut self,
+        engine: &mut Engine,
+        cluster: &mut ClusterState,
+        mut entries: Vec<Entry>,
+        now: i64,
+    ) -> bool {
         let classical = self.fair.is_none();
         if classical {
             // Served from the end.

@@ -244,8 +244,8 @@ impl State {
         others: impl Fn(&State, usize) -> bool,
     ) -> bool {
         let preemption = self.queues[p.queue].preemption;
-        let reclaims =
-            self.tree.parent(p.node).is_some() && preemption.reclaim_within_cohort != ReclaimWithinCohort::Never;
+        let reclaims = self.tree.parent(p.node).is_some()
+            && preemption.reclaim_within_cohort != ReclaimWithinCohort::Never;
         let root = self.queues[p.queue].root;
         let mut gone = Vec::new();
         for (index, queue) in self.queues.iter().enumerate() {

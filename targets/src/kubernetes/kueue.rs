@@ -284,7 +284,10 @@ fn cluster_queues<'a>(
             cohort_name: node.parent.as_deref().unwrap_or(ROOT),
             fair_sharing: fair_sharing(weight(node.allocation)),
             namespace_selector: NamespaceSelector { match_expressions },
-            preemption: Preemption { reclaim_within_cohort: "Any", within_cluster_queue: WITHIN_CLUSTER_QUEUE },
+            preemption: Preemption {
+                reclaim_within_cohort: "Any",
+                within_cluster_queue: WITHIN_CLUSTER_QUEUE,
+            },
             queueing_strategy: "BestEffortFIFO",
             resource_groups: resources(
                 binding,
@@ -302,7 +305,10 @@ fn cluster_queues<'a>(
             cohort_name: ROOT,
             fair_sharing: fair_sharing((reserve.gpus * 100_000).checked_div(cluster.gpus).unwrap_or(0)),
             namespace_selector: NamespaceSelector { match_expressions: budget_namespaces(nodes) },
-            preemption: Preemption { reclaim_within_cohort: "Any", within_cluster_queue: WITHIN_CLUSTER_QUEUE },
+            preemption: Preemption {
+                reclaim_within_cohort: "Any",
+                within_cluster_queue: WITHIN_CLUSTER_QUEUE,
+            },
             queueing_strategy: "BestEffortFIFO",
             resource_groups: resources(
                 binding,
@@ -318,7 +324,10 @@ fn cluster_queues<'a>(
             cohort_name: ROOT,
             fair_sharing: fair_sharing(0),
             namespace_selector: NamespaceSelector { match_expressions: Vec::new() },
-            preemption: Preemption { reclaim_within_cohort: "Never", within_cluster_queue: WITHIN_CLUSTER_QUEUE },
+            preemption: Preemption {
+                reclaim_within_cohort: "Never",
+                within_cluster_queue: WITHIN_CLUSTER_QUEUE,
+            },
             queueing_strategy: "BestEffortFIFO",
             resource_groups: resources(binding, 0, None),
         };
