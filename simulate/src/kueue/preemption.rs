@@ -609,7 +609,7 @@ impl State {
     pub(super) fn fair_next(&mut self, entries: &[Entry]) -> usize {
         let first = &entries[0];
         let queue = &self.queues[first.queue];
-        if self.tree.parent(queue.node).is_none() {
+        if entries.len() == 1 || self.tree.parent(queue.node).is_none() {
             return 0;
         }
         let root = queue.root;
