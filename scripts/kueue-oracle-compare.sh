@@ -15,12 +15,15 @@
 # each, one node holding every GPU, so that placement on nodes, which Kueue does not make,
 # decides nothing), itp (the ITP trace on a one-node copy of examples/itp-debug; needs the
 # shared reference material; long). RUNS (default 3) sets the oracle's runs, JOBS (default
-# 2000) the generated traces' jobs.
+# 2000) the generated traces' jobs, ITP_JOBS (default: all) how many of ITP's first jobs
+# are replayed.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 shared="${ALLOT_SHARED_DIR:-$root/../shared}"
 runs="${RUNS:-3}"
 jobs="${JOBS:-2000}"
+itp_jobs="${ITP_JOBS:-}"
+case "$itp_jobs" in '' | *[!0-9]*) [ -z "$itp_jobs" ] || { echo "ITP_JOBS: expected a number of jobs" >&2; exit 2; } ;; esac
 cd "$root"
 echo "==> building allot (release)" >&2
 cargo build --locked --release -q -p allot
@@ -104,7 +107,13 @@ project d share=1 max-gpus=16
         mkdir -p "$work/itp"
         cp examples/itp-debug/*.kdl "$work/itp/"
         sed -i 's/gpus-per-node=8/gpus-per-node=768/' "$work/itp/"*.kdl
-        sh examples/itp-debug/make-trace.sh "$shared/traces/itp-2021" >"$work/itp/trace.csv"
+        sh examples/itp-debug/make-trace.sh "$shared/traces/itp-2021" >"$work/itp/all.csv"
+        # The trace is in submission order: its first jobs are a prefix.
+        if [ -n "$itp_jobs" ]; then
+            head -n "$((itp_jobs + 1))" "$work/itp/all.csv" >"$work/itp/trace.csv"
+        else
+            mv "$work/itp/all.csv" "$work/itp/trace.csv"
+        fi
         echo "$work/itp $work/itp/trace.csv" ;;
     *) echo "unknown setup $1" >&2; return 1 ;;
     esac
