@@ -65,9 +65,10 @@ pub(super) struct ClusterState<'b> {
     /// The `kueue` policy's preemption candidates: each lane's running jobs, with their GPUs
     /// and place, in the order Kueue's preemptor takes one ClusterQueue's workloads (file:
     /// pkg/scheduler/preemption/common/ordering.go): lower priority (higher tier) first, the
-    /// latest started first, then trace order; and the GPUs running by (lane, tier), none
-    /// zero (what a preemptor could free at the priorities it may take).
+    /// latest started first, then trace order.
     pub(super) by_lane: Vec<BTreeMap<RunKey, (u32, i64)>>,
+    /// The GPUs running by (lane, tier), none zero: a ClusterQueue's usage, and what a
+    /// preemptor could free there at the priorities it may take.
     pub(super) running_lanes: BTreeMap<(u32, u32), u64>,
     /// Running jobs per leaf by (start, job): all of them, and those that may be preempted
     /// (past their protection; all of them under the priority policy).
