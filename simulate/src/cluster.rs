@@ -62,6 +62,9 @@ pub(super) struct ClusterState<'b> {
     pub(super) waiting: Vec<f64>,
     /// Running GPUs per tree node (an inner node: its subtree's).
     pub(super) running: Vec<f64>,
+    /// Whether `by_lane` and `running_lanes` are kept (the `kueue` policy's: see
+    /// [`Rules::by_lane`](super::engine::Rules::by_lane)); else they stay empty.
+    pub(super) lanes: bool,
     /// The `kueue` policy's preemption candidates: each lane's running jobs, with their GPUs
     /// and place, in the order Kueue's preemptor takes one ClusterQueue's workloads (file:
     /// pkg/scheduler/preemption/common/ordering.go): lower priority (higher tier) first, the
@@ -128,6 +131,7 @@ impl<'b> ClusterState<'b> {
         gpus_per_node: u64,
         usage: Usage,
         ranking: Ranking,
+        by_lane: bool,
         reserves: impl Iterator<Item = u32>,
     ) -> ClusterState<'b> {
         let hierarchy = &budgets.hierarchy;
@@ -161,6 +165,7 @@ impl<'b> ClusterState<'b> {
             by_size: (0..n).map(|_| Vec::new()).collect(),
             waiting: vec![0.0; n],
             running: vec![0.0; n],
+            lanes: by_lane,
             by_lane: Vec::new(),
             running_lanes: BTreeMap::new(),
             started: vec![BTreeSet::new(); n],
@@ -343,12 +348,14 @@ impl<'b> ClusterState<'b> {
             self.count_preemptible(job, true);
         }
         self.ends.insert((job.expected_end, id));
-        *self.running_lanes.entry((job.lane, job.tier)).or_default() += u64::from(job.gpus);
-        let lane = job.lane as usize;
-        if self.by_lane.len() <= lane {
-            self.by_lane.resize_with(lane + 1, BTreeMap::new);
+        if self.lanes {
+            *self.running_lanes.entry((job.lane, job.tier)).or_default() += u64::from(job.gpus);
+            let lane = job.lane as usize;
+            if self.by_lane.len() <= lane {
+                self.by_lane.resize_with(lane + 1, BTreeMap::new);
+            }
+            self.by_lane[lane].insert((Reverse(job.tier), Reverse(now), id), (job.gpus, job.place));
         }
-        self.by_lane[lane].insert((Reverse(job.tier), Reverse(now), id), (job.gpus, job.place));
         for &(node, _) in &job.placement {
             self.on_node[node as usize].push(id);
         }
@@ -376,11 +383,13 @@ impl<'b> ClusterState<'b> {
             self.count_preemptible(job, false);
         }
         self.ends.remove(&(job.expected_end, id));
-        self.by_lane[job.lane as usize].remove(&(Reverse(job.tier), Reverse(started), id));
-        if let Entry::Occupied(mut lane) = self.running_lanes.entry((job.lane, job.tier)) {
-            *lane.get_mut() -= u64::from(job.gpus);
-            if *lane.get() == 0 {
-                lane.remove();
+        if self.lanes {
+            self.by_lane[job.lane as usize].remove(&(Reverse(job.tier), Reverse(started), id));
+            if let Entry::Occupied(mut lane) = self.running_lanes.entry((job.lane, job.tier)) {
+                *lane.get_mut() -= u64::from(job.gpus);
+                if *lane.get() == 0 {
+                    lane.remove();
+                }
             }
         }
         self.hold(job, -i64::from(job.gpus));

@@ -38,6 +38,12 @@ pub(super) trait Rules {
         Ranking::FairTree { at_stops: true }
     }
 
+    /// Whether the clusters keep their running jobs by lane and priority
+    /// ([`ClusterState::by_lane`]): only the `kueue` policy reads them.
+    fn by_lane(&self) -> bool {
+        false
+    }
+
     /// What a job of the trace becomes: its tier, its time limit and the longest it runs.
     /// `terms` are its contract's.
     fn admit(&self, job: &Job, terms: Option<&Terms>) -> Admission {

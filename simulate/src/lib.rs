@@ -296,6 +296,7 @@ fn simulated(
                 c.gpus_per_node,
                 usage,
                 rules.ranking(),
+                rules.by_lane(),
                 contracts.iter().map(|t| t.reserve),
             )
         })

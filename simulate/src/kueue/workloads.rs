@@ -69,7 +69,7 @@ pub fn workloads(
         .map(|(b, c)| {
             let usage = Usage::new(b.hierarchy.len(), decay);
             let reserves = contracts.iter().map(|t| t.reserve);
-            ClusterState::new(b, c.gpus_per_node, usage, rules.ranking(), reserves)
+            ClusterState::new(b, c.gpus_per_node, usage, rules.ranking(), rules.by_lane(), reserves)
         })
         .collect();
     let mut left = Left::default();
