@@ -141,6 +141,11 @@ impl EngineRules for Rules {
         Ranking::Flat
     }
 
+    /// Each ClusterQueue's running jobs, for its usage and its preemption candidates.
+    fn by_lane(&self) -> bool {
+        true
+    }
+
     /// The job's ClusterQueue as its lane (the one its `queue` names, else its contract's
     /// own, else its budget's),
     /// and its priority (its own, else its contract's priority class on its cluster) as its
@@ -258,6 +263,16 @@ impl Queue {
             .filter(move |(_, group)| group.lane == lane)
     }
 
+    /// Sets aside the jobs of `group` (budget leaf, tier, GPUs) up to `last`, in its order:
+    /// whether that set aside more than before.
+    fn park(&mut self, group: (u32, u32, u32), last: (i64, JobId)) -> bool {
+        let more = self.parked.get(&group).is_none_or(|&before| before < last);
+        if more {
+            self.parked.insert(group, last);
+        }
+        more
+    }
+
     /// A group's jobs not set aside, in its order.
     fn waiting<'a>(&'a self, leaf: usize, group: &'a Group) -> impl Iterator<Item = &'a (i64, JobId)> {
         let after = match self.parked.get(&(leaf as u32, group.tier, group.gpus)) {
@@ -323,7 +338,8 @@ pub(super) struct Entry {
     pub(super) gpus: u32,
     pub(super) tier: u32,
     pub(super) place: i64,
-    /// The height of the lowest subtree its request fits in (0: within its quota).
+    /// The height of the lowest subtree its request fits in (0: within its quota), for the
+    /// classical order; 0 under Fair Sharing.
     pub(super) borrowing: u32,
     pub(super) mode: Mode,
 }
@@ -558,9 +574,7 @@ impl State {
             .collect();
         let queue = &mut self.queues[head.queue];
         for (group, last) in marks {
-            if queue.parked.get(&group).is_none_or(|&before| before < last) {
-                queue.parked.insert(group, last);
-            }
+            queue.park(group, last);
         }
     }
 
@@ -579,20 +593,22 @@ impl State {
                 return false;
             }
             let entry = self.nominate(engine, cluster, head.queue, id);
-            let kept = self.queues[head.queue]
-                .nominated
-                .get(&(entry.tier, entry.gpus))
-                .is_some_and(|&(at, _)| at == self.moment);
-            if !kept {
+            if self.kept(head.queue, (entry.tier, entry.gpus)).is_none() {
                 return false;
             }
         }
     }
 
+    /// The outcome kept for the class (tier, GPUs) in `queue` at this moment, if any: a
+    /// class set aside (see [`Queue::nominated`]).
+    fn kept(&self, queue: usize, class: (u32, u32)) -> Option<&Mode> {
+        let (at, mode) = self.queues[queue].nominated.get(&class)?;
+        (*at == self.moment).then_some(mode)
+    }
+
     /// Whether the class of `group`'s jobs is set aside in `queue` at this moment.
     fn set_aside_now(&self, queue: usize, group: &Group) -> bool {
-        let nominated = self.queues[queue].nominated.get(&(group.tier, group.gpus));
-        nominated.is_some_and(|&(at, _)| at == self.moment)
+        self.kept(queue, (group.tier, group.gpus)).is_some()
     }
 
     /// The first waiting job of `queue`, in its order, of a class not set aside at this
@@ -777,7 +793,11 @@ impl State {
         let job = &engine.jobs[id];
         let gpus = u64::from(job.gpus);
         let node = self.queues[queue].node;
-        let (borrowing, _) = self.tree.lowest_subtree_that_fits(node, gpus);
+        // Only the classical order reads it.
+        let borrowing = match self.fair {
+            None => self.tree.lowest_subtree_that_fits(node, gpus).0,
+            Some(_) => 0,
+        };
         let class = (job.tier, job.gpus);
         let entry = |mode| Entry {
             queue,
@@ -790,10 +810,7 @@ impl State {
             mode,
         };
         let sticky = self.queues[queue].sticky == Some(id);
-        if !sticky
-            && let Some(&(moment, ref mode)) = self.queues[queue].nominated.get(&class)
-            && moment == self.moment
-        {
+        if !sticky && let Some(mode) = self.kept(queue, class) {
             return entry(mode.clone());
         }
         let mode = match self.fit(queue, gpus) {
@@ -860,13 +877,7 @@ impl State {
                 if queue.sticky == Some(entry.id) {
                     return queue.parked_alone.insert(entry.id);
                 }
-                let group = (entry.leaf, entry.tier, entry.gpus);
-                let last = (entry.place, entry.id);
-                let parked = queue.parked.get(&group).is_none_or(|&before| before < last);
-                if parked {
-                    queue.parked.insert(group, last);
-                }
-                parked
+                queue.park((entry.leaf, entry.tier, entry.gpus), (entry.place, entry.id))
             }
             Queueing::StrictFifo => queue.blocked.replace(entry.id) != Some(entry.id),
         }

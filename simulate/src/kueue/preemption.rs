@@ -115,6 +115,13 @@ impl State {
         }
     }
 
+    /// Whether the preemptor may take other queues' workloads at all: it has a cohort, and
+    /// `reclaimWithinCohort` is not `Never`.
+    fn reclaims(&self, p: &Preemptor) -> bool {
+        self.tree.parent(p.node).is_some()
+            && self.queues[p.queue].preemption.reclaim_within_cohort != ReclaimWithinCohort::Never
+    }
+
     /// Whether `reclaimWithinCohort` lets the preemptor take another queue's workload of
     /// `priority`.
     fn reclaim_allows(&self, p: &Preemptor, priority: i32) -> bool {
@@ -158,8 +165,6 @@ impl State {
     ) -> Vec<JobId> {
         let p = self.preemptor(engine, queue, id);
         let preemption = self.queues[queue].preemption;
-        let reclaims = self.tree.parent(p.node).is_some()
-            && preemption.reclaim_within_cohort != ReclaimWithinCohort::Never;
         // Candidates of other queues only above their nominal quota.
         if !self.could_make_room(cluster, &p, |state, node| !state.tree.within_nominal(node)) {
             return Vec::new();
@@ -172,7 +177,7 @@ impl State {
         }
         let (mut hierarchical, mut others) = (Vec::new(), Vec::new());
         if let Some(parent) = self.tree.parent(p.node)
-            && reclaims
+            && self.reclaims(&p)
         {
             let tree = &self.tree;
             let mut advantage = tree.usage(p.node) + p.gpus as i64 <= tree.subtree_quota(p.node);
@@ -243,9 +248,7 @@ impl State {
         p: &Preemptor,
         others: impl Fn(&State, usize) -> bool,
     ) -> bool {
-        let preemption = self.queues[p.queue].preemption;
-        let reclaims = self.tree.parent(p.node).is_some()
-            && preemption.reclaim_within_cohort != ReclaimWithinCohort::Never;
+        let reclaims = self.reclaims(p);
         let root = self.queues[p.queue].root;
         let mut gone = Vec::new();
         for (index, queue) in self.queues.iter().enumerate() {
@@ -431,9 +434,7 @@ impl State {
             by_queue[queue] = own.into();
         }
         let root = self.queues[queue].root;
-        if self.tree.parent(p.node).is_some()
-            && preemption.reclaim_within_cohort != ReclaimWithinCohort::Never
-        {
+        if self.reclaims(&p) {
             for (other, candidates) in by_queue.iter_mut().enumerate() {
                 let node = self.queues[other].node;
                 if other == queue || self.queues[other].root != root || !self.tree.borrowing_with(node, 0) {
@@ -687,6 +688,7 @@ impl State {
 
 #[cfg(test)]
 mod tests {
+    use super::super::super::cluster::RunKey;
     use super::*;
 
     fn candidate(number: u32, queue: usize, priority: i32, started: i64) -> Candidate {
@@ -716,5 +718,29 @@ mod tests {
         // Other queues first; lower priority first; the most recently started first (3 and
         // 4 both at 30: trace order, Kueue's UID, breaks the tie); the own queue's last.
         assert_eq!(order, [3, 4, 2, 1, 0]);
+    }
+
+    #[test]
+    fn the_clusters_index_keeps_one_queues_candidates_in_kueues_order() {
+        // One queue's running jobs (the preemptor's queue is another): priorities, starts
+        // and trace order mixed, ties on each key.
+        let mut candidates = [
+            candidate(5, 1, 10, 30),
+            candidate(1, 1, 0, 30),
+            candidate(4, 1, 10, 50),
+            candidate(2, 1, 0, 30),
+            candidate(3, 1, -5, 10),
+            candidate(0, 1, 10, 50),
+        ];
+        let mut keys: Vec<RunKey> = candidates
+            .iter()
+            .map(|c| (Reverse(super::super::tier(c.priority)), Reverse(c.started), c.id))
+            .collect();
+        keys.sort();
+        candidates.sort_by(ordering(0));
+        let by_index: Vec<u32> = keys.iter().map(|&(_, _, id)| id.number).collect();
+        let by_kueue: Vec<u32> = candidates.iter().map(|c| c.id.number).collect();
+        assert_eq!(by_kueue, [3, 1, 2, 0, 4, 5]);
+        assert_eq!(by_index, by_kueue);
     }
 }
